@@ -1,0 +1,111 @@
+/* h5log.h — libh5log, the parallel log-layout HDF5 writer (public API).
+ *
+ * MPI ranks buffer hyperslab writes with h5l_put / h5l_iput; a collective
+ * h5l_flush appends them to the file as one log dataset plus one record table
+ * and commits one "tick" to the journal. Readers (h5logfs, h5logreplay) see
+ * the file tick by tick. The byte format is docs/format.md.
+ *
+ * Conventions: every function returns H5L_OK (0) or a negative H5L_E* code;
+ * h5l_errmsg() tells why. Collective functions must be called by every rank
+ * of the communicator with the same arguments. */
+#ifndef H5LOG_H
+#define H5LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <hdf5.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define H5L_VERSION_STRING "0.1.0"
+#include "h5log_common.h"
+
+/* Durability of a tick (h5l_opts_t.sync). */
+enum h5l_sync {
+    H5L_SYNC_NONE = 0, /* order writes before the commit; no fsync (default) */
+    H5L_SYNC_TICK = 1  /* MPI_File_sync the data and fsync the journal per tick */
+};
+
+typedef struct h5l_opts {
+    size_t buffer_limit; /* bytes h5l_put may buffer per rank; default 1 GiB */
+    int sync;            /* enum h5l_sync */
+    int check_collective;/* verify ranks made identical definitions; default 1 */
+} h5l_opts_t;
+
+typedef struct h5l_file h5l_file_t;
+
+/* Fill *o with the defaults. Cannot fail. */
+void h5l_opts_init(h5l_opts_t *o);
+
+/* Collective. Create (truncate) `path` and its journal sidecar `path.h5lj`.
+ * On failure *f is NULL and h5l_errmsg(NULL) tells why (per thread). */
+int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts,
+               h5l_file_t **f);
+
+/* Collective. Define a dimension; len may be H5L_UNLIMITED (starts at 0). */
+int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid);
+
+/* Collective. Define a group (parents created as needed); returns its id,
+ * usable with h5l_put_att. Defining an existing group returns its id. */
+int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid);
+
+/* Collective. Define a variable at `path` ("/atm/temp"; groups are created as
+ * needed). `type` is an HDF5 integer or IEEE float type; the data passed to
+ * h5l_put is in this type. chunk NULL means contiguous (a variable with an
+ * unlimited dimension gets a default chunk shape). */
+int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
+                const int *dimids, const uint64_t *chunk, int *varid);
+
+/* Collective. Set the fill value (one element of the variable's type).
+ * Only before the first flush after h5l_def_var; default fill is zero. */
+int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill);
+
+/* Collective. Attach an attribute to a variable, a group or H5L_GLOBAL.
+ * Redefining a name replaces it from the next tick on. */
+int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type,
+                size_t n, const void *value);
+int h5l_put_att_text(h5l_file_t *f, int objid, const char *name,
+                     const char *text);
+
+/* Independent. Buffer a write of the box (start, count) of `varid`; copies
+ * `buf` (row-major, the variable's type) and returns. Past the current length
+ * of an unlimited dimension the dimension grows at the next flush. On any
+ * error nothing is buffered and what was buffered before stays. */
+int h5l_put(h5l_file_t *f, int varid, const uint64_t *start,
+            const uint64_t *count, const void *buf);
+
+/* Independent. As h5l_put, but does not copy: `buf` must stay unchanged until
+ * the next h5l_flush or h5l_close returns. Does not count against the limit. */
+int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
+             const uint64_t *count, const void *buf);
+
+/* Independent. As h5l_put, converting from `memtype` to the variable's type
+ * with libhdf5 (e.g. double data into a float variable). */
+int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
+                 const uint64_t *start, const uint64_t *count, const void *buf);
+
+/* Collective. Write everything buffered and publish one tick. If it fails
+ * the buffered writes are kept, so the caller may retry. */
+int h5l_flush(h5l_file_t *f);
+
+/* Collective. Flush, embed the journal in the file, remove the sidecar and
+ * free f (also on failure). */
+int h5l_close(h5l_file_t *f);
+
+/* Number of ticks published so far. */
+uint64_t h5l_ntick(const h5l_file_t *f);
+
+/* Bytes currently buffered by h5l_put on this rank. */
+size_t h5l_buffered(const h5l_file_t *f);
+
+/* The reason for the last error on f (NULL: the last failed h5l_create of
+ * this thread). Never NULL; "" when there was none. */
+const char *h5l_errmsg(const h5l_file_t *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

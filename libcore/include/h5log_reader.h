@@ -1,0 +1,148 @@
+/* h5log_reader.h — reading log-layout files tick by tick (no MPI, no FUSE,
+ * no libhdf5).
+ *
+ * A reader opens a log-layout HDF5 file, live (its journal in the sidecar
+ * `FILE.h5lj`) or closed (journal embedded), loads its ticks, and reads any
+ * box of any variable as of any loaded tick: fill value first, then every
+ * record of ticks <= T that touches the box, in sequence order. New ticks of a
+ * live file load incrementally with h5l_reader_refresh.
+ *
+ * Thread safety: h5l_reader_read and h5l_reader_refresh may run concurrently
+ * from any threads (one internal rwlock). The schema returned by
+ * h5l_reader_schema may only be looked at between h5l_reader_rdlock and
+ * h5l_reader_unlock, because a refresh may grow its arrays. */
+#ifndef H5LOG_READER_H
+#define H5LOG_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "h5log_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An error: a code (enum h5l_error) and a message naming file and reason. */
+typedef struct h5l_err {
+    int code;
+    char msg[512];
+} h5l_err_t;
+
+/* Record the error in e (may be NULL) and return code. */
+int h5l_err_set(h5l_err_t *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* On-file datatype descriptor (docs/format.md 3.3). */
+enum { H5L_CLASS_INT = 1, H5L_CLASS_FLOAT = 2, H5L_CLASS_STRING = 3 };
+typedef struct h5l_type {
+    uint8_t cls, size, sign, order; /* order: 0 little-endian, 1 big */
+} h5l_type_t;
+
+enum { H5L_OBJ_GROUP = 1, H5L_OBJ_VAR = 2 };
+
+/* A group or variable. Index in h5l_schema_t.objs is its object id. */
+typedef struct h5l_obj {
+    int kind;       /* H5L_OBJ_GROUP or H5L_OBJ_VAR; 0 = unused slot */
+    char *path;     /* absolute path, "/" for the root */
+    uint64_t tick;  /* tick that defined it (0 for the root) */
+    /* variables only */
+    h5l_type_t type;
+    int chunked;        /* 1: HDF5 chunk shape in chunk[]; 0: index slabs */
+    uint32_t ndims;
+    uint32_t *dimids;   /* ndims */
+    uint64_t *chunk;    /* ndims: chunk shape or index slab shape */
+    void *fill;         /* type.size bytes */
+} h5l_obj_t;
+
+typedef struct h5l_dimlen {
+    uint64_t tick, len;
+} h5l_dimlen_t;
+
+typedef struct h5l_dim {
+    char *name;
+    int unlimited;
+    uint64_t tick;      /* tick that defined it */
+    h5l_dimlen_t *lens; /* length history, increasing ticks */
+    size_t nlens;
+} h5l_dim_t;
+
+typedef struct h5l_attr {
+    uint32_t objid;
+    char *name;
+    h5l_type_t type;
+    uint64_t n;     /* elements (characters for strings) */
+    void *value;    /* n * type.size bytes */
+    uint64_t tick;  /* tick that set it */
+} h5l_attr_t;
+
+/* All definitions ever made, stamped with the tick that made them. */
+typedef struct h5l_schema {
+    h5l_obj_t *objs;   size_t nobjs, cap_objs;
+    h5l_dim_t *dims;   size_t ndims, cap_dims;
+    h5l_attr_t *attrs; size_t nattrs, cap_attrs; /* definition order */
+} h5l_schema_t;
+
+/* Length of dimension dimid as of tick (0 if defined later). */
+uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
+/* Shape of variable objid as of tick into shape[ndims]. Returns 0 or error. */
+int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
+                     uint64_t *shape);
+/* 1 if attrs[i] is the value of its (object, name) as of tick. */
+int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick);
+/* Bytes of one element of type t. Cannot fail. */
+size_t h5l_type_size(h5l_type_t t);
+
+typedef struct h5l_tick_info {
+    uint64_t tick, time_ns;
+    uint32_t nranks;
+    uint64_t data_off, data_size, table_off, table_size, nrecords;
+} h5l_tick_info_t;
+
+typedef struct h5l_reader h5l_reader_t;
+
+/* Open `path`. Fails with H5L_EFORMAT if it is not a log-layout file. Loads
+ * every complete tick present. On failure *out is NULL. */
+int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err);
+
+/* Load ticks committed since the last call. *nnew (may be NULL) gets how many.
+ * A torn tail is not an error. After an error the reader keeps serving the
+ * ticks loaded before it, and the same error is returned again. */
+int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err);
+
+/* Newest loaded tick (0: none yet). */
+uint64_t h5l_reader_ntick(h5l_reader_t *r);
+/* 1 once the writer has closed the file (CLOSE record seen). */
+int h5l_reader_closed(h5l_reader_t *r);
+/* 1 if the journal was read from the sidecar (file still being written). */
+int h5l_reader_live(h5l_reader_t *r);
+/* Tick info of tick t (1..ntick). */
+int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out);
+/* Bytes of journal consumed (header included). */
+uint64_t h5l_reader_journal_pos(h5l_reader_t *r);
+/* Total records loaded. */
+uint64_t h5l_reader_nrecords(h5l_reader_t *r);
+/* The file identity (16 bytes). */
+const uint8_t *h5l_reader_id(h5l_reader_t *r);
+const char *h5l_reader_path(h5l_reader_t *r);
+
+/* Schema access: valid only while the read lock is held. */
+void h5l_reader_rdlock(h5l_reader_t *r);
+void h5l_reader_unlock(h5l_reader_t *r);
+const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
+
+/* Read box (start, count) of variable objid as of tick into buf (row-major,
+ * the variable's type). The box must lie inside the shape at that tick. */
+int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+                    const uint64_t *start, const uint64_t *count, void *buf,
+                    h5l_err_t *err);
+
+/* Bytes read from the log and records applied since open (statistics). */
+void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);
+
+/* Free everything. Accepts NULL. */
+void h5l_reader_close(h5l_reader_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,41 @@
+/* anchor.h — rank 0's libhdf5 side of the writer: the HDF5 file itself (sec2
+ * driver, 4096-byte user block), the anchor objects that make the physical
+ * file explain itself, the per-tick /_h5log datasets whose storage the ranks
+ * fill with MPI-IO, and the close sequence that embeds the journal. Only
+ * rank 0 calls these; other ranks never touch libhdf5 for a log file.
+ * Needs libhdf5, not MPI. */
+#ifndef H5L_ANCHOR_H
+#define H5L_ANCHOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "format.h"
+#include "h5log_reader.h"
+
+typedef struct h5l_anchor h5l_anchor_t;
+
+/* Create (truncate) path with a live user block for id. */
+int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out,
+                      h5l_err_t *err);
+
+/* Mirror an op (already applied to s at tick) into the file. Idempotent, so
+ * a retried flush may apply it again. */
+int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
+                  const h5l_op_t *op, h5l_err_t *err);
+
+/* An early-allocated, never-filled 1-D byte dataset /_h5log/NAME of size
+ * bytes (replacing one of that name); *off gets its absolute offset. */
+int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
+                     uint64_t *off, h5l_err_t *err);
+
+/* Close: anchors get their final extents, the journal bytes go into
+ * /_h5log/journal, the HDF5 file is closed and synced, then the user block
+ * is rewritten as closed and synced. Frees a (also on failure). */
+int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
+                      const void *journal, size_t jlen, h5l_err_t *err);
+
+/* Error-path close: close the HDF5 file, leave the user block live (the
+ * sidecar journal stays the truth). Frees a. Accepts NULL. */
+void h5l_anchor_abort(h5l_anchor_t *a);
+
+#endif

@@ -1,0 +1,81 @@
+/* box.c — N-d box arithmetic (see box.h). */
+#include "box.h"
+
+int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac,
+                      const uint64_t *bs, const uint64_t *bc, uint64_t *os,
+                      uint64_t *oc)
+{
+    for (uint32_t i = 0; i < nd; i++) {
+        uint64_t lo = as[i] > bs[i] ? as[i] : bs[i];
+        uint64_t ae = as[i] + ac[i], be = bs[i] + bc[i];
+        uint64_t hi = ae < be ? ae : be;
+        if (hi <= lo) return 0;
+        os[i] = lo;
+        oc[i] = hi - lo;
+    }
+    return 1;
+}
+
+uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c,
+                        const uint64_t *p)
+{
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < nd; i++) off = off * c[i] + (p[i] - s[i]);
+    return off;
+}
+
+uint64_t h5l_box_nelem(uint32_t nd, const uint64_t *c)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < nd; i++) {
+        if (c[i] && n > UINT64_MAX / c[i]) return UINT64_MAX;
+        n *= c[i];
+    }
+    return n;
+}
+
+int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
+                 const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
+                 const uint64_t *bc, h5l_run_fn fn, void *ctx)
+{
+    if (nd == 0) return fn(ctx, 0, 0, 1);
+    /* Merge trailing dims: dims k..nd-1 form one run when for every d > k X
+     * spans the whole of A and of B along d. */
+    uint32_t k = nd - 1;
+    uint64_t run = xc[k];
+    while (k > 0 && xc[k] == ac[k] && xc[k] == bc[k]) {
+        k--;
+        run *= xc[k];
+    }
+    /* Strides (in elements) of A and B for dims 0..k. */
+    uint64_t sa[32], sb[32], idx[32];
+    uint64_t ta = 1, tb = 1;
+    for (uint32_t d = nd; d-- > 0;) {
+        sa[d] = ta;
+        sb[d] = tb;
+        ta *= ac[d];
+        tb *= bc[d];
+    }
+    uint64_t pa = 0, pb = 0;
+    for (uint32_t d = 0; d < nd; d++) {
+        pa += (xs[d] - as[d]) * sa[d];
+        pb += (xs[d] - bs[d]) * sb[d];
+        idx[d] = 0;
+    }
+    /* Iterate over dims 0..k-1 (the run covers dim k and those after). */
+    for (;;) {
+        int rc = fn(ctx, pa, pb, run);
+        if (rc) return rc;
+        int d = (int)k - 1;
+        for (; d >= 0; d--) {
+            idx[d]++;
+            pa += sa[d];
+            pb += sb[d];
+            if (idx[d] < xc[d]) break;
+            pa -= sa[d] * xc[d];
+            pb -= sb[d] * xc[d];
+            idx[d] = 0;
+        }
+        if (d < 0) return 0;
+    }
+}

@@ -1,0 +1,34 @@
+/* box.h — N-dimensional boxes (start, count) in row-major arrays: intersection
+ * and the copy of one box between two row-major layouts. Pure, no I/O.
+ * Used by the reader to place log records into read buffers and, in the
+ * daemon, to assemble chunks. */
+#ifndef H5L_BOX_H
+#define H5L_BOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Intersect (as, ac) with (bs, bc) into (os, oc). Returns 1 if not empty. */
+int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac,
+                      const uint64_t *bs, const uint64_t *bc, uint64_t *os,
+                      uint64_t *oc);
+
+/* Element offset of point p inside the row-major box (s, c). */
+uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c,
+                        const uint64_t *p);
+
+/* Number of elements of a box (saturates at UINT64_MAX). */
+uint64_t h5l_box_nelem(uint32_t nd, const uint64_t *c);
+
+/* Walk the contiguous runs of box X inside both row-major layouts A (the
+ * source) and B (the destination); X must lie inside both. For each run,
+ * fn(ctx, src_elem_offset, dst_elem_offset, run_elems) is called, runs in
+ * increasing source order. Trailing dimensions X covers fully in both A and B
+ * are merged, so a fully contiguous copy is a single run. Stops and returns
+ * fn's value at the first non-zero. */
+typedef int (*h5l_run_fn)(void *ctx, uint64_t src, uint64_t dst, uint64_t n);
+int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
+                 const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
+                 const uint64_t *bc, h5l_run_fn fn, void *ctx);
+
+#endif

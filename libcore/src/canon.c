@@ -1,0 +1,210 @@
+/* canon.c — canonical HDF5 objects from a schema (see canon.h).
+ *
+ * netCDF-4 compatibility (checked with ncdump, see docs/format.md and the
+ * design notes): every dimension becomes a dimension scale at the root.
+ * A 1-D root variable named like its dimension is that dimension's
+ * coordinate variable and is the scale itself; any other dimension gets a
+ * data-less float dataset whose NAME attribute is netCDF's "This is a netCDF
+ * dimension but not a netCDF variable" marker, so ncdump shows the
+ * dimension and no extra variable. netCDF fails on a variable with scales on
+ * only some dimensions, so a variable gets scales on all or none. */
+#include "canon.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <hdf5_hl.h>
+
+#include "h5type.h"
+#include "schema.h"
+
+#define NC_DIM_MARK "This is a netCDF dimension but not a netCDF variable."
+
+int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
+{
+    int rc = H5L_OK;
+    hid_t t = h5l_type_to_hid(a->type, a->type.cls == H5L_CLASS_STRING ? a->n : 0);
+    hid_t sp = -1, at = -1;
+    if (t < 0) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", a->name);
+    if (a->type.cls == H5L_CLASS_STRING) {
+        sp = H5Screate(H5S_SCALAR);
+    } else {
+        hsize_t n = a->n;
+        sp = H5Screate_simple(1, &n, NULL);
+    }
+    if (H5Aexists(obj, a->name) > 0) H5Adelete(obj, a->name);
+    at = sp < 0 ? -1 : H5Acreate2(obj, a->name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    const char *empty = "";
+    const void *val = a->type.cls == H5L_CLASS_STRING && a->n == 0 ? (const void *)empty : a->value;
+    if (at < 0 || H5Awrite(at, t, val) < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "cannot write attribute '%s'", a->name);
+    if (at >= 0) H5Aclose(at);
+    if (sp >= 0) H5Sclose(sp);
+    H5Tclose(t);
+    return rc;
+}
+
+int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
+                      uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err)
+{
+    const h5l_obj_t *o = &s->objs[objid];
+    hsize_t dims[H5L_MAX_DIMS], maxd[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < o->ndims; d++) {
+        dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
+        maxd[d] = s->dims[o->dimids[d]].unlimited ? H5S_UNLIMITED : dims[d];
+        chunk[d] = o->chunk[d];
+        /* HDF5 refuses a fixed dimension smaller than its chunk */
+        if (o->chunked && maxd[d] != H5S_UNLIMITED && chunk[d] > maxd[d]) chunk[d] = maxd[d] ? maxd[d] : 1;
+    }
+    hid_t sp = o->ndims ? H5Screate_simple((int)o->ndims, dims, maxd) : H5Screate(H5S_SCALAR);
+    hid_t t = h5l_type_to_hid(o->type, 0);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int rc = H5L_OK;
+    if (sp < 0 || t < 0 || dcpl < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
+        goto out;
+    }
+    if (o->chunked && o->ndims && H5Pset_chunk(dcpl, (int)o->ndims, chunk) < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "'%s': bad chunk shape", o->path);
+        goto out;
+    }
+    H5Pset_fill_value(dcpl, t, o->fill);
+    if (alloc == H5L_ALLOC_EARLY) {
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    } else if (alloc == H5L_ALLOC_NONE) {
+        H5Pset_alloc_time(dcpl, o->chunked ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
+    }
+    *dset = H5Dcreate2(file, o->path, t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (*dset < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot create dataset '%s'", o->path);
+out:
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    return rc;
+}
+
+/* The coordinate variable of dimension d (a 1-D root variable "/name" over
+ * d), or -1. */
+static long coord_var(const h5l_schema_t *s, uint32_t d, uint64_t tick)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "/%s", s->dims[d].name);
+    long id = h5l_schema_find(s, path);
+    if (id < 0 || s->objs[id].tick > tick || s->objs[id].kind != H5L_OBJ_VAR) return -1;
+    const h5l_obj_t *o = &s->objs[id];
+    return o->ndims == 1 && o->dimids[0] == d ? id : -1;
+}
+
+/* Create data-less scales for dimensions without coordinate variables;
+ * mark which dimensions can have scales (scalable[d]). */
+static int make_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, char *scalable,
+                       h5l_err_t *err)
+{
+    for (size_t d = 0; d < s->ndims; d++) {
+        scalable[d] = 0;
+        if (s->dims[d].tick > tick) continue;
+        if (coord_var(s, (uint32_t)d, tick) >= 0) {
+            scalable[d] = 1;
+            continue;
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "/%s", s->dims[d].name);
+        long other = h5l_schema_find(s, path);
+        if (other >= 0 && s->objs[other].tick <= tick) continue; /* name taken: no scale */
+        hsize_t len = h5l_schema_dimlen(s, (uint32_t)d, tick);
+        hsize_t maxd = s->dims[d].unlimited ? H5S_UNLIMITED : len;
+        hsize_t ch = 1024;
+        hid_t sp = H5Screate_simple(1, &len, &maxd);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        if (s->dims[d].unlimited) H5Pset_chunk(dcpl, 1, &ch);
+        H5Pset_alloc_time(dcpl, s->dims[d].unlimited ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
+        hid_t ds = H5Dcreate2(file, path, H5T_IEEE_F32BE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        char mark[128];
+        snprintf(mark, sizeof mark, NC_DIM_MARK "%10llu", (unsigned long long)len);
+        int bad = ds < 0 || H5DSset_scale(ds, mark) < 0;
+        if (ds >= 0) H5Dclose(ds);
+        H5Pclose(dcpl);
+        H5Sclose(sp);
+        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot create dimension scale '%s'", path);
+        scalable[d] = 1;
+    }
+    return H5L_OK;
+}
+
+static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const char *scalable,
+                         h5l_err_t *err)
+{
+    for (size_t d = 0; d < s->ndims; d++) {
+        long cv = scalable[d] ? coord_var(s, (uint32_t)d, tick) : -1;
+        if (cv < 0) continue;
+        hid_t ds = H5Dopen2(file, s->objs[cv].path, H5P_DEFAULT);
+        int bad = ds < 0 || H5DSset_scale(ds, s->dims[d].name) < 0;
+        if (ds >= 0) H5Dclose(ds);
+        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot make '%s' a dimension scale", s->objs[cv].path);
+    }
+    for (size_t i = 1; i < s->nobjs; i++) {
+        const h5l_obj_t *o = &s->objs[i];
+        if (o->kind != H5L_OBJ_VAR || o->tick > tick || o->ndims == 0) continue;
+        int all = 1;
+        for (uint32_t k = 0; k < o->ndims; k++) all &= scalable[o->dimids[k]];
+        if (!all || (o->ndims == 1 && coord_var(s, o->dimids[0], tick) == (long)i)) continue;
+        hid_t ds = H5Dopen2(file, o->path, H5P_DEFAULT);
+        int bad = ds < 0;
+        for (uint32_t k = 0; k < o->ndims && !bad; k++) {
+            char path[1024];
+            snprintf(path, sizeof path, "/%s", s->dims[o->dimids[k]].name);
+            hid_t sc = H5Dopen2(file, path, H5P_DEFAULT);
+            bad = sc < 0 || H5DSattach_scale(ds, sc, k) < 0;
+            if (sc >= 0) H5Dclose(sc);
+        }
+        if (ds >= 0) H5Dclose(ds);
+        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot attach dimension scales to '%s'", o->path);
+    }
+    return H5L_OK;
+}
+
+static int write_attrs(hid_t file, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err)
+{
+    for (size_t i = 0; i < s->nattrs; i++) {
+        if (!h5l_schema_attr_current(s, i, tick)) continue;
+        const h5l_attr_t *a = &s->attrs[i];
+        hid_t obj = H5Oopen(file, s->objs[a->objid].path, H5P_DEFAULT);
+        if (obj < 0) return h5l_err_set(err, H5L_EHDF5, "cannot open '%s'", s->objs[a->objid].path);
+        int rc = h5l_canon_attr(obj, a, err);
+        H5Oclose(obj);
+        if (rc) return rc;
+    }
+    return H5L_OK;
+}
+
+int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
+                    int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
+{
+    int rc = H5L_OK;
+    for (size_t i = 1; i < s->nobjs && !rc; i++) {
+        const h5l_obj_t *o = &s->objs[i];
+        if (!o->kind || o->tick > tick) continue;
+        if (o->kind == H5L_OBJ_GROUP) {
+            hid_t g = H5Gcreate2(file, o->path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            if (g < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot create group '%s'", o->path);
+            else H5Gclose(g);
+            continue;
+        }
+        hid_t ds;
+        rc = h5l_canon_dataset(file, s, (uint32_t)i, tick, alloc, &ds, err);
+        if (rc) break;
+        if (fn) {
+            rc = fn(ctx, (uint32_t)i, ds);
+            if (rc) h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+        }
+        H5Dclose(ds);
+    }
+    char *scalable = calloc(s->ndims + 1, 1);
+    if (!rc && !scalable) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    if (!rc) rc = make_scales(file, s, tick, scalable, err);
+    if (!rc) rc = attach_scales(file, s, tick, scalable, err);
+    if (!rc) rc = write_attrs(file, s, tick, err);
+    free(scalable);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* canon.h — building canonical HDF5 objects from a schema with libhdf5:
+ * groups, datasets (shape, max dims, chunking, fill value), attributes and
+ * netCDF-compatible dimension scales. One code path serves the writer's
+ * anchors (no storage), h5logreplay (real storage) and the daemon's
+ * skeletons (early allocation, never filled). Needs libhdf5, not MPI. */
+#ifndef H5L_CANON_H
+#define H5L_CANON_H
+
+#include <hdf5.h>
+#include "h5log_reader.h"
+
+enum h5l_alloc {
+    H5L_ALLOC_NONE = 0,  /* late allocation: anchors in the log file */
+    H5L_ALLOC_WRITE = 1, /* default allocation: data written with H5Dwrite */
+    H5L_ALLOC_EARLY = 2  /* early allocation, fill never: daemon skeletons */
+};
+
+/* Create the dataset of variable objid as of tick under file (parents must
+ * exist). *dset gets it (caller closes). */
+int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
+                      uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err);
+
+/* Set (create or replace) attribute a on object obj. */
+int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
+
+/* Called for each variable right after its dataset is created. Non-zero
+ * return aborts the build with that code. */
+typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
+
+/* Build every group, variable, attribute and dimension scale visible at
+ * tick into file, in object-id order. */
+int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
+                    int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err);
+
+#endif

@@ -1,0 +1,73 @@
+/* codec.h — little-endian byte encoding: a growable output buffer and a
+ * bounds-checked input cursor. Owns nothing but the buffer it grows.
+ *
+ * Why: every on-file structure (docs/format.md) is a sequence of little-endian
+ * fields with no alignment inside bodies; these helpers make encoding total
+ * (only allocation can fail) and decoding safe against any byte string. */
+#ifndef H5L_CODEC_H
+#define H5L_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct h5l_buf {
+    uint8_t *p;
+    size_t len, cap;
+    int oom; /* sticky: an allocation failed; contents are then incomplete */
+} h5l_buf_t;
+
+void h5l_buf_free(h5l_buf_t *b);
+/* Make room for n more bytes; 0 on success, -1 (and b->oom) on failure. */
+int h5l_buf_reserve(h5l_buf_t *b, size_t n);
+void h5l_buf_put(h5l_buf_t *b, const void *src, size_t n);
+void h5l_buf_u8(h5l_buf_t *b, uint8_t v);
+void h5l_buf_u16(h5l_buf_t *b, uint16_t v);
+void h5l_buf_u32(h5l_buf_t *b, uint32_t v);
+void h5l_buf_u64(h5l_buf_t *b, uint64_t v);
+void h5l_buf_str(h5l_buf_t *b, const char *s); /* u32 length + bytes */
+void h5l_buf_pad8(h5l_buf_t *b);               /* zeros to a multiple of 8 */
+
+typedef struct h5l_cur {
+    const uint8_t *p;
+    size_t len, pos;
+    int bad; /* sticky: a read ran past the end */
+} h5l_cur_t;
+
+static inline h5l_cur_t h5l_cur(const void *p, size_t len)
+{
+    h5l_cur_t c = {(const uint8_t *)p, len, 0, 0};
+    return c;
+}
+/* Pointer to the next n bytes and advance, or NULL (and c->bad). */
+const uint8_t *h5l_cur_take(h5l_cur_t *c, size_t n);
+uint8_t h5l_cur_u8(h5l_cur_t *c);
+uint16_t h5l_cur_u16(h5l_cur_t *c);
+uint32_t h5l_cur_u32(h5l_cur_t *c);
+uint64_t h5l_cur_u64(h5l_cur_t *c);
+/* A u32-length string as a fresh NUL-terminated copy (caller frees), or NULL
+ * (and c->bad) if it runs past the end or holds a NUL. */
+char *h5l_cur_str(h5l_cur_t *c);
+
+static inline void h5l_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void h5l_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t h5l_get_le32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t h5l_get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#endif

@@ -1,0 +1,58 @@
+/* index.h — records of a file bucketed by the chunks they touch.
+ *
+ * Every variable is tiled by its index chunks (its HDF5 chunks, or the
+ * contiguous slabs of docs/format.md 3.3). A record is listed in the bucket
+ * of each chunk one of its boxes touches, and buckets list records in
+ * sequence order, so "every record of ticks <= T touching chunk C, in the
+ * order they apply" is a hash lookup plus a binary search: a read costs the
+ * records that touch it, never a scan of the log.
+ *
+ * The index owns its records (arena-allocated; pointers stay valid until
+ * h5l_index_free). Not thread-safe: the reader serialises inserts against
+ * lookups with its rwlock. */
+#ifndef H5L_INDEX_H
+#define H5L_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct h5l_rec {
+    uint64_t tick, order;
+    uint32_t rank, objid;
+    uint64_t offset, size; /* absolute file offset of the data, bytes */
+    uint32_t nboxes, ndims;
+    uint64_t *boxes;       /* nboxes x (start[ndims], count[ndims]) */
+} h5l_rec_t;
+
+typedef struct h5l_index h5l_index_t;
+
+h5l_index_t *h5l_index_new(void);
+void h5l_index_free(h5l_index_t *x);
+
+/* Register a variable's index chunk shape. 0, or H5L_ENOMEM/H5L_EINVAL. */
+int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims,
+                      const uint64_t *chunk);
+
+/* A record with room for its boxes, owned by the index; NULL if out of
+ * memory. Fill it, then h5l_index_insert it. */
+h5l_rec_t *h5l_index_new_rec(h5l_index_t *x, uint32_t nboxes, uint32_t ndims);
+
+/* List rec in every chunk it touches. Records must be inserted in
+ * increasing sequence (tick, rank, order). 0 or H5L_ENOMEM/H5L_EBADID. */
+int h5l_index_insert(h5l_index_t *x, h5l_rec_t *rec);
+
+/* The records touching chunk `coord` (chunk coordinates, not elements) of
+ * objid whose tick <= tick, in sequence order. Returns their number; *list
+ * points into the index (valid until the next insert). */
+size_t h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
+                       const uint64_t *coord, uint64_t tick,
+                       h5l_rec_t *const **list);
+
+/* The chunk shape registered for objid, or NULL. */
+const uint64_t *h5l_index_chunk_shape(const h5l_index_t *x, uint32_t objid);
+
+uint64_t h5l_index_nrecords(const h5l_index_t *x);
+/* Bytes held by the index (records, boxes, buckets, tables). */
+size_t h5l_index_memory(const h5l_index_t *x);
+
+#endif

@@ -1,0 +1,606 @@
+/* reader.c — open a log-layout file, load its ticks, read boxes as of a tick.
+ *
+ * Loading a tick: the TICK frame's ops are applied to the schema, its record
+ * table is read with one pread, every block and record is checked (checksum,
+ * ids, bounds against the dimension lengths of that tick, data inside the
+ * tick's data region and inside the file), then records go into the index in
+ * sequence order and the tick becomes visible by bumping `nticks`. Anything
+ * wrong is corruption: the reader keeps the ticks it had and reports the same
+ * error from then on.
+ *
+ * Reading: fill, then for each index chunk the box touches, the records of
+ * that chunk with tick <= T in sequence order, each clipped to box and chunk
+ * (chunks partition space, so each element is written by the records of its
+ * own chunk only, in their order: later sequence wins). Data comes from the
+ * log with pread at absolute offsets — no mmap, so a file truncated under us
+ * yields EIO, never SIGBUS. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "box.h"
+#include "codec.h"
+#include "format.h"
+#include "index.h"
+#include "journal.h"
+#include "schema.h"
+
+#define SPAN_MAX (4u << 20) /* read a record's span at once up to this size */
+
+struct h5l_reader {
+    char *path, *jpath;
+    int fd;        /* the HDF5 file */
+    int jfd;       /* where the journal is read: sidecar, or fd when embedded */
+    int live;      /* journal read from the sidecar */
+    uint64_t jbase, jlimit; /* journal start in jfd; bytes (embedded only) */
+    uint64_t jpos;          /* next frame, relative to jbase */
+    uint8_t id[16];
+    uint64_t seed;
+    h5l_schema_t schema;
+    h5l_index_t *index;
+    h5l_tick_info_t *ticks;
+    size_t nticks, cap_ticks;
+    int closed;
+    int failed;
+    h5l_err_t ferr;
+    pthread_rwlock_t lock;     /* schema, index, ticks */
+    pthread_mutex_t refresh_mu; /* one refresh at a time */
+    _Atomic uint64_t stat_bytes, stat_records;
+};
+
+static uint64_t file_size(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static int read_ub(int fd, const char *path, h5l_ub_t *ub, h5l_err_t *err)
+{
+    uint8_t b[H5L_UB_LEN];
+    ssize_t n = h5l_pread_full(fd, b, sizeof b, 0);
+    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
+    if (n < (ssize_t)sizeof b)
+        return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
+    return h5l_ub_decode(b, ub, path, err);
+}
+
+/* Point the reader at its journal: the sidecar while the file is live, else
+ * the embedded copy. Handles a writer closing between our two looks. */
+static int attach_journal(h5l_reader_t *r, h5l_err_t *err)
+{
+    h5l_ub_t ub;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc = read_ub(r->fd, r->path, &ub, err);
+        if (rc) return rc;
+        memcpy(r->id, ub.id, 16);
+        r->seed = h5l_seed(ub.id);
+        if (ub.flags & H5L_UB_CLOSED) {
+            if (ub.jr_off + ub.jr_len > file_size(r->fd) || ub.jr_len < H5L_JHDR_LEN ||
+                ub.jr_off < H5L_USERBLOCK_SIZE)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal [%llu, +%llu) lies outside the file",
+                                   r->path, (unsigned long long)ub.jr_off, (unsigned long long)ub.jr_len);
+            r->jfd = r->fd;
+            r->live = 0;
+            r->jbase = ub.jr_off;
+            r->jlimit = ub.jr_len;
+            return H5L_OK;
+        }
+        r->jfd = open(r->jpath, O_RDONLY | O_CLOEXEC);
+        if (r->jfd >= 0) {
+            r->live = 1;
+            r->jbase = 0;
+            r->jlimit = 0;
+            return H5L_OK;
+        }
+        if (errno != ENOENT)
+            return h5l_err_set(err, H5L_EIO, "%s: %s", r->jpath, strerror(errno));
+        /* sidecar gone: the writer may have closed meanwhile; look again */
+    }
+    return h5l_err_set(err, H5L_ECORRUPT, "%s: file is open for writing but its journal %s is missing",
+                       r->path, r->jpath);
+}
+
+static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
+{
+    uint8_t b[H5L_JHDR_LEN];
+    ssize_t n = h5l_pread_full(r->jfd, b, sizeof b, r->jbase);
+    const char *what = r->live ? r->jpath : r->path;
+    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", what, strerror((int)-n));
+    if (n < (ssize_t)sizeof b)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal shorter than its header", what);
+    h5l_jhdr_t h;
+    int rc = h5l_jhdr_decode(b, &h, what, err);
+    if (rc) return rc;
+    if (memcmp(h.id, r->id, 16) != 0)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal belongs to another file (identity mismatch)", what);
+    r->jpos = H5L_JHDR_LEN;
+    return H5L_OK;
+}
+
+int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    h5l_reader_t *r = calloc(1, sizeof *r);
+    if (!r) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+    r->fd = r->jfd = -1;
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* writer preference: a stream of reads must not starve tick loading */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    pthread_mutex_init(&r->refresh_mu, NULL);
+    int rc;
+    r->path = strdup(path);
+    if (r->path && asprintf(&r->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) r->jpath = NULL;
+    r->index = h5l_index_new();
+    if (!r->path || !r->jpath || !r->index || h5l_schema_init(&r->schema)) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0) {
+        rc = h5l_err_set(err, errno == ENOENT ? H5L_ENOTFOUND : H5L_EIO, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if ((rc = attach_journal(r, err)) || (rc = check_jhdr(r, err))) goto fail;
+    if ((rc = h5l_reader_refresh(r, NULL, err))) goto fail;
+    *out = r;
+    return H5L_OK;
+fail:
+    h5l_reader_close(r);
+    return rc;
+}
+
+void h5l_reader_close(h5l_reader_t *r)
+{
+    if (!r) return;
+    if (r->jfd >= 0 && r->jfd != r->fd) close(r->jfd);
+    if (r->fd >= 0) close(r->fd);
+    h5l_schema_free(&r->schema);
+    h5l_index_free(r->index);
+    free(r->ticks);
+    free(r->path);
+    free(r->jpath);
+    pthread_rwlock_destroy(&r->lock);
+    pthread_mutex_destroy(&r->refresh_mu);
+    free(r);
+}
+
+/* Check one record against the schema as of tick t and the data region. */
+static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, const h5l_rec_t *rec,
+                     h5l_err_t *err)
+{
+    const h5l_obj_t *o = &r->schema.objs[rec->objid];
+    uint64_t nbytes = 0;
+    for (uint32_t k = 0; k < rec->nboxes; k++) {
+        const uint64_t *s = rec->boxes + (size_t)k * 2 * o->ndims, *c = s + o->ndims;
+        for (uint32_t d = 0; d < o->ndims; d++) {
+            uint64_t len = h5l_schema_dimlen(&r->schema, o->dimids[d], t->tick);
+            if (c[d] == 0 || s[d] > len || c[d] > len - s[d])
+                return h5l_err_set(err, H5L_ECORRUPT,
+                                   "%s: tick %llu: record of '%s' selects outside its shape (dim %u: start %llu count %llu length %llu)",
+                                   r->path, (unsigned long long)t->tick, o->path, d,
+                                   (unsigned long long)s[d], (unsigned long long)c[d], (unsigned long long)len);
+        }
+        nbytes += h5l_box_nelem(o->ndims, c) * o->type.size;
+    }
+    if (nbytes != rec->size)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' has size %llu, its boxes need %llu",
+                           r->path, (unsigned long long)t->tick, o->path,
+                           (unsigned long long)rec->size, (unsigned long long)nbytes);
+    if (rec->offset < t->data_off || rec->size > t->data_size ||
+        rec->offset - t->data_off > t->data_size - rec->size)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' points outside the tick's data",
+                           r->path, (unsigned long long)t->tick, o->path);
+    return H5L_OK;
+}
+
+/* Decode and check the record table of tick t, inserting records. Runs
+ * under the write lock. */
+static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab,
+                      h5l_err_t *err)
+{
+    size_t pos = 0;
+    uint64_t total = 0;
+    for (uint32_t rank = 0; rank < t->nranks; rank++) {
+        h5l_block_t blk;
+        if (t->table_size - pos < H5L_BLOCK_LEN || h5l_block_decode(tab + pos, &blk) ||
+            blk.rank != rank || blk.tick != t->tick || blk.payload > t->table_size - pos - H5L_BLOCK_LEN)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u is damaged",
+                               r->path, (unsigned long long)t->tick, rank);
+        const uint8_t *pl = tab + pos + H5L_BLOCK_LEN;
+        if (h5l_hash(pl, blk.payload, r->seed) != blk.checksum)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u fails its checksum",
+                               r->path, (unsigned long long)t->tick, rank);
+        h5l_cur_t c = h5l_cur(pl, blk.payload);
+        uint64_t prev_order = 0;
+        for (uint64_t i = 0; i < blk.nrec; i++) {
+            h5l_recfix_t f;
+            if (h5l_recfix_decode(&c, &f) || f.objid >= r->schema.nobjs ||
+                r->schema.objs[f.objid].kind != H5L_OBJ_VAR || f.nboxes == 0 ||
+                (i > 0 && f.order <= prev_order))
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu is malformed",
+                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+            prev_order = f.order;
+            uint32_t nd = r->schema.objs[f.objid].ndims;
+            if (nd == 0 ? f.nboxes != 1 : f.nboxes > (c.len - c.pos) / (16 * (uint64_t)nd))
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
+                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+            h5l_rec_t *rec = h5l_index_new_rec(r->index, f.nboxes, nd);
+            if (!rec) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory loading records", r->path);
+            rec->tick = t->tick;
+            rec->rank = rank;
+            rec->order = f.order;
+            rec->objid = f.objid;
+            rec->offset = f.offset;
+            rec->size = f.size;
+            for (size_t j = 0; j < (size_t)f.nboxes * 2 * nd; j++) rec->boxes[j] = h5l_cur_u64(&c);
+            if (c.bad)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
+                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+            int rc = check_rec(r, t, rec, err);
+            if (rc) return rc;
+            if ((rc = h5l_index_insert(r->index, rec)))
+                return h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
+        }
+        if (c.pos != c.len)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has trailing bytes",
+                               r->path, (unsigned long long)t->tick, rank);
+        total += blk.nrec;
+        pos += H5L_BLOCK_LEN + blk.payload;
+    }
+    if (total != t->nrecords || pos != t->table_size)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table disagrees with its journal entry",
+                           r->path, (unsigned long long)t->tick);
+    return H5L_OK;
+}
+
+static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
+{
+    h5l_cur_t c = h5l_cur(payload, len);
+    h5l_tick_info_t t;
+    uint32_t nops;
+    if (h5l_tick_decode(&c, &t, &nops))
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick record too short", r->path);
+    if (t.tick != r->nticks + 1 || t.nranks == 0)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path,
+                           (unsigned long long)t.tick, r->nticks);
+    uint64_t fsize = file_size(r->fd);
+    if (t.data_off + t.data_size > fsize || t.data_off + t.data_size < t.data_off ||
+        t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)",
+                           r->path, (unsigned long long)t.tick, (unsigned long long)fsize);
+    if (t.table_size > ((uint64_t)1 << 40))
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: absurd record table size", r->path,
+                           (unsigned long long)t.tick);
+    uint8_t *tab = malloc(t.table_size ? t.table_size : 1);
+    if (!tab) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    ssize_t n = h5l_pread_full(r->fd, tab, t.table_size, t.table_off);
+    if (n != (ssize_t)t.table_size) {
+        free(tab);
+        return h5l_err_set(err, n < 0 ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table",
+                           r->path, (unsigned long long)t.tick);
+    }
+    int rc = H5L_OK;
+    pthread_rwlock_wrlock(&r->lock);
+    for (uint32_t i = 0; i < nops && !rc; i++) {
+        h5l_op_t op;
+        if (h5l_op_decode(&c, &op)) {
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: schema op %u is malformed", r->path,
+                             (unsigned long long)t.tick, i);
+            break;
+        }
+        h5l_err_t e2;
+        rc = h5l_schema_apply(&r->schema, t.tick, &op, &e2);
+        if (rc) {
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: %s", r->path, (unsigned long long)t.tick, e2.msg);
+        } else if (op.kind == H5L_OP_VAR) {
+            rc = h5l_index_add_var(r->index, op.id, op.ndims, op.chunk);
+            if (rc) h5l_err_set(err, rc, "%s: cannot index variable '%s'", r->path, op.name);
+        }
+        h5l_op_clear(&op);
+    }
+    if (!rc && c.pos != c.len)
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: trailing bytes after ops", r->path,
+                         (unsigned long long)t.tick);
+    if (!rc) rc = load_table(r, &t, tab, err);
+    if (!rc && r->nticks == r->cap_ticks) {
+        size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
+        h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
+        if (!ti) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        else {
+            r->ticks = ti;
+            r->cap_ticks = cap;
+        }
+    }
+    if (!rc) r->ticks[r->nticks++] = t; /* the tick becomes visible here */
+    pthread_rwlock_unlock(&r->lock);
+    free(tab);
+    return rc;
+}
+
+int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
+{
+    if (nnew) *nnew = 0;
+    pthread_mutex_lock(&r->refresh_mu);
+    int rc = H5L_OK;
+    if (r->failed) {
+        if (err) *err = r->ferr;
+        rc = r->ferr.code;
+        goto out;
+    }
+    if (r->closed) goto out;
+    uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
+    if (end <= r->jpos) {
+        if (!r->live && end < r->jpos) goto corrupt_short;
+        goto out;
+    }
+    size_t n = (size_t)(end - r->jpos);
+    uint8_t *buf = malloc(n);
+    if (!buf) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        goto out;
+    }
+    ssize_t got = h5l_pread_full(r->jfd, buf, n, r->jbase + r->jpos);
+    if (got < 0) {
+        free(buf);
+        rc = h5l_err_set(err, H5L_EIO, "%s: reading journal: %s", r->path, strerror((int)-got));
+        goto out; /* an I/O error may pass: not sticky */
+    }
+    size_t pos = 0;
+    const char *what = r->live ? r->jpath : r->path;
+    for (;;) {
+        h5l_frame_t fr;
+        int k = h5l_journal_next(buf, (size_t)got, pos, r->seed, what, r->jbase + r->jpos, &fr, err);
+        if (k < 0) {
+            rc = k;
+            break;
+        }
+        if (k == 0) break;
+        if (r->closed) {
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal continues after its CLOSE record", what);
+            break;
+        }
+        if (fr.type == H5L_REC_TICK) {
+            rc = load_tick(r, fr.payload, fr.len, err);
+            if (rc) break;
+            if (nnew) (*nnew)++;
+        } else {
+            r->closed = 1;
+        }
+        pos = fr.next;
+    }
+    r->jpos += pos;
+    free(buf);
+    if (!rc && !r->live && r->jpos != end) {
+    corrupt_short:
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal ends in an incomplete record", r->path);
+    }
+    if (rc && rc != H5L_EIO) {
+        r->failed = 1;
+        if (err) r->ferr = *err;
+        else h5l_err_set(&r->ferr, rc, "%s: %s", r->path, h5l_strerror(rc));
+    }
+out:
+    pthread_mutex_unlock(&r->refresh_mu);
+    return rc;
+}
+
+uint64_t h5l_reader_ntick(h5l_reader_t *r)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    uint64_t n = r->nticks;
+    pthread_rwlock_unlock(&r->lock);
+    return n;
+}
+
+int h5l_reader_closed(h5l_reader_t *r)
+{
+    pthread_mutex_lock(&r->refresh_mu);
+    int c = r->closed;
+    pthread_mutex_unlock(&r->refresh_mu);
+    return c;
+}
+
+int h5l_reader_live(h5l_reader_t *r) { return r->live; }
+const uint8_t *h5l_reader_id(h5l_reader_t *r) { return r->id; }
+const char *h5l_reader_path(h5l_reader_t *r) { return r->path; }
+
+uint64_t h5l_reader_journal_pos(h5l_reader_t *r)
+{
+    pthread_mutex_lock(&r->refresh_mu);
+    uint64_t p = r->jpos;
+    pthread_mutex_unlock(&r->refresh_mu);
+    return p;
+}
+
+uint64_t h5l_reader_nrecords(h5l_reader_t *r)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    uint64_t n = h5l_index_nrecords(r->index);
+    pthread_rwlock_unlock(&r->lock);
+    return n;
+}
+
+int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    int rc = H5L_ENOTFOUND;
+    if (t >= 1 && t <= r->nticks) {
+        *out = r->ticks[t - 1];
+        rc = H5L_OK;
+    }
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+void h5l_reader_rdlock(h5l_reader_t *r) { pthread_rwlock_rdlock(&r->lock); }
+void h5l_reader_unlock(h5l_reader_t *r) { pthread_rwlock_unlock(&r->lock); }
+const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r) { return &r->schema; }
+
+void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
+{
+    if (bytes) *bytes = atomic_load(&r->stat_bytes);
+    if (records) *records = atomic_load(&r->stat_records);
+}
+
+/* Copying one clipped piece of a record into the read buffer. */
+typedef struct copy_ctx {
+    h5l_reader_t *r;
+    uint8_t *dst;
+    size_t esize;
+    uint64_t src_off;      /* absolute file offset of the record box's data */
+    const uint8_t *span;   /* when the span was read at once */
+    uint64_t span_first;   /* element offset of span[0] in the box */
+    int err;
+} copy_ctx_t;
+
+static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    copy_ctx_t *c = vctx;
+    size_t bytes = (size_t)(n * c->esize);
+    if (c->span) {
+        memcpy(c->dst + dst * c->esize, c->span + (src - c->span_first) * c->esize, bytes);
+        return 0;
+    }
+    ssize_t got = h5l_pread_full(c->r->fd, c->dst + dst * c->esize, bytes, c->src_off + src * c->esize);
+    if (got != (ssize_t)bytes) {
+        c->err = got < 0 ? (int)-got : EIO;
+        return -1;
+    }
+    atomic_fetch_add(&c->r->stat_bytes, bytes);
+    return 0;
+}
+
+/* Copy X (inside record box B and inside the read box R) from the log. */
+static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
+                      const uint64_t *bs, const uint64_t *bc, const uint64_t *xs,
+                      const uint64_t *xc, const uint64_t *rs, const uint64_t *rc,
+                      void *buf, uint8_t **scratch, size_t *scratch_cap, h5l_err_t *err)
+{
+    uint32_t nd = o->ndims;
+    size_t es = o->type.size;
+    copy_ctx_t c = {r, buf, es, box_off, NULL, 0, 0};
+    uint64_t last[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) last[d] = xs[d] + xc[d] - 1;
+    uint64_t first = h5l_box_offset(nd, bs, bc, xs);
+    uint64_t span = h5l_box_offset(nd, bs, bc, last) - first + 1;
+    uint64_t need = h5l_box_nelem(nd, xc);
+    /* Many small runs close together: one pread of the span beats one per
+     * run. Few large runs: pread each straight into the caller's buffer. */
+    if (span != need && span * es <= SPAN_MAX && (span * es <= 65536 || span <= 2 * need)) {
+        if (*scratch_cap < span * es) {
+            uint8_t *s = realloc(*scratch, span * es);
+            if (!s) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            *scratch = s;
+            *scratch_cap = span * es;
+        }
+        ssize_t got = h5l_pread_full(r->fd, *scratch, span * es, box_off + first * es);
+        if (got != (ssize_t)(span * es))
+            return h5l_err_set(err, H5L_EIO, "%s: short read of log data at %llu (file truncated?)", r->path,
+                               (unsigned long long)(box_off + first * es));
+        atomic_fetch_add(&r->stat_bytes, span * es);
+        c.span = *scratch;
+        c.span_first = first;
+    }
+    if (h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c))
+        return h5l_err_set(err, H5L_EIO, "%s: reading log data of '%s': %s", r->path, o->path,
+                           c.err ? strerror(c.err) : "short read (file truncated?)");
+    return H5L_OK;
+}
+
+static void fill_buf(void *buf, uint64_t n, const void *fill, size_t es)
+{
+    const uint8_t *f = fill;
+    int zero = 1;
+    for (size_t i = 0; i < es; i++) zero &= f[i] == 0;
+    if (zero) {
+        memset(buf, 0, n * es);
+        return;
+    }
+    uint8_t *p = buf;
+    for (uint64_t i = 0; i < n; i++) memcpy(p + i * es, fill, es);
+}
+
+int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+                    const uint64_t *start, const uint64_t *count, void *buf,
+                    h5l_err_t *err)
+{
+    int rc = H5L_OK;
+    uint8_t *scratch = NULL;
+    size_t scratch_cap = 0;
+    pthread_rwlock_rdlock(&r->lock);
+    if (tick > r->nticks) {
+        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path,
+                         (unsigned long long)tick, r->nticks);
+        goto out;
+    }
+    if (objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR ||
+        r->schema.objs[objid].tick > tick) {
+        rc = h5l_err_set(err, H5L_EBADID, "%s: no variable with id %u at tick %llu", r->path, objid,
+                         (unsigned long long)tick);
+        goto out;
+    }
+    const h5l_obj_t *o = &r->schema.objs[objid];
+    uint32_t nd = o->ndims;
+    uint64_t shape[H5L_MAX_DIMS];
+    h5l_schema_shape(&r->schema, objid, tick, shape);
+    for (uint32_t d = 0; d < nd; d++) {
+        if (start[d] > shape[d] || count[d] > shape[d] - start[d]) {
+            rc = h5l_err_set(err, H5L_ERANGE, "%s: read of '%s' outside its shape in dimension %u", r->path,
+                             o->path, d);
+            goto out;
+        }
+    }
+    uint64_t nelem = h5l_box_nelem(nd, count);
+    fill_buf(buf, nelem, o->fill, o->type.size);
+    if (nelem == 0) goto out;
+    const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], cur[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) {
+        lo[d] = start[d] / ch[d];
+        hi[d] = (start[d] + count[d] - 1) / ch[d];
+        cur[d] = lo[d];
+    }
+    for (;;) {
+        h5l_rec_t *const *list;
+        size_t n = h5l_index_chunk(r->index, objid, cur, tick, &list);
+        uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS], ps[H5L_MAX_DIMS], pc[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < nd; d++) {
+            cs[d] = cur[d] * ch[d];
+            cc[d] = ch[d];
+        }
+        /* the read box clipped to this chunk */
+        int any = n ? h5l_box_intersect(nd, cs, cc, start, count, ps, pc) : 0;
+        for (size_t i = 0; any && i < n && !rc; i++) {
+            const h5l_rec_t *rec = list[i];
+            uint64_t boff = rec->offset;
+            atomic_fetch_add(&r->stat_records, 1);
+            for (uint32_t k = 0; k < rec->nboxes && !rc; k++) {
+                const uint64_t *bs = rec->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
+                uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
+                if (h5l_box_intersect(nd, bs, bc, ps, pc, xs, xc))
+                    rc = copy_piece(r, o, boff, bs, bc, xs, xc, start, count, buf, &scratch, &scratch_cap, err);
+                boff += h5l_box_nelem(nd, bc) * o->type.size;
+            }
+        }
+        if (rc) break;
+        int d = (int)nd - 1;
+        for (; d >= 0; d--) {
+            if (++cur[d] <= hi[d]) break;
+            cur[d] = lo[d];
+        }
+        if (d < 0) break;
+    }
+out:
+    pthread_rwlock_unlock(&r->lock);
+    free(scratch);
+    return rc;
+}

@@ -1,0 +1,330 @@
+/* schema.c — the definitions of a file as of any tick (see schema.h).
+ * Nothing is ever removed: every object, dimension length and attribute
+ * value carries the tick that made it, so one structure answers "as of tick
+ * T" for every T without copies. Lookups by name are linear: files have
+ * thousands of objects at most and definitions are rare. */
+#include "schema.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SLAB_TARGET (1u << 20) /* bytes of an index slab of a contiguous var */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    memset((char *)q + *cap * elem, 0, (c - *cap) * elem);
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int h5l_schema_init(h5l_schema_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (grow((void **)&s->objs, &s->cap_objs, 1, sizeof *s->objs)) return H5L_ENOMEM;
+    s->objs[0].kind = H5L_OBJ_GROUP;
+    s->objs[0].path = strdup("/");
+    if (!s->objs[0].path) return H5L_ENOMEM;
+    s->nobjs = 1;
+    return H5L_OK;
+}
+
+void h5l_schema_free(h5l_schema_t *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->nobjs; i++) {
+        free(s->objs[i].path);
+        free(s->objs[i].dimids);
+        free(s->objs[i].chunk);
+        free(s->objs[i].fill);
+    }
+    for (size_t i = 0; i < s->ndims; i++) {
+        free(s->dims[i].name);
+        free(s->dims[i].lens);
+    }
+    for (size_t i = 0; i < s->nattrs; i++) {
+        free(s->attrs[i].name);
+        free(s->attrs[i].value);
+    }
+    free(s->objs);
+    free(s->dims);
+    free(s->attrs);
+    memset(s, 0, sizeof *s);
+}
+
+long h5l_schema_find(const h5l_schema_t *s, const char *path)
+{
+    for (size_t i = 0; i < s->nobjs; i++)
+        if (s->objs[i].kind && strcmp(s->objs[i].path, path) == 0) return (long)i;
+    return -1;
+}
+
+long h5l_schema_find_dim(const h5l_schema_t *s, const char *name)
+{
+    for (size_t i = 0; i < s->ndims; i++)
+        if (strcmp(s->dims[i].name, name) == 0) return (long)i;
+    return -1;
+}
+
+uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick)
+{
+    if (dimid >= s->ndims) return 0;
+    const h5l_dim_t *d = &s->dims[dimid];
+    /* lens is sorted by tick: binary search for the last entry <= tick */
+    size_t lo = 0, hi = d->nlens;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (d->lens[mid].tick <= tick) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? d->lens[lo - 1].len : 0;
+}
+
+uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid)
+{
+    if (dimid >= s->ndims || !s->dims[dimid].nlens) return 0;
+    return s->dims[dimid].lens[s->dims[dimid].nlens - 1].len;
+}
+
+int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
+                     uint64_t *shape)
+{
+    if (objid >= s->nobjs || s->objs[objid].kind != H5L_OBJ_VAR) return H5L_EBADID;
+    const h5l_obj_t *o = &s->objs[objid];
+    for (uint32_t i = 0; i < o->ndims; i++) shape[i] = h5l_schema_dimlen(s, o->dimids[i], tick);
+    return H5L_OK;
+}
+
+int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick)
+{
+    const h5l_attr_t *a = &s->attrs[i];
+    if (a->tick > tick) return 0;
+    for (size_t j = i + 1; j < s->nattrs; j++) {
+        const h5l_attr_t *b = &s->attrs[j];
+        if (b->tick <= tick && b->objid == a->objid && strcmp(b->name, a->name) == 0) return 0;
+    }
+    return 1;
+}
+
+void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
+                           uint64_t *slab)
+{
+    /* Trailing dimensions whole while they fit the target, then as many
+     * rows of the next one as fit, then 1: each slab is one contiguous byte
+     * range of the row-major canonical dataset. */
+    uint64_t bytes = t.size ? t.size : 1;
+    int d = (int)ndims - 1;
+    for (; d >= 0; d--) {
+        uint64_t n = dims[d] ? dims[d] : 1;
+        if (bytes * n > SLAB_TARGET) break;
+        slab[d] = n;
+        bytes *= n;
+    }
+    if (d >= 0) {
+        uint64_t rows = SLAB_TARGET / bytes;
+        slab[d] = rows ? rows : 1;
+        for (int i = d - 1; i >= 0; i--) slab[i] = 1;
+    }
+}
+
+/* The parent path of p ("/a/b" -> "/a", "/a" -> "/"), freshly allocated. */
+static char *parent_of(const char *p)
+{
+    const char *slash = strrchr(p, '/');
+    size_t n = (size_t)(slash - p);
+    if (n == 0) return strdup("/");
+    char *q = malloc(n + 1);
+    if (q) {
+        memcpy(q, p, n);
+        q[n] = 0;
+    }
+    return q;
+}
+
+/* A valid absolute path for a new object: starts with '/', no empty or
+ * dot components, no trailing '/'. */
+static int path_ok(const char *p)
+{
+    if (!p || p[0] != '/' || p[1] == 0) return 0;
+    for (const char *c = p; *c; c++) {
+        if (*c == '/' && (c[1] == '/' || c[1] == 0)) return 0;
+        if (*c == '/' && c[1] == '.' && (c[2] == '/' || c[2] == 0 || (c[2] == '.' && (c[3] == '/' || c[3] == 0))))
+            return 0;
+    }
+    return 1;
+}
+
+static int check_new_obj(h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->id != s->nobjs)
+        return h5l_err_set(err, H5L_ECORRUPT, "object id %u out of sequence (expected %zu)", op->id, s->nobjs);
+    if (!path_ok(op->name))
+        return h5l_err_set(err, H5L_EINVAL, "invalid object path '%s'", op->name ? op->name : "");
+    if (h5l_schema_find(s, op->name) >= 0)
+        return h5l_err_set(err, H5L_EEXIST, "object '%s' already defined", op->name);
+    char *par = parent_of(op->name);
+    if (!par) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    long pid = h5l_schema_find(s, par);
+    int bad = pid < 0 || s->objs[pid].kind != H5L_OBJ_GROUP;
+    if (bad) h5l_err_set(err, H5L_EBADID, "parent group '%s' of '%s' does not exist", par, op->name);
+    free(par);
+    if (bad) return H5L_EBADID;
+    if (grow((void **)&s->objs, &s->cap_objs, s->nobjs + 1, sizeof *s->objs))
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    return H5L_OK;
+}
+
+static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
+{
+    int rc = check_new_obj(s, op, err);
+    if (rc) return rc;
+    if (!h5l_type_valid(op->type) || op->type.cls == H5L_CLASS_STRING)
+        return h5l_err_set(err, H5L_ETYPE, "variable '%s': unsupported type", op->name);
+    if (op->ndims > H5L_MAX_DIMS)
+        return h5l_err_set(err, H5L_EINVAL, "variable '%s': too many dimensions", op->name);
+    int has_unlim = 0;
+    for (uint32_t i = 0; i < op->ndims; i++) {
+        if (op->dimids[i] >= s->ndims)
+            return h5l_err_set(err, H5L_EBADID, "variable '%s': unknown dimension id %u", op->name, op->dimids[i]);
+        if (s->dims[op->dimids[i]].unlimited) has_unlim = 1;
+        if (op->chunk[i] == 0)
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u is zero", op->name, i);
+        if (op->chunk[i] > UINT32_MAX && (op->flags & 1))
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u too large", op->name, i);
+    }
+    if (has_unlim && !(op->flags & 1))
+        return h5l_err_set(err, H5L_EINVAL, "variable '%s': unlimited dimension needs chunking", op->name);
+    h5l_obj_t o = {0};
+    o.kind = H5L_OBJ_VAR;
+    o.tick = tick;
+    o.type = op->type;
+    o.chunked = op->flags & 1;
+    o.ndims = op->ndims;
+    o.path = strdup(op->name);
+    o.dimids = malloc((op->ndims + 1) * sizeof *o.dimids);
+    o.chunk = malloc((op->ndims + 1) * sizeof *o.chunk);
+    o.fill = malloc(op->type.size);
+    if (!o.path || !o.dimids || !o.chunk || !o.fill) {
+        free(o.path); free(o.dimids); free(o.chunk); free(o.fill);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    memcpy(o.dimids, op->dimids, op->ndims * sizeof *o.dimids);
+    memcpy(o.chunk, op->chunk, op->ndims * sizeof *o.chunk);
+    if (op->data) memcpy(o.fill, op->data, op->type.size);
+    else memset(o.fill, 0, op->type.size);
+    s->objs[s->nobjs++] = o;
+    return H5L_OK;
+}
+
+static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->id != s->ndims)
+        return h5l_err_set(err, H5L_ECORRUPT, "dimension id %u out of sequence", op->id);
+    if (!op->name || !op->name[0] || strchr(op->name, '/'))
+        return h5l_err_set(err, H5L_EINVAL, "invalid dimension name '%s'", op->name ? op->name : "");
+    if (h5l_schema_find_dim(s, op->name) >= 0)
+        return h5l_err_set(err, H5L_EEXIST, "dimension '%s' already defined", op->name);
+    if (grow((void **)&s->dims, &s->cap_dims, s->ndims + 1, sizeof *s->dims))
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    h5l_dim_t d = {0};
+    d.name = strdup(op->name);
+    d.lens = malloc(sizeof *d.lens);
+    if (!d.name || !d.lens) {
+        free(d.name); free(d.lens);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    d.unlimited = op->flags & 1;
+    d.tick = tick;
+    d.lens[0].tick = tick;
+    d.lens[0].len = op->len;
+    d.nlens = 1;
+    s->dims[s->ndims++] = d;
+    return H5L_OK;
+}
+
+static int apply_dimlen(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->id >= s->ndims) return h5l_err_set(err, H5L_EBADID, "unknown dimension id %u", op->id);
+    h5l_dim_t *d = &s->dims[op->id];
+    if (!d->unlimited)
+        return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' is fixed but grows", d->name);
+    h5l_dimlen_t *last = &d->lens[d->nlens - 1];
+    if (op->len < last->len)
+        return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' shrinks", d->name);
+    if (last->tick == tick) {
+        last->len = op->len;
+        return H5L_OK;
+    }
+    h5l_dimlen_t *l = realloc(d->lens, (d->nlens + 1) * sizeof *l);
+    if (!l) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    d->lens = l;
+    d->lens[d->nlens].tick = tick;
+    d->lens[d->nlens].len = op->len;
+    d->nlens++;
+    return H5L_OK;
+}
+
+static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->id >= s->nobjs || !s->objs[op->id].kind)
+        return h5l_err_set(err, H5L_EBADID, "attribute '%s': unknown object id %u", op->name ? op->name : "", op->id);
+    if (!op->name || !op->name[0])
+        return h5l_err_set(err, H5L_EINVAL, "attribute with an empty name");
+    if (!h5l_type_valid(op->type)) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", op->name);
+    if (grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs))
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    h5l_attr_t a = {0};
+    a.objid = op->id;
+    a.type = op->type;
+    a.n = op->len;
+    a.tick = tick;
+    a.name = strdup(op->name);
+    a.value = malloc(op->data_len + 1);
+    if (!a.name || !a.value) {
+        free(a.name); free(a.value);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    if (op->data_len) memcpy(a.value, op->data, op->data_len);
+    ((char *)a.value)[op->data_len] = 0;
+    /* A replacement made in the same tick overwrites in place, so the
+     * history keeps one value per (object, name, tick). */
+    for (size_t i = s->nattrs; i-- > 0;) {
+        h5l_attr_t *b = &s->attrs[i];
+        if (b->tick == tick && b->objid == a.objid && strcmp(b->name, a.name) == 0) {
+            free(b->name);
+            free(b->value);
+            *b = a;
+            return H5L_OK;
+        }
+    }
+    s->attrs[s->nattrs++] = a;
+    return H5L_OK;
+}
+
+int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
+                     h5l_err_t *err)
+{
+    switch (op->kind) {
+    case H5L_OP_GROUP: {
+        int rc = check_new_obj(s, op, err);
+        if (rc) return rc;
+        h5l_obj_t o = {0};
+        o.kind = H5L_OBJ_GROUP;
+        o.tick = tick;
+        o.path = strdup(op->name);
+        if (!o.path) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        s->objs[s->nobjs++] = o;
+        return H5L_OK;
+    }
+    case H5L_OP_DIM: return apply_dim(s, tick, op, err);
+    case H5L_OP_VAR: return apply_var(s, tick, op, err);
+    case H5L_OP_ATTR: return apply_attr(s, tick, op, err);
+    case H5L_OP_DIMLEN: return apply_dimlen(s, tick, op, err);
+    default: return h5l_err_set(err, H5L_ECORRUPT, "unknown schema op kind %u", op->kind);
+    }
+}

@@ -1,0 +1,30 @@
+/* schema.h — applying schema ops (docs/format.md 3.3) to an h5l_schema_t,
+ * with every check an op must pass. The writer applies its own ops before
+ * journaling them and readers apply decoded ones, so both sides validate the
+ * same way. The schema owns all strings and arrays it holds. */
+#ifndef H5L_SCHEMA_H
+#define H5L_SCHEMA_H
+
+#include "format.h"
+#include "h5log_reader.h"
+
+/* Initialise with the root group (object id 0). */
+int h5l_schema_init(h5l_schema_t *s);
+void h5l_schema_free(h5l_schema_t *s);
+
+/* Apply op as made at `tick`. On error nothing changes. The op keeps its
+ * pointers (the schema copies what it keeps). */
+int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
+                     h5l_err_t *err);
+
+/* Object id with this path, or -1. */
+long h5l_schema_find(const h5l_schema_t *s, const char *path);
+/* Dimension id with this name, or -1. */
+long h5l_schema_find_dim(const h5l_schema_t *s, const char *name);
+/* Current (newest) length of a dimension. */
+uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid);
+/* The index slab shape of a contiguous variable (format.md 3.3). */
+void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
+                           uint64_t *slab);
+
+#endif

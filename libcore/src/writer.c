@@ -1,0 +1,854 @@
+/* writer.c — libh5log's MPI writer (h5log.h).
+ *
+ * Between flushes a rank only appends: h5l_put copies data into an arena
+ * (h5l_iput remembers the caller's pointer), and the record for it is encoded
+ * at once into this rank's record block, its file offset left relative to
+ * the rank's first byte. Definitions are applied to a local schema (the same
+ * checks readers make) and kept as pending ops.
+ *
+ * A flush is a fixed sequence of collectives (docs/format.md 6): agree on
+ * the ops (hash) and on grown dimensions (MAX), place every rank's bytes
+ * (Exscan/Allreduce of sizes), let rank 0 allocate the tick's two datasets
+ * with libhdf5, write data and record block with one collective MPI-IO call
+ * each, agree that every write succeeded, and only then let rank 0 append
+ * the TICK record: the commit point. Any failure before the commit leaves
+ * the buffered writes in place, so the caller may flush again.
+ *
+ * The arena is reserved address space (MAP_NORESERVE) of the buffer limit:
+ * it costs memory only where written, never moves, and keeps its pages
+ * between flushes so steady-state puts do not fault. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h5log.h"
+#include "anchor.h"
+#include "box.h"
+#include "codec.h"
+#include "format.h"
+#include "h5type.h"
+#include "journal.h"
+#include "schema.h"
+
+#define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
+#define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
+#define CHUNK_TARGET ((uint64_t)1 << 20)
+
+typedef struct piece {
+    const uint8_t *p;
+    size_t len;
+} piece_t;
+
+typedef struct patch {
+    size_t pos;     /* byte position of a record's offset field in recs */
+    uint64_t local; /* offset from this rank's first data byte */
+} patch_t;
+
+enum { ST_OPEN = 0, ST_CLOSED = 1 };
+
+struct h5l_file {
+    MPI_Comm comm;
+    int rank, size, state;
+    char *path, *jpath;
+    h5l_opts_t opts;
+    char errmsg[512];
+    h5l_schema_t schema;
+    h5l_op_t *ops;
+    size_t nops, cap_ops;
+    piece_t *pieces;
+    size_t npieces, cap_pieces;
+    h5l_buf_t recs; /* H5L_BLOCK_LEN header placeholder, then records */
+    patch_t *patches;
+    size_t npatches, cap_patches;
+    uint64_t nrec, data_bytes;
+    uint8_t *arena;
+    size_t arena_used, arena_cap;
+    uint64_t *want; /* per dimension: extent this rank's pending puts need */
+    size_t cap_want;
+    uint64_t tick;
+    uint8_t id[16];
+    uint64_t seed;
+    MPI_File fh;
+    int fh_open;
+    /* rank 0 only */
+    h5l_anchor_t *anc;
+    int jfd;
+    uint64_t joff;
+    h5l_buf_t jcopy; /* every journal byte, embedded at close */
+};
+
+static _Thread_local char create_err[512];
+
+static int fail(h5l_file_t *f, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(h5l_file_t *f, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f ? f->errmsg : create_err, sizeof create_err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void h5l_opts_init(h5l_opts_t *o)
+{
+    o->buffer_limit = DEFAULT_BUFFER_LIMIT;
+    o->sync = H5L_SYNC_NONE;
+    o->check_collective = 1;
+}
+
+const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err; }
+uint64_t h5l_ntick(const h5l_file_t *f) { return f ? f->tick : 0; }
+size_t h5l_buffered(const h5l_file_t *f) { return f ? f->arena_used : 0; }
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void new_identity(uint8_t id[16])
+{
+    if (getrandom(id, 16, 0) == 16) return;
+    uint64_t a = now_ns(), b = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
+    h5l_put_le64(id, a);
+    h5l_put_le64(id + 8, b ^ (uint64_t)(uintptr_t)id);
+}
+
+static void free_file(h5l_file_t *f)
+{
+    if (!f) return;
+    for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
+    free(f->ops);
+    free(f->pieces);
+    free(f->patches);
+    free(f->want);
+    h5l_buf_free(&f->recs);
+    h5l_buf_free(&f->jcopy);
+    h5l_schema_free(&f->schema);
+    if (f->arena) munmap(f->arena, f->arena_cap);
+    if (f->jfd >= 0) close(f->jfd);
+    h5l_anchor_abort(f->anc);
+    if (f->comm != MPI_COMM_NULL) MPI_Comm_free(&f->comm);
+    free(f->path);
+    free(f->jpath);
+    free(f);
+}
+
+/* Rank 0's status and message, broadcast so every rank fails alike. */
+typedef struct bstat {
+    int64_t code;
+    uint64_t v[2];
+    char msg[512];
+} bstat_t;
+
+static int bcast_status(h5l_file_t *f, bstat_t *st)
+{
+    if (MPI_Bcast(st, (int)sizeof *st, MPI_BYTE, 0, f->comm) != MPI_SUCCESS)
+        return fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+    if (st->code) {
+        st->msg[sizeof st->msg - 1] = 0;
+        return fail(f, (int)st->code, "%s", st->msg);
+    }
+    return H5L_OK;
+}
+
+/* Every rank's local code; the most severe (lowest) wins everywhere. */
+static int agree(h5l_file_t *f, int code)
+{
+    int all = code;
+    if (MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MIN, f->comm) != MPI_SUCCESS)
+        return fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+    if (all && !code) fail(f, all, "%s: another rank failed: %s", f->path, h5l_strerror(all));
+    return all;
+}
+
+int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
+{
+    if (!out) return fail(NULL, H5L_EINVAL, "h5l_create: NULL output pointer");
+    *out = NULL;
+    if (!path || !path[0]) return fail(NULL, H5L_EINVAL, "h5l_create: empty path");
+    h5l_file_t *f = calloc(1, sizeof *f);
+    if (!f) return fail(NULL, H5L_ENOMEM, "%s: out of memory", path);
+    f->jfd = -1;
+    f->comm = MPI_COMM_NULL;
+    if (opts) f->opts = *opts;
+    else h5l_opts_init(&f->opts);
+    int rc = H5L_OK;
+    if (MPI_Comm_dup(comm, &f->comm) != MPI_SUCCESS) {
+        free_file(f);
+        return fail(NULL, H5L_EMPI, "%s: MPI_Comm_dup failed", path);
+    }
+    MPI_Comm_rank(f->comm, &f->rank);
+    MPI_Comm_size(f->comm, &f->size);
+    f->path = strdup(path);
+    if (f->path && asprintf(&f->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) f->jpath = NULL;
+    if (!f->path || !f->jpath || h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
+        rc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
+    f->recs.len = H5L_BLOCK_LEN;
+    if (!rc && f->opts.buffer_limit) {
+        f->arena = mmap(NULL, f->opts.buffer_limit, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (f->arena == MAP_FAILED) {
+            f->arena = NULL;
+            rc = fail(f, H5L_ENOMEM, "%s: cannot reserve a %zu-byte write buffer", path, f->opts.buffer_limit);
+        } else {
+            f->arena_cap = f->opts.buffer_limit;
+        }
+    }
+    rc = agree(f, rc);
+    bstat_t st = {0};
+    if (!rc && f->rank == 0) {
+        h5l_err_t e = {0};
+        new_identity(f->id);
+        /* sidecar first: a reader that sees the new user block finds it */
+        int c = h5l_journal_create(f->jpath, f->id, now_ns(), &f->jfd, &e);
+        if (!c) c = h5l_anchor_create(path, f->id, &f->anc, &e);
+        st.code = c;
+        if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        memcpy(st.v, f->id, 16);
+    }
+    if (!rc) rc = bcast_status(f, &st);
+    if (!rc) {
+        memcpy(f->id, st.v, 16);
+        f->seed = h5l_seed(f->id);
+        int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
+        f->fh_open = mrc == MPI_SUCCESS;
+        rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
+    }
+    if (!rc && f->rank == 0) {
+        /* the journal's header bytes, for the embedded copy */
+        uint8_t hdr[H5L_JHDR_LEN];
+        int jr = open(f->jpath, O_RDONLY | O_CLOEXEC);
+        ssize_t n = jr < 0 ? -1 : h5l_pread_full(jr, hdr, sizeof hdr, 0);
+        if (jr >= 0) close(jr);
+        if (n == (ssize_t)sizeof hdr) h5l_buf_put(&f->jcopy, hdr, sizeof hdr);
+        f->joff = H5L_JHDR_LEN;
+        if (n != (ssize_t)sizeof hdr || f->jcopy.oom) rc = fail(f, H5L_EIO, "%s: cannot read back the journal header", f->jpath);
+    }
+    if (!rc) rc = agree(f, rc);
+    if (rc) {
+        snprintf(create_err, sizeof create_err, "%s", f->errmsg);
+        if (f->fh_open) MPI_File_close(&f->fh);
+        if (f->rank == 0 && f->jfd >= 0) unlink(f->jpath);
+        free_file(f);
+        return rc;
+    }
+    *out = f;
+    return H5L_OK;
+}
+
+static int check_open(h5l_file_t *f)
+{
+    if (!f) return H5L_EINVAL;
+    if (f->state != ST_OPEN) return fail(f, H5L_ESTATE, "%s: file is closed", f->path);
+    return H5L_OK;
+}
+
+/* Apply op to the local schema as of the next tick and keep it pending.
+ * Takes ownership of op's pointers on success and on failure. */
+static int push_op(h5l_file_t *f, h5l_op_t *op)
+{
+    h5l_err_t e = {0};
+    int rc = h5l_schema_apply(&f->schema, f->tick + 1, op, &e);
+    if (!rc && f->nops == f->cap_ops) {
+        size_t cap = f->cap_ops ? f->cap_ops * 2 : 16;
+        h5l_op_t *o = realloc(f->ops, cap * sizeof *o);
+        if (!o) rc = h5l_err_set(&e, H5L_ENOMEM, "out of memory");
+        else {
+            f->ops = o;
+            f->cap_ops = cap;
+        }
+    }
+    if (rc) {
+        h5l_op_clear(op);
+        return fail(f, rc, "%s: %s", f->path, e.msg);
+    }
+    f->ops[f->nops++] = *op;
+    return H5L_OK;
+}
+
+int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    if (!name || !dimid) return fail(f, H5L_EINVAL, "%s: h5l_def_dim: NULL argument", f->path);
+    h5l_op_t op = {.kind = H5L_OP_DIM, .id = (uint32_t)f->schema.ndims};
+    op.flags = len == H5L_UNLIMITED;
+    op.len = len == H5L_UNLIMITED ? 0 : len;
+    op.name = strdup(name);
+    if (!op.name) return fail(f, H5L_ENOMEM, "out of memory");
+    uint32_t id = op.id;
+    if ((rc = push_op(f, &op))) return rc;
+    if (f->schema.ndims > f->cap_want) {
+        size_t cap = f->cap_want ? f->cap_want * 2 : 16;
+        uint64_t *w = realloc(f->want, cap * sizeof *w);
+        if (!w) return fail(f, H5L_ENOMEM, "out of memory");
+        memset(w + f->cap_want, 0, (cap - f->cap_want) * sizeof *w);
+        f->want = w;
+        f->cap_want = cap;
+    }
+    *dimid = (int)id;
+    return H5L_OK;
+}
+
+/* Define the missing groups on the way to path (not path itself). */
+static int make_parents(h5l_file_t *f, const char *path)
+{
+    size_t n = strlen(path);
+    char *p = strdup(path);
+    if (!p) return fail(f, H5L_ENOMEM, "out of memory");
+    int rc = H5L_OK;
+    for (size_t i = 1; i < n && !rc; i++) {
+        if (p[i] != '/') continue;
+        p[i] = 0;
+        long id = h5l_schema_find(&f->schema, p);
+        if (id < 0) {
+            h5l_op_t op = {.kind = H5L_OP_GROUP, .id = (uint32_t)f->schema.nobjs, .name = strdup(p)};
+            rc = op.name ? push_op(f, &op) : fail(f, H5L_ENOMEM, "out of memory");
+        } else if (f->schema.objs[id].kind != H5L_OBJ_GROUP) {
+            rc = fail(f, H5L_EEXIST, "%s: '%s' is a variable, not a group", f->path, p);
+        }
+        p[i] = '/';
+    }
+    free(p);
+    return rc;
+}
+
+int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    if (!path || !grpid) return fail(f, H5L_EINVAL, "%s: h5l_def_grp: NULL argument", f->path);
+    long id = h5l_schema_find(&f->schema, path);
+    if (id >= 0) {
+        if (f->schema.objs[id].kind != H5L_OBJ_GROUP)
+            return fail(f, H5L_EEXIST, "%s: '%s' is a variable, not a group", f->path, path);
+        *grpid = (int)id;
+        return H5L_OK;
+    }
+    if (path[0] != '/') return fail(f, H5L_EINVAL, "%s: group path '%s' is not absolute", f->path, path);
+    if ((rc = make_parents(f, path))) return rc;
+    h5l_op_t op = {.kind = H5L_OP_GROUP, .id = (uint32_t)f->schema.nobjs, .name = strdup(path)};
+    if (!op.name) return fail(f, H5L_ENOMEM, "out of memory");
+    uint32_t gid = op.id;
+    if ((rc = push_op(f, &op))) return rc;
+    *grpid = (int)gid;
+    return H5L_OK;
+}
+
+/* Default chunk of a variable with an unlimited dimension: like an index
+ * slab (about 1 MiB, trailing dimensions whole), an unlimited dimension
+ * counting as long as the budget allows. */
+static void default_chunk(const h5l_schema_t *s, h5l_type_t t, int nd, const int *dimids, uint64_t *chunk)
+{
+    uint64_t budget = CHUNK_TARGET / t.size, used = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        const h5l_dim_t *dim = &s->dims[dimids[d]];
+        uint64_t len = dim->unlimited ? UINT64_MAX : (dim->lens[0].len ? dim->lens[0].len : 1);
+        uint64_t room = budget / used;
+        if (room == 0) room = 1;
+        chunk[d] = len < room ? len : room;
+        used *= chunk[d];
+    }
+}
+
+int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
+                const int *dimids, const uint64_t *chunk, int *varid)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    if (!path || !varid || ndims < 0 || ndims > H5L_MAX_DIMS || (ndims && !dimids))
+        return fail(f, H5L_EINVAL, "%s: h5l_def_var: bad argument for '%s'", f->path, path ? path : "(null)");
+    h5l_type_t t;
+    if (h5l_type_from_hid(type, &t))
+        return fail(f, H5L_ETYPE, "%s: variable '%s': only 1/2/4/8-byte integers and IEEE floats are supported",
+                    f->path, path);
+    if (path[0] != '/') return fail(f, H5L_EINVAL, "%s: variable path '%s' is not absolute", f->path, path);
+    if (h5l_schema_find(&f->schema, path) >= 0)
+        return fail(f, H5L_EEXIST, "%s: '%s' is already defined", f->path, path);
+    int unlim = 0;
+    uint64_t dims[H5L_MAX_DIMS], ch[H5L_MAX_DIMS];
+    for (int d = 0; d < ndims; d++) {
+        if (dimids[d] < 0 || (size_t)dimids[d] >= f->schema.ndims)
+            return fail(f, H5L_EBADID, "%s: variable '%s': unknown dimension id %d", f->path, path, dimids[d]);
+        unlim |= f->schema.dims[dimids[d]].unlimited;
+        dims[d] = h5l_schema_dimlen_now(&f->schema, (uint32_t)dimids[d]);
+    }
+    uint64_t cbytes = t.size;
+    if (chunk) {
+        for (int d = 0; d < ndims; d++) {
+            if (chunk[d] == 0 || chunk[d] > UINT32_MAX)
+                return fail(f, H5L_EINVAL, "%s: variable '%s': chunk dimension %d is %llu", f->path, path, d,
+                            (unsigned long long)chunk[d]);
+            ch[d] = chunk[d];
+            cbytes = cbytes > UINT32_MAX ? cbytes : cbytes * chunk[d];
+        }
+        if (cbytes >= UINT32_MAX)
+            return fail(f, H5L_EINVAL, "%s: variable '%s': a chunk must be smaller than 4 GiB", f->path, path);
+    } else if (unlim) {
+        default_chunk(&f->schema, t, ndims, dimids, ch);
+    } else {
+        h5l_schema_slab_shape(t, (uint32_t)ndims, dims, ch);
+    }
+    if ((rc = make_parents(f, path))) return rc;
+    h5l_op_t op = {.kind = H5L_OP_VAR, .id = (uint32_t)f->schema.nobjs, .type = t};
+    op.flags = (chunk || unlim) ? 1 : 0;
+    op.ndims = (uint32_t)ndims;
+    op.name = strdup(path);
+    op.dimids = malloc((size_t)(ndims + 1) * sizeof *op.dimids);
+    op.chunk = malloc((size_t)(ndims + 1) * sizeof *op.chunk);
+    op.data = calloc(1, t.size);
+    op.data_len = t.size;
+    if (!op.name || !op.dimids || !op.chunk || !op.data) {
+        h5l_op_clear(&op);
+        return fail(f, H5L_ENOMEM, "out of memory");
+    }
+    for (int d = 0; d < ndims; d++) {
+        op.dimids[d] = (uint32_t)dimids[d];
+        op.chunk[d] = ch[d];
+    }
+    uint32_t id = op.id;
+    if ((rc = push_op(f, &op))) return rc;
+    *varid = (int)id;
+    return H5L_OK;
+}
+
+static const h5l_obj_t *get_var(h5l_file_t *f, int varid)
+{
+    if (varid < 0 || (size_t)varid >= f->schema.nobjs || f->schema.objs[varid].kind != H5L_OBJ_VAR) return NULL;
+    return &f->schema.objs[varid];
+}
+
+int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    const h5l_obj_t *o = get_var(f, varid);
+    if (!o) return fail(f, H5L_EBADID, "%s: h5l_def_var_fill: no variable with id %d", f->path, varid);
+    if (!fill) return fail(f, H5L_EINVAL, "%s: h5l_def_var_fill: NULL fill", f->path);
+    if (o->tick != f->tick + 1)
+        return fail(f, H5L_ESTATE, "%s: fill value of '%s' must be set before the flush that publishes it",
+                    f->path, o->path);
+    for (size_t i = 0; i < f->nops; i++) {
+        if (f->ops[i].kind == H5L_OP_VAR && f->ops[i].id == (uint32_t)varid) {
+            memcpy(f->ops[i].data, fill, o->type.size);
+            memcpy(o->fill, fill, o->type.size);
+            return H5L_OK;
+        }
+    }
+    return fail(f, H5L_ESTATE, "%s: pending definition of '%s' not found", f->path, o->path);
+}
+
+static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t t, size_t n,
+                          const void *value)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    if (objid < 0 || (size_t)objid >= f->schema.nobjs || !f->schema.objs[objid].kind)
+        return fail(f, H5L_EBADID, "%s: attribute '%s': no object with id %d", f->path, name ? name : "", objid);
+    if (!name || !name[0] || (n && !value))
+        return fail(f, H5L_EINVAL, "%s: attribute: empty name or NULL value", f->path);
+    if (t.cls != H5L_CLASS_STRING && n == 0)
+        return fail(f, H5L_EINVAL, "%s: attribute '%s' has no elements", f->path, name);
+    h5l_op_t op = {.kind = H5L_OP_ATTR, .id = (uint32_t)objid, .type = t, .len = n};
+    op.name = strdup(name);
+    op.data_len = n * t.size;
+    op.data = malloc(op.data_len + 1);
+    if (!op.name || !op.data) {
+        h5l_op_clear(&op);
+        return fail(f, H5L_ENOMEM, "out of memory");
+    }
+    if (op.data_len) memcpy(op.data, value, op.data_len);
+    return push_op(f, &op);
+}
+
+int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type, size_t n, const void *value)
+{
+    if (!f) return H5L_EINVAL;
+    h5l_type_t t;
+    if (h5l_type_from_hid(type, &t))
+        return fail(f, H5L_ETYPE, "%s: attribute '%s': use h5l_put_att_text for text; other types must be integers or IEEE floats",
+                    f->path, name ? name : "");
+    return put_att_common(f, objid, name, t, n, value);
+}
+
+int h5l_put_att_text(h5l_file_t *f, int objid, const char *name, const char *text)
+{
+    if (!f) return H5L_EINVAL;
+    h5l_type_t t = {H5L_CLASS_STRING, 1, 0, 0};
+    if (!text) return fail(f, H5L_EINVAL, "%s: attribute '%s': NULL text", f->path, name ? name : "");
+    return put_att_common(f, objid, name, t, strlen(text), text);
+}
+
+static int grow_arr(void **p, size_t *cap, size_t n, size_t elem)
+{
+    if (n <= *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < n) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count,
+                      const void *buf, int copy)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    const h5l_obj_t *o = get_var(f, varid);
+    if (!o) return fail(f, H5L_EBADID, "%s: h5l_put: no variable with id %d", f->path, varid);
+    uint32_t nd = o->ndims;
+    if (nd && (!start || !count)) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL start or count", f->path, o->path);
+    uint64_t nelem = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        const h5l_dim_t *dim = &f->schema.dims[o->dimids[d]];
+        uint64_t len = h5l_schema_dimlen_now(&f->schema, o->dimids[d]);
+        if (count[d] > UINT64_MAX - start[d] || (!dim->unlimited && start[d] + count[d] > len))
+            return fail(f, H5L_ERANGE,
+                        "%s: h5l_put '%s': dimension %u ('%s'): start %llu + count %llu exceeds length %llu",
+                        f->path, o->path, d, dim->name, (unsigned long long)start[d],
+                        (unsigned long long)count[d], (unsigned long long)len);
+        if (count[d] == 0) return H5L_OK; /* nothing to write */
+        if (nelem > UINT64_MAX / count[d]) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+        nelem *= count[d];
+    }
+    if (nelem > SIZE_MAX / o->type.size) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+    size_t bytes = (size_t)nelem * o->type.size;
+    if (!buf) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL buffer", f->path, o->path);
+    if (copy && bytes > f->arena_cap - f->arena_used)
+        return fail(f, H5L_ENOBUFS,
+                    "%s: h5l_put '%s': %zu bytes do not fit the write buffer (%zu of %zu used): call h5l_flush",
+                    f->path, o->path, bytes, f->arena_used, f->arena_cap);
+    /* reserve everything first: after this point nothing can fail */
+    size_t rlen = H5L_REC_LEN + 16 * (size_t)nd;
+    if (h5l_buf_reserve(&f->recs, rlen) ||
+        grow_arr((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
+        grow_arr((void **)&f->patches, &f->cap_patches, f->npatches + 1, sizeof *f->patches)) {
+        f->recs.oom = 0;
+        return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
+    }
+    const uint8_t *src = buf;
+    if (copy) {
+        memcpy(f->arena + f->arena_used, buf, bytes);
+        src = f->arena + f->arena_used;
+        f->arena_used += bytes;
+    }
+    piece_t *last = f->npieces ? &f->pieces[f->npieces - 1] : NULL;
+    if (last && last->p + last->len == src && last->len + bytes >= last->len)
+        last->len += bytes;
+    else
+        f->pieces[f->npieces++] = (piece_t){src, bytes};
+    f->patches[f->npatches++] = (patch_t){f->recs.len + 16, f->data_bytes};
+    h5l_recfix_t r = {(uint32_t)varid, 1, f->nrec, 0, bytes};
+    h5l_rec_encode(&f->recs, &r, nd, start, count);
+    for (uint32_t d = 0; d < nd; d++) {
+        uint32_t id = o->dimids[d];
+        if (f->schema.dims[id].unlimited && start[d] + count[d] > f->want[id]) f->want[id] = start[d] + count[d];
+    }
+    f->nrec++;
+    f->data_bytes += bytes;
+    return H5L_OK;
+}
+
+int h5l_put(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf)
+{
+    return put_common(f, varid, start, count, buf, 1);
+}
+
+int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf)
+{
+    return put_common(f, varid, start, count, buf, 0);
+}
+
+int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
+                 const uint64_t *count, const void *buf)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    const h5l_obj_t *o = get_var(f, varid);
+    if (!o) return fail(f, H5L_EBADID, "%s: h5l_put_conv: no variable with id %d", f->path, varid);
+    uint64_t n = o->ndims && count ? h5l_box_nelem(o->ndims, count) : 1;
+    size_t ms = H5Tget_size(memtype);
+    H5T_class_t mc = H5Tget_class(memtype);
+    if (ms == 0 || (mc != H5T_INTEGER && mc != H5T_FLOAT))
+        return fail(f, H5L_ETYPE, "%s: h5l_put_conv '%s': memory type is not numeric", f->path, o->path);
+    size_t es = ms > o->type.size ? ms : o->type.size;
+    if (n == 0) return H5L_OK;
+    if (n > SIZE_MAX / es) return fail(f, H5L_ERANGE, "%s: h5l_put_conv '%s': box too large", f->path, o->path);
+    uint8_t *tmp = malloc((size_t)n * es);
+    hid_t ft = h5l_type_to_hid(o->type, 0);
+    if (!tmp || ft < 0) {
+        free(tmp);
+        if (ft >= 0) H5Tclose(ft);
+        return fail(f, H5L_ENOMEM, "out of memory");
+    }
+    memcpy(tmp, buf, (size_t)n * ms);
+    if (H5Tconvert(memtype, ft, (size_t)n, tmp, NULL, H5P_DEFAULT) < 0)
+        rc = fail(f, H5L_ETYPE, "%s: h5l_put_conv '%s': libhdf5 cannot convert to the variable's type", f->path, o->path);
+    else
+        rc = h5l_put(f, varid, start, count, tmp);
+    H5Tclose(ft);
+    free(tmp);
+    return rc;
+}
+
+/* One collective write of pieces at off (hindexed memory type; blocks kept
+ * under 1 GiB for int counts). Called by every rank, with n == 0 too. */
+static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n)
+{
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) nb += (pc[i].len + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
+    MPI_Status st;
+    int mrc;
+    if (nb == 0) {
+        mrc = MPI_File_write_at_all(f->fh, off, NULL, 0, MPI_BYTE, &st);
+    } else if (nb == 1) {
+        mrc = MPI_File_write_at_all(f->fh, off, (void *)pc[0].p, (int)pc[0].len, MPI_BYTE, &st);
+    } else {
+        int *lens = malloc(nb * sizeof *lens);
+        MPI_Aint *disp = malloc(nb * sizeof *disp);
+        if (!lens || !disp) {
+            free(lens);
+            free(disp);
+            mrc = MPI_File_write_at_all(f->fh, off, NULL, 0, MPI_BYTE, &st);
+            return fail(f, H5L_ENOMEM, "%s: out of memory describing the write", f->path);
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            for (size_t o = 0; o < pc[i].len; o += MPI_BLOCK_MAX) {
+                size_t l = pc[i].len - o < MPI_BLOCK_MAX ? pc[i].len - o : MPI_BLOCK_MAX;
+                lens[k] = (int)l;
+                MPI_Get_address(pc[i].p + o, &disp[k]);
+                k++;
+            }
+        }
+        MPI_Datatype t;
+        MPI_Type_create_hindexed((int)nb, lens, disp, MPI_BYTE, &t);
+        MPI_Type_commit(&t);
+        mrc = MPI_File_write_at_all(f->fh, off, MPI_BOTTOM, 1, t, &st);
+        MPI_Type_free(&t);
+        free(lens);
+        free(disp);
+    }
+    if (mrc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        int l = 0;
+        MPI_Error_string(mrc, s, &l);
+        return fail(f, H5L_EIO, "%s: MPI_File_write_at_all at %lld failed: %s", f->path, (long long)off, s);
+    }
+    return H5L_OK;
+}
+
+/* Rank 0: append one frame to the sidecar and to the in-memory copy. */
+static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, size_t len)
+{
+    size_t before = f->jcopy.len;
+    h5l_frame_encode(&f->jcopy, type, payload, (uint32_t)len, f->seed);
+    if (f->jcopy.oom) {
+        f->jcopy.oom = 0;
+        f->jcopy.len = before;
+        return fail(f, H5L_ENOMEM, "%s: out of memory framing a journal record", f->jpath);
+    }
+    /* one write per frame: readers see a prefix (torn, retried) or all */
+    int e = h5l_pwrite_full(f->jfd, f->jcopy.p + before, f->jcopy.len - before, f->joff);
+    if (!e && f->opts.sync == H5L_SYNC_TICK && fdatasync(f->jfd) != 0) e = -errno;
+    if (e) {
+        f->jcopy.len = before;
+        return fail(f, H5L_EIO, "%s: journal append failed: %s", f->jpath, strerror(-e));
+    }
+    f->joff += f->jcopy.len - before;
+    return H5L_OK;
+}
+
+/* Rank 0: mirror pending ops into the file and allocate the tick's data
+ * and table datasets. */
+static int rank0_prepare(h5l_file_t *f, uint64_t tick, uint64_t dtot, uint64_t mtot,
+                         uint64_t *doff, uint64_t *moff, h5l_err_t *e)
+{
+    int rc = H5L_OK;
+    for (size_t i = 0; i < f->nops && !rc; i++) rc = h5l_anchor_op(f->anc, &f->schema, tick, &f->ops[i], e);
+    char name[64];
+    *doff = 0;
+    if (!rc && dtot) {
+        snprintf(name, sizeof name, "data.%llu", (unsigned long long)tick);
+        rc = h5l_anchor_alloc(f->anc, name, dtot, doff, e);
+    }
+    if (!rc) {
+        snprintf(name, sizeof name, "meta.%llu", (unsigned long long)tick);
+        rc = h5l_anchor_alloc(f->anc, name, mtot, moff, e);
+    }
+    return rc;
+}
+
+int h5l_flush(h5l_file_t *f)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    uint64_t tick = f->tick + 1;
+    size_t nd = f->schema.ndims;
+    h5l_buf_t opsb = {0};
+    h5l_op_t *grown = NULL;
+    size_t ngrown = 0;
+    uint64_t *want = NULL;
+
+    /* 1. agree on the definitions (hash of the encoded ops) */
+    for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&opsb, &f->ops[i]);
+    uint64_t h = h5l_hash(opsb.p, opsb.len, 0);
+    uint64_t mx[3] = {f->opts.check_collective ? h : 0, f->opts.check_collective ? ~h : 0, opsb.oom ? 1u : 0u};
+    if (MPI_Allreduce(MPI_IN_PLACE, mx, 3, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS) {
+        rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+        goto out;
+    }
+    if (mx[2]) {
+        rc = fail(f, H5L_ENOMEM, "%s: out of memory encoding definitions (on some rank)", f->path);
+        goto out;
+    }
+    if (mx[0] != ~mx[1]) {
+        rc = fail(f, H5L_EMISMATCH,
+                  "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
+                  f->path, (unsigned long long)tick);
+        goto out;
+    }
+
+    /* 2. grown unlimited dimensions: the largest extent any rank wrote */
+    want = calloc(nd + 1, sizeof *want);
+    grown = calloc(nd + 1, sizeof *grown);
+    if (!want || !grown) rc = fail(f, H5L_ENOMEM, "out of memory");
+    if ((rc = agree(f, rc))) goto out;
+    if (nd) {
+        memcpy(want, f->want, nd * sizeof *want);
+        if (MPI_Allreduce(MPI_IN_PLACE, want, (int)nd, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS) {
+            rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+            goto out;
+        }
+    }
+    for (size_t d = 0; d < nd; d++) {
+        if (f->schema.dims[d].unlimited && want[d] > h5l_schema_dimlen_now(&f->schema, (uint32_t)d)) {
+            grown[ngrown++] = (h5l_op_t){.kind = H5L_OP_DIMLEN, .id = (uint32_t)d, .len = want[d]};
+            h5l_op_encode(&opsb, &grown[ngrown - 1]);
+        }
+    }
+
+    /* 3. place every rank's bytes */
+    uint64_t mine[2] = {f->data_bytes, f->recs.len}, pre[2] = {0, 0};
+    uint64_t tot[3] = {f->data_bytes, f->recs.len, f->nrec};
+    if (MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(MPI_IN_PLACE, tot, 3, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS) {
+        rc = fail(f, H5L_EMPI, "%s: MPI_Exscan/MPI_Allreduce failed", f->path);
+        goto out;
+    }
+    if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
+
+    /* 4. rank 0 allocates the tick's datasets */
+    bstat_t st = {0};
+    if (f->rank == 0) {
+        h5l_err_t e = {0};
+        st.code = rank0_prepare(f, tick, tot[0], tot[1], &st.v[0], &st.v[1], &e);
+        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+    }
+    if ((rc = bcast_status(f, &st))) goto out;
+    uint64_t doff = st.v[0], moff = st.v[1];
+
+    /* 5. absolute offsets into the records, then the block header */
+    for (size_t i = 0; i < f->npatches; i++)
+        h5l_put_le64(f->recs.p + f->patches[i].pos, doff + pre[0] + f->patches[i].local);
+    h5l_block_t blk = {H5L_FORMAT_VERSION, (uint32_t)f->rank, tick, f->nrec, f->recs.len - H5L_BLOCK_LEN, 0};
+    blk.checksum = h5l_hash(f->recs.p + H5L_BLOCK_LEN, blk.payload, f->seed);
+    h5l_block_encode(&blk, f->recs.p);
+
+    /* 6. move the bytes; every rank takes part in every call */
+    int wrc = H5L_OK;
+    if (tot[0]) wrc = write_pieces(f, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces);
+    piece_t tp = {f->recs.p, f->recs.len};
+    int trc = write_pieces(f, (MPI_Offset)(moff + pre[1]), &tp, 1);
+    if (!wrc) wrc = trc;
+    if (f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS && !wrc)
+        wrc = fail(f, H5L_EIO, "%s: MPI_File_sync failed", f->path);
+    if ((rc = agree(f, wrc))) goto out;
+
+    /* 7. commit: rank 0 appends the TICK record */
+    memset(&st, 0, sizeof st);
+    if (f->rank == 0) {
+        h5l_tick_info_t ti = {tick, now_ns(), (uint32_t)f->size, doff, tot[0], moff, tot[1], tot[2]};
+        h5l_buf_t pl = {0};
+        h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + ngrown));
+        h5l_buf_put(&pl, opsb.p, opsb.len);
+        if (pl.oom || opsb.oom) st.code = fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)tick);
+        else st.code = journal_append(f, H5L_REC_TICK, pl.p, pl.len);
+        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+        h5l_buf_free(&pl);
+    }
+    if ((rc = bcast_status(f, &st))) goto out;
+
+    /* 8. published: the pending state becomes history */
+    for (size_t i = 0; i < ngrown; i++) h5l_schema_apply(&f->schema, tick, &grown[i], NULL);
+    for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
+    f->nops = 0;
+    f->npieces = f->npatches = 0;
+    f->recs.len = H5L_BLOCK_LEN;
+    f->nrec = f->data_bytes = 0;
+    f->arena_used = 0;
+    if (nd) memset(f->want, 0, nd * sizeof *f->want);
+    f->tick = tick;
+out:
+    h5l_buf_free(&opsb);
+    free(grown);
+    free(want);
+    return rc;
+}
+
+int h5l_close(h5l_file_t *f)
+{
+    int rc = check_open(f);
+    if (rc) return rc;
+    /* flush only if some rank has something pending: close adds no empty
+     * tick (an explicit h5l_flush always publishes one) */
+    uint64_t pending = f->nops + f->nrec;
+    if (MPI_Allreduce(MPI_IN_PLACE, &pending, 1, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS)
+        rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+    else if (pending)
+        rc = h5l_flush(f); /* on failure the committed ticks still stand */
+    char flush_msg[512];
+    snprintf(flush_msg, sizeof flush_msg, "%s", f->errmsg);
+    if (f->fh_open) {
+        MPI_File_close(&f->fh);
+        f->fh_open = 0;
+    }
+    bstat_t st = {0};
+    if (f->rank == 0) {
+        uint8_t pl[16];
+        h5l_put_le64(pl, f->tick);
+        h5l_put_le64(pl + 8, now_ns());
+        h5l_err_t e = {0};
+        int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
+        if (c) snprintf(e.msg, sizeof e.msg, "%s", f->errmsg);
+        if (!c && f->jfd >= 0 && fsync(f->jfd) != 0) c = h5l_err_set(&e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+        if (!c) {
+            c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, &e);
+            f->anc = NULL;
+        }
+        if (!c && unlink(f->jpath) != 0)
+            c = h5l_err_set(&e, H5L_EIO, "%s: cannot remove the journal sidecar: %s", f->jpath, strerror(errno));
+        st.code = c;
+        if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+    }
+    int crc = bcast_status(f, &st);
+    if (!rc) rc = crc;
+    else snprintf(f->errmsg, sizeof f->errmsg, "%s", flush_msg);
+    if (rc) snprintf(create_err, sizeof create_err, "%s", f->errmsg);
+    f->state = ST_CLOSED;
+    free_file(f);
+    return rc;
+}

@@ -1,0 +1,460 @@
+/* test_writer.c — MPI test of libh5log against an independent reference.
+ *
+ * Usage: mpirun -np P test_writer DIR [--ticks N] [--seed S] [--kill-at T]
+ *
+ * Every rank draws its random puts from a generator seeded by (seed, rank,
+ * tick), so every rank can replay the puts of all ranks in sequence order
+ * (tick, rank, call order) into plain arrays: the reference, computed without
+ * the library. After each flush rank 0 reads every variable at every tick so
+ * far through the reader (live, from the sidecar) and compares; after close
+ * it does it again on the closed file and writes the final reference to
+ * DIR/ref/ for the end-to-end tests (h5logreplay + h5py).
+ * --kill-at T: rank 0 SIGKILLs the whole job right after tick T's commit,
+ * leaving a half-written file for the crash test.
+ * Prints "N passed, N failed" (one count per check group) on rank 0. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "h5log.h"
+#include "h5log_reader.h"
+
+enum { NX = 17, NY = 13, NZ = 9, MAXT = 64, NVARS = 6 };
+typedef enum { F64, I32, F32, U8, I16 } vtype_t;
+
+typedef struct {
+    const char *path;
+    vtype_t type;
+    int ndims;
+    int dims[3];       /* dimension index: 0 x, 1 y, 2 z, 3 t (unlimited) */
+    uint64_t chunk[3]; /* 0 = contiguous / default */
+    double fill;
+} vspec_t;
+
+static const vspec_t VARS[NVARS] = {
+    {"/a", F64, 3, {0, 1, 2}, {4, 5, 3}, -1.0},
+    {"/grp/b", I32, 2, {0, 1}, {0}, 7},
+    {"/c", F32, 2, {3, 1}, {0}, 0},
+    {"/grp/sub/d", U8, 1, {3}, {2}, 0},
+    {"/s", I16, 0, {0}, {0}, 0},
+    {"/x", F32, 1, {0}, {0}, 0},
+};
+static const int DIMLEN[3] = {NX, NY, NZ};
+static int g_pass, g_fail, g_rank;
+
+#define EXPECT(c, ...)                                                         \
+    do {                                                                       \
+        if (c) g_pass++;                                                       \
+        else {                                                                 \
+            g_fail++;                                                          \
+            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
+    } while (0)
+
+static size_t tsize(vtype_t t) { return t == F64 ? 8 : t == I32 || t == F32 ? 4 : t == U8 ? 1 : 2; }
+static hid_t thid(vtype_t t)
+{
+    return t == F64 ? H5T_NATIVE_DOUBLE : t == I32 ? H5T_NATIVE_INT32 : t == F32 ? H5T_NATIVE_FLOAT
+         : t == U8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_INT16;
+}
+static void store(vtype_t t, void *p, double v)
+{
+    switch (t) {
+    case F64: *(double *)p = v; break;
+    case I32: *(int32_t *)p = (int32_t)v; break;
+    case F32: *(float *)p = (float)v; break;
+    case U8: *(uint8_t *)p = (uint8_t)((int64_t)v & 0xff); break;
+    case I16: *(int16_t *)p = (int16_t)((int64_t)v % 30000); break;
+    }
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* One put as drawn by the generator. */
+typedef struct {
+    int var, ndims;
+    uint64_t start[3], count[3];
+    int mode; /* 0 put, 1 iput, 2 put_conv from double */
+} put_t;
+
+static int g_ticks = 5;
+static uint64_t g_seed = 1;
+
+/* Reference state: per var a byte array sized for the max extent. */
+typedef struct {
+    uint8_t *data[NVARS];
+    uint64_t tlen; /* unlimited dimension length */
+} ref_t;
+
+static uint64_t cap_len(int dim) { return dim == 3 ? MAXT : (uint64_t)DIMLEN[dim]; }
+static uint64_t var_cap(int v)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < VARS[v].ndims; d++) n *= cap_len(VARS[v].dims[d]);
+    return n;
+}
+
+static void ref_init(ref_t *r)
+{
+    r->tlen = 0;
+    for (int v = 0; v < NVARS; v++) {
+        uint64_t n = var_cap(v);
+        r->data[v] = malloc(n * tsize(VARS[v].type));
+        for (uint64_t i = 0; i < n; i++) store(VARS[v].type, r->data[v] + i * tsize(VARS[v].type), VARS[v].fill);
+    }
+}
+
+static double value_of(int tick, int rank, int k, uint64_t elem)
+{
+    return (double)tick * 10000 + rank * 1000 + k * 37 + (double)(elem % 997);
+}
+
+/* Draw the puts of (rank, tick); the current unlimited length bounds t. */
+static int draw(int rank, int tick, uint64_t tlen, put_t *out, int max)
+{
+    uint64_t s = g_seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank << 32) ^ (uint64_t)tick * 7919 ^ 0x1234567;
+    if (!s) s = 1;
+    for (int i = 0; i < 4; i++) rng_next(&s);
+    int n = 3 + (int)(rng_next(&s) % 6);
+    if (n > max) n = max;
+    for (int k = 0; k < n; k++) {
+        put_t *p = &out[k];
+        p->var = (int)(rng_next(&s) % NVARS);
+        p->ndims = VARS[p->var].ndims;
+        p->mode = (int)(rng_next(&s) % 3);
+        for (int d = 0; d < p->ndims; d++) {
+            int dim = VARS[p->var].dims[d];
+            uint64_t len = dim == 3 ? (tlen + 3 < MAXT ? tlen + 3 : MAXT) : (uint64_t)DIMLEN[dim];
+            p->start[d] = rng_next(&s) % len;
+            p->count[d] = 1 + rng_next(&s) % (len - p->start[d]);
+        }
+    }
+    return n;
+}
+
+static uint64_t nelem(const put_t *p)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < p->ndims; d++) n *= p->count[d];
+    return n;
+}
+
+/* Apply one put to the reference (row-major over the capacity shape). */
+static void ref_apply(ref_t *r, const put_t *p, int tick, int rank, int k)
+{
+    const vspec_t *vs = &VARS[p->var];
+    size_t es = tsize(vs->type);
+    uint64_t n = nelem(p), idx[3] = {0, 0, 0};
+    for (uint64_t e = 0; e < n; e++) {
+        uint64_t off = 0;
+        for (int d = 0; d < p->ndims; d++) off = off * cap_len(vs->dims[d]) + p->start[d] + idx[d];
+        store(vs->type, r->data[p->var] + off * es, value_of(tick, rank, k, e));
+        for (int d = p->ndims - 1; d >= 0; d--) {
+            if (++idx[d] < p->count[d]) break;
+            idx[d] = 0;
+        }
+    }
+    for (int d = 0; d < p->ndims; d++)
+        if (vs->dims[d] == 3 && p->start[d] + p->count[d] > r->tlen) r->tlen = p->start[d] + p->count[d];
+}
+
+static void ref_tick(ref_t *r, int nranks, int tick)
+{
+    put_t puts[16];
+    uint64_t tlen0 = r->tlen;
+    for (int rank = 0; rank < nranks; rank++) {
+        int n = draw(rank, tick, tlen0, puts, 16);
+        for (int k = 0; k < n; k++) ref_apply(r, &puts[k], tick, rank, k);
+    }
+}
+
+/* Compare variable v read through the reader at tick with the reference,
+ * over the full shape and over a random sub-box. */
+static void check_var(h5l_reader_t *rd, int tick, int v, uint32_t objid, const ref_t *ref)
+{
+    const vspec_t *vs = &VARS[v];
+    size_t es = tsize(vs->type);
+    uint64_t shape[3], start[3] = {0, 0, 0}, n = 1;
+    for (int d = 0; d < vs->ndims; d++) {
+        shape[d] = vs->dims[d] == 3 ? ref->tlen : (uint64_t)DIMLEN[vs->dims[d]];
+        n *= shape[d];
+    }
+    uint8_t *buf = malloc(n * es + 1);
+    h5l_err_t e = {0};
+    int rc = h5l_reader_read(rd, (uint64_t)tick, objid, start, shape, buf, &e);
+    EXPECT(rc == 0, "read %s tick %d: %s", vs->path, tick, e.msg);
+    if (rc == 0) {
+        uint64_t bad = 0, idx[3] = {0, 0, 0};
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t off = 0;
+            for (int d = 0; d < vs->ndims; d++) off = off * cap_len(vs->dims[d]) + idx[d];
+            if (memcmp(buf + i * es, ref->data[v] + off * es, es) != 0) bad++;
+            for (int d = vs->ndims - 1; d >= 0; d--) {
+                if (++idx[d] < shape[d]) break;
+                idx[d] = 0;
+            }
+        }
+        EXPECT(bad == 0, "%s at tick %d: %llu of %llu elements differ", vs->path, tick,
+               (unsigned long long)bad, (unsigned long long)n);
+    }
+    /* a sub-box: the inner half in every dimension */
+    uint64_t ss[3], sc[3], sn = 1;
+    for (int d = 0; d < vs->ndims; d++) {
+        ss[d] = shape[d] / 4;
+        sc[d] = shape[d] - ss[d] - shape[d] / 4;
+        sn *= sc[d];
+    }
+    if (sn && rc == 0) {
+        uint8_t *sub = malloc(sn * es);
+        rc = h5l_reader_read(rd, (uint64_t)tick, objid, ss, sc, sub, &e);
+        EXPECT(rc == 0, "sub-read %s: %s", vs->path, e.msg);
+        uint64_t bad = 0, idx[3] = {0, 0, 0};
+        for (uint64_t i = 0; rc == 0 && i < sn; i++) {
+            uint64_t off = 0, boff = 0;
+            for (int d = 0; d < vs->ndims; d++) {
+                off = off * cap_len(vs->dims[d]) + ss[d] + idx[d];
+                boff = boff * shape[d] + ss[d] + idx[d];
+            }
+            (void)boff;
+            if (memcmp(sub + i * es, ref->data[v] + off * es, es) != 0) bad++;
+            for (int d = vs->ndims - 1; d >= 0; d--) {
+                if (++idx[d] < sc[d]) break;
+                idx[d] = 0;
+            }
+        }
+        EXPECT(bad == 0, "%s sub-box at tick %d: %llu elements differ", vs->path, tick, (unsigned long long)bad);
+        free(sub);
+    }
+    free(buf);
+}
+
+/* Read every var at every tick 1..upto; refs[t] is the reference after t. */
+static void check_all(const char *path, int upto, ref_t *refs, const uint32_t *objids, int expect_closed)
+{
+    h5l_reader_t *rd;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(path, &rd, &e);
+    EXPECT(rc == 0, "open %s: %s", path, e.msg);
+    if (rc) return;
+    EXPECT(h5l_reader_ntick(rd) == (uint64_t)upto, "%s: %llu ticks, expected %d", path,
+           (unsigned long long)h5l_reader_ntick(rd), upto);
+    EXPECT(h5l_reader_closed(rd) == expect_closed, "closed flag %d", h5l_reader_closed(rd));
+    for (int t = 1; t <= upto && (uint64_t)t <= h5l_reader_ntick(rd); t++) {
+        uint64_t tl = 0;
+        h5l_reader_rdlock(rd);
+        const h5l_schema_t *s = h5l_reader_schema(rd);
+        tl = s->ndims > 3 ? h5l_schema_dimlen(s, 3, (uint64_t)t) : 0;
+        h5l_reader_unlock(rd);
+        EXPECT(tl == refs[t].tlen, "tick %d: t length %llu, expected %llu", t, (unsigned long long)tl,
+               (unsigned long long)refs[t].tlen);
+        for (int v = 0; v < NVARS; v++) check_var(rd, t, v, objids[v], &refs[t]);
+    }
+    h5l_reader_close(rd);
+}
+
+static void ref_copy(ref_t *dst, const ref_t *src)
+{
+    ref_init(dst);
+    dst->tlen = src->tlen;
+    for (int v = 0; v < NVARS; v++) memcpy(dst->data[v], src->data[v], var_cap(v) * tsize(VARS[v].type));
+}
+
+/* Final reference for the end-to-end tests: DIR/ref/<n>.bin (canonical
+ * shape, native order) and DIR/ref/manifest.txt "path dtype dims...". */
+static void write_ref(const char *dir, const ref_t *r)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/ref", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/ref/manifest.txt", dir);
+    FILE *m = fopen(p, "w");
+    static const char *dt[] = {"f8", "i4", "f4", "u1", "i2"};
+    for (int v = 0; v < NVARS; v++) {
+        const vspec_t *vs = &VARS[v];
+        size_t es = tsize(vs->type);
+        snprintf(p, sizeof p, "%s/ref/%d.bin", dir, v);
+        FILE *b = fopen(p, "wb");
+        uint64_t shape[3], n = 1, idx[3] = {0, 0, 0};
+        for (int d = 0; d < vs->ndims; d++) {
+            shape[d] = vs->dims[d] == 3 ? r->tlen : (uint64_t)DIMLEN[vs->dims[d]];
+            n *= shape[d];
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t off = 0;
+            for (int d = 0; d < vs->ndims; d++) off = off * cap_len(vs->dims[d]) + idx[d];
+            fwrite(r->data[v] + off * es, es, 1, b);
+            for (int d = vs->ndims - 1; d >= 0; d--) {
+                if (++idx[d] < shape[d]) break;
+                idx[d] = 0;
+            }
+        }
+        fclose(b);
+        fprintf(m, "%d %s %s", v, vs->path, dt[vs->type]);
+        for (int d = 0; d < vs->ndims; d++) fprintf(m, " %llu", (unsigned long long)shape[d]);
+        fprintf(m, "\n");
+    }
+    fclose(m);
+}
+
+/* API error paths: each fails clearly and loses nothing buffered. */
+static void check_errors(h5l_file_t *f, int varb)
+{
+    uint64_t st[2] = {0, 0}, ct[2] = {NX + 1, 1};
+    int rc = h5l_put(f, varb, st, ct, NULL);
+    EXPECT(rc == H5L_ERANGE, "out-of-range put gave %d", rc);
+    EXPECT(strstr(h5l_errmsg(f), "exceeds length") != NULL, "message: %s", h5l_errmsg(f));
+    int32_t v = 1;
+    uint64_t c1[2] = {1, 1};
+    rc = h5l_put(f, 999, st, c1, &v);
+    EXPECT(rc == H5L_EBADID, "bad varid gave %d", rc);
+    int id;
+    rc = h5l_def_var(f, "/grp/b", H5T_NATIVE_INT, 0, NULL, NULL, &id);
+    EXPECT(rc == H5L_EEXIST, "duplicate def_var gave %d", rc);
+    rc = h5l_def_var(f, "/str", H5T_C_S1, 0, NULL, NULL, &id);
+    EXPECT(rc == H5L_ETYPE, "string var gave %d", rc);
+    rc = h5l_def_var_fill(f, varb, &v);
+    EXPECT(rc == H5L_ESTATE, "late fill gave %d", rc);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    g_rank = rank;
+    if (argc < 2) {
+        if (!rank) fprintf(stderr, "usage: test_writer DIR [--ticks N] [--seed S] [--kill-at T]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const char *dir = argv[1];
+    int kill_at = 0;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--ticks")) g_ticks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed")) g_seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--kill-at")) kill_at = atoi(argv[i + 1]);
+    }
+    if (g_ticks > 40) g_ticks = 40;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/t.h5", dir);
+
+    h5l_opts_t o;
+    h5l_opts_init(&o);
+    o.buffer_limit = 1 << 20;
+    h5l_file_t *f;
+    int rc = h5l_create(path, MPI_COMM_WORLD, &o, &f);
+    EXPECT(rc == 0, "create: %s", h5l_errmsg(NULL));
+    if (rc) MPI_Abort(MPI_COMM_WORLD, 1);
+
+    int dims[4], ids[NVARS];
+    h5l_def_dim(f, "x", NX, &dims[0]);
+    h5l_def_dim(f, "y", NY, &dims[1]);
+    h5l_def_dim(f, "z", NZ, &dims[2]);
+    h5l_def_dim(f, "t", H5L_UNLIMITED, &dims[3]);
+    for (int v = 0; v < NVARS; v++) {
+        int dd[3];
+        for (int d = 0; d < VARS[v].ndims; d++) dd[d] = dims[VARS[v].dims[d]];
+        rc = h5l_def_var(f, VARS[v].path, thid(VARS[v].type), VARS[v].ndims, dd,
+                         VARS[v].chunk[0] ? VARS[v].chunk : NULL, &ids[v]);
+        EXPECT(rc == 0, "def_var %s: %s", VARS[v].path, h5l_errmsg(f));
+        if (VARS[v].fill != 0) {
+            uint8_t fb[8];
+            store(VARS[v].type, fb, VARS[v].fill);
+            rc = h5l_def_var_fill(f, ids[v], fb);
+            EXPECT(rc == 0, "fill %s: %s", VARS[v].path, h5l_errmsg(f));
+        }
+    }
+    h5l_put_att_text(f, H5L_GLOBAL, "title", "h5log MPI test");
+    h5l_put_att_text(f, ids[0], "units", "K");
+    double vr[2] = {-5, 5};
+    h5l_put_att(f, ids[0], "valid_range", H5T_NATIVE_DOUBLE, 2, vr);
+    int gid;
+    h5l_def_grp(f, "/grp/sub", &gid);
+    int32_t level = 3;
+    h5l_put_att(f, gid, "level", H5T_NATIVE_INT32, 1, &level);
+
+    ref_t refs[41];
+    ref_init(&refs[0]);
+    uint32_t objids[NVARS];
+    for (int v = 0; v < NVARS; v++) objids[v] = (uint32_t)ids[v];
+
+    for (int t = 1; t <= g_ticks; t++) {
+        put_t puts[16];
+        int n = draw(rank, t, refs[t - 1].tlen, puts, 16);
+        void *keep[16] = {0};
+        for (int k = 0; k < n; k++) {
+            const put_t *p = &puts[k];
+            const vspec_t *vs = &VARS[p->var];
+            uint64_t ne = nelem(p);
+            size_t es = tsize(vs->type);
+            uint8_t *b = malloc(ne * es);
+            double *db = malloc(ne * sizeof *db);
+            for (uint64_t e = 0; e < ne; e++) {
+                store(vs->type, b + e * es, value_of(t, rank, k, e));
+                db[e] = value_of(t, rank, k, e);
+            }
+            if (p->mode == 2 && (vs->type == F32 || vs->type == F64))
+                rc = h5l_put_conv(f, ids[p->var], H5T_NATIVE_DOUBLE, p->start, p->count, db);
+            else if (p->mode == 1)
+                rc = h5l_iput(f, ids[p->var], p->start, p->count, b);
+            else
+                rc = h5l_put(f, ids[p->var], p->start, p->count, b);
+            EXPECT(rc == 0, "put %s: %s", vs->path, h5l_errmsg(f));
+            if (p->mode == 1) keep[k] = b; /* iput: valid until the flush */
+            else {
+                memset(b, 0xAB, ne * es); /* put copied: scribbling must not matter */
+                free(b);
+            }
+            free(db);
+        }
+        if (t == 2) check_errors(f, ids[1]);
+        rc = h5l_flush(f);
+        EXPECT(rc == 0, "flush %d: %s", t, h5l_errmsg(f));
+        EXPECT(h5l_ntick(f) == (uint64_t)t, "ntick %llu", (unsigned long long)h5l_ntick(f));
+        for (int k = 0; k < n; k++) free(keep[k]);
+        ref_copy(&refs[t], &refs[t - 1]);
+        ref_tick(&refs[t], size, t);
+        if (kill_at == t) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (rank == 0) {
+                write_ref(dir, &refs[t]);
+                fflush(NULL);
+                kill(getppid() == 1 ? getpid() : getpid(), SIGKILL);
+            }
+            pause();
+        }
+        if (rank == 0) check_all(path, t, refs, objids, 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    rc = h5l_close(f);
+    EXPECT(rc == 0, "close: %s", h5l_errmsg(NULL));
+    if (rank == 0) {
+        char side[4200];
+        snprintf(side, sizeof side, "%s.h5lj", path);
+        EXPECT(access(side, F_OK) != 0, "sidecar %s still exists after close", side);
+        check_all(path, g_ticks, refs, objids, 1);
+        write_ref(dir, &refs[g_ticks]);
+    }
+    int fails = g_fail, all = 0;
+    MPI_Reduce(&fails, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    int passes = g_pass, allp = 0;
+    MPI_Reduce(&passes, &allp, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) printf("%d passed, %d failed\n", allp, all);
+    for (int t = 0; t <= g_ticks; t++)
+        for (int v = 0; v < NVARS; v++) free(refs[t].data[v]);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
