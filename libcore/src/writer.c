@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -781,6 +782,10 @@ int h5l_flush(h5l_file_t *f)
     /* 7. commit: rank 0 appends the TICK record */
     memset(&st, 0, sizeof st);
     if (f->rank == 0) {
+        /* test hook (tests/e2e): die with every byte of this tick written
+         * but not committed, to prove readers never see it */
+        const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
+        if (k && strtoull(k, NULL, 10) == tick) raise(SIGKILL);
         h5l_tick_info_t ti = {tick, now_ns(), (uint32_t)f->size, doff, tot[0], moff, tot[1], tot[2]};
         h5l_buf_t pl = {0};
         h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + ngrown));
