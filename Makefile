@@ -30,15 +30,19 @@ LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
 TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump
+FUSED_MODS := memvfd skel lfile fs main
+FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
+DAEMON := $(BUILD)/bin/h5logfs
+FUSED_TESTS := $(patsubst tests/fused/%.c,$(BUILD)/tests/%,$(wildcard tests/fused/test_*.c))
 BENCH := $(BUILD)/bench/bench_write
 
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev
 
-.PHONY: all deps deps-check check asan tsan bench-write clean help lib tools tests
+.PHONY: all deps deps-check check asan tsan bench-write clean help lib tools tests daemon
 
-all: deps-check lib tools tests
+all: deps-check lib tools daemon tests
 
 help:
 	@echo "make            build libcore (libh5log), tools and tests into $(BUILD)/"
@@ -61,7 +65,8 @@ deps:
 
 lib: $(BUILD)/libh5lcore.a $(BUILD)/libh5log.a $(BUILD)/libh5log.so
 tools: $(TOOLS)
-tests: $(UNIT_TESTS) $(MPI_TESTS)
+daemon: $(DAEMON)
+tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS)
 
 $(BUILD)/libcore/%.o: libcore/src/%.c $(wildcard libcore/src/*.h libcore/include/*.h)
 	@mkdir -p $(dir $@)
@@ -91,6 +96,19 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tharness.h $(BUILD)/libh5l
 $(BUILD)/tests/%: tests/mpi/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_LIB)
+
+# the daemon: libcore's reader and canon modules, libhdf5, libfuse3
+$(BUILD)/fused/%.o: fused/%.c $(wildcard fused/*.h libcore/src/*.h libcore/include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+
+$(DAEMON): $(FUSED_OBJS) $(BUILD)/libh5log.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(FUSED_OBJS) $(LINK_LIB) $(FUSE_LIBS)
+
+$(BUILD)/tests/test_memvfd: tests/fused/test_memvfd.c $(BUILD)/fused/memvfd.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/memvfd.o -o $@ $(LDFLAGS) $(HDF5_LIBS) -lm
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)

@@ -52,9 +52,7 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
     for (uint32_t d = 0; d < o->ndims; d++) {
         dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
         maxd[d] = s->dims[o->dimids[d]].unlimited ? H5S_UNLIMITED : dims[d];
-        chunk[d] = o->chunk[d];
-        /* HDF5 refuses a fixed dimension smaller than its chunk */
-        if (o->chunked && maxd[d] != H5S_UNLIMITED && chunk[d] > maxd[d]) chunk[d] = maxd[d] ? maxd[d] : 1;
+        chunk[d] = o->chunk[d]; /* never larger than a fixed dimension (schema.c) */
     }
     hid_t sp = o->ndims ? H5Screate_simple((int)o->ndims, dims, maxd) : H5Screate(H5S_SCALAR);
     hid_t t = h5l_type_to_hid(o->type, 0);

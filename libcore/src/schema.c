@@ -194,8 +194,9 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         if (s->dims[op->dimids[i]].unlimited) has_unlim = 1;
         if (op->chunk[i] == 0)
             return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u is zero", op->name, i);
-        if (op->chunk[i] > UINT32_MAX && (op->flags & 1))
-            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u too large", op->name, i);
+        if ((op->flags & 1) && (op->chunk[i] > UINT32_MAX ||
+            (!s->dims[op->dimids[i]].unlimited && op->chunk[i] > h5l_schema_dimlen_now(s, op->dimids[i]))))
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u larger than its dimension", op->name, i);
     }
     if (has_unlim && !(op->flags & 1))
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unlimited dimension needs chunking", op->name);

@@ -392,7 +392,15 @@ int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
                 return fail(f, H5L_EINVAL, "%s: variable '%s': chunk dimension %d is %llu", f->path, path, d,
                             (unsigned long long)chunk[d]);
             ch[d] = chunk[d];
-            cbytes = cbytes > UINT32_MAX ? cbytes : cbytes * chunk[d];
+            /* libhdf5 wants chunks no larger than a fixed dimension: clip,
+             * so the journal's chunk is the canonical file's chunk */
+            if (!f->schema.dims[dimids[d]].unlimited) {
+                if (dims[d] == 0)
+                    return fail(f, H5L_EINVAL, "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
+                                f->path, path);
+                if (ch[d] > dims[d]) ch[d] = dims[d];
+            }
+            cbytes = cbytes > UINT32_MAX ? cbytes : cbytes * ch[d];
         }
         if (cbytes >= UINT32_MAX)
             return fail(f, H5L_EINVAL, "%s: variable '%s': a chunk must be smaller than 4 GiB", f->path, path);

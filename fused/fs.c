@@ -1,0 +1,563 @@
+/* fs.c — the FUSE low-level operations: a read-only mirror of the source
+ * directory in which log-layout files appear as canonical HDF5 files.
+ *
+ * Three kinds of inodes (the kernel's node ids are our inode pointers, as in
+ * libfuse's passthrough_ll):
+ *   - mirror inodes (directories, plain files, symlinks): an O_PATH
+ *     descriptor of the source object, deduplicated by (st_dev, st_ino);
+ *   - snapshot inodes: one per (log file, tick), holding an immutable
+ *     hfs_snap_t. A lookup of a log file's name returns the snapshot inode
+ *     of its newest tick; when the ticker loads a new tick it invalidates the
+ *     name (from its own thread, never inside a request), the next lookup
+ *     gets a new inode, and descriptors open on the old one keep reading the
+ *     old tick byte for byte from the kernel page cache (keep_cache) or from
+ *     us. FORGET frees it. (DESIGN.md point 3.)
+ *   - bad inodes: a log-layout file that cannot be loaded; open gives EIO
+ *     and the reason was logged once.
+ * Every mutating operation answers EROFS. Errors from libcore become errno
+ * in one place (errno_of). */
+#include "fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "lfile.h"
+
+enum { K_MIRROR = 1, K_SNAP = 2, K_BAD = 3 };
+
+typedef struct hfs_inode {
+    int kind;
+    int fd;           /* K_MIRROR: O_PATH descriptor */
+    dev_t dev;
+    ino_t sino;
+    mode_t mode;      /* source file type */
+    char *path;       /* absolute source path */
+    uint64_t nlookup; /* guarded by tab_mu */
+    hfs_snap_t *snap; /* K_SNAP */
+    struct stat bad_st; /* K_BAD: the source's attributes */
+    struct hfs_inode *next, *prev;
+} hfs_inode_t;
+
+static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
+static hfs_inode_t root;
+static hfs_inode_t *tab_head; /* every inode but the root */
+static hfs_config_t cfg;
+
+static hfs_inode_t *ino_of(fuse_ino_t ino)
+{
+    return ino == FUSE_ROOT_ID ? &root : (hfs_inode_t *)(uintptr_t)ino;
+}
+
+static int errno_of(int code)
+{
+    switch (code) {
+    case H5L_ENOMEM: return ENOMEM;
+    case H5L_ENOTFOUND: return ENOENT;
+    default: return EIO;
+    }
+}
+
+static void inode_free(hfs_inode_t *n)
+{
+    if (n->fd >= 0) close(n->fd);
+    hfs_snap_unref(n->snap);
+    free(n->path);
+    free(n);
+}
+
+/* Insert a new inode (nlookup 1). */
+static hfs_inode_t *inode_new(int kind, const char *path)
+{
+    hfs_inode_t *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->kind = kind;
+    n->fd = -1;
+    n->nlookup = 1;
+    n->path = strdup(path);
+    if (!n->path) {
+        free(n);
+        return NULL;
+    }
+    n->next = tab_head;
+    if (tab_head) tab_head->prev = n;
+    tab_head = n;
+    return n;
+}
+
+static void unref_inode(hfs_inode_t *n, uint64_t k)
+{
+    if (n == &root) return;
+    pthread_mutex_lock(&tab_mu);
+    n->nlookup -= k < n->nlookup ? k : n->nlookup;
+    int dead = n->nlookup == 0;
+    if (dead) {
+        if (n->prev) n->prev->next = n->next;
+        else tab_head = n->next;
+        if (n->next) n->next->prev = n->prev;
+    }
+    pthread_mutex_unlock(&tab_mu);
+    if (dead) inode_free(n);
+}
+
+static int is_sidecar_of_existing(int dirfd, const char *name)
+{
+    size_t n = strlen(name), s = strlen(H5L_SIDECAR_SUFFIX);
+    if (n <= s || strcmp(name + n - s, H5L_SIDECAR_SUFFIX) != 0) return 0;
+    char base[NAME_MAX + 1];
+    if (n - s > NAME_MAX) return 0;
+    memcpy(base, name, n - s);
+    base[n - s] = 0;
+    return faccessat(dirfd, base, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void snap_attr(const hfs_inode_t *n, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = (ino_t)(uintptr_t)n;
+    st->st_mode = S_IFREG | (n->mode & 0444);
+    st->st_nlink = 1;
+    st->st_uid = n->bad_st.st_uid;
+    st->st_gid = n->bad_st.st_gid;
+    st->st_size = (off_t)n->snap->skel->eof;
+    st->st_blksize = 1 << 20;
+    st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
+    uint64_t t = n->snap->time_ns;
+    st->st_mtim.tv_sec = (time_t)(t / 1000000000u);
+    st->st_mtim.tv_nsec = (long)(t % 1000000000u);
+    st->st_ctim = st->st_mtim;
+    st->st_atim = st->st_mtim;
+}
+
+static int get_attr(hfs_inode_t *n, struct stat *st)
+{
+    if (n->kind == K_SNAP) {
+        snap_attr(n, st);
+        return 0;
+    }
+    if (n->kind == K_BAD) {
+        *st = n->bad_st;
+    } else if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+        return errno;
+    }
+    st->st_mode &= ~(mode_t)0222; /* read-only view */
+    st->st_ino = (ino_t)(uintptr_t)n;
+    return 0;
+}
+
+/* A snapshot or bad inode for the log file `path` (stat st). */
+static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *path,
+                              const struct stat *st)
+{
+    hfs_lfile_t *lf = NULL;
+    hfs_snap_t *snap = NULL;
+    h5l_err_t e = {0};
+    int rc = hfs_lfile_get(path, st->st_dev, st->st_ino, &lf, &e);
+    if (!rc) {
+        hfs_lfile_set_entry(lf, parent, name);
+        rc = hfs_lfile_snapshot(lf, &snap, &e);
+    }
+    hfs_lfile_unref(lf);
+    pthread_mutex_lock(&tab_mu);
+    if (!rc) { /* the inode of this snapshot, if the kernel still has it */
+        for (hfs_inode_t *n = tab_head; n; n = n->next) {
+            if (n->kind == K_SNAP && n->snap == snap) {
+                n->nlookup++;
+                pthread_mutex_unlock(&tab_mu);
+                hfs_snap_unref(snap);
+                return n;
+            }
+        }
+    }
+    hfs_inode_t *n = inode_new(rc ? K_BAD : K_SNAP, path);
+    if (n) {
+        n->snap = snap;
+        n->mode = st->st_mode;
+        n->bad_st = *st;
+        n->dev = st->st_dev;
+        n->sino = st->st_ino;
+        snap = NULL;
+    }
+    pthread_mutex_unlock(&tab_mu);
+    hfs_snap_unref(snap);
+    if (rc && n) hfs_log("%s", e.msg);
+    return n;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    hfs_inode_t *p = ino_of(parent);
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    if (p->kind != K_MIRROR || !S_ISDIR(p->mode)) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    if (is_sidecar_of_existing(p->fd, name)) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    struct stat st;
+    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+        int er = errno;
+        close(fd);
+        fuse_reply_err(req, er);
+        return;
+    }
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", p->path, name) < 0) {
+        close(fd);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    hfs_inode_t *n = NULL;
+    int logfile = 0;
+    if (S_ISREG(st.st_mode)) {
+        int rfd = openat(p->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        logfile = rfd >= 0 && hfs_is_logfile(rfd);
+        if (rfd >= 0) close(rfd);
+    }
+    if (logfile) {
+        close(fd);
+        n = log_inode(parent, name, path, &st);
+        e.entry_timeout = cfg.tick; /* the ticker also invalidates at once */
+        e.attr_timeout = n && n->kind == K_SNAP ? 86400.0 : 0; /* snapshots never change */
+    } else {
+        pthread_mutex_lock(&tab_mu);
+        for (hfs_inode_t *m = tab_head; m; m = m->next) {
+            if (m->kind == K_MIRROR && m->dev == st.st_dev && m->sino == st.st_ino) {
+                m->nlookup++;
+                n = m;
+                break;
+            }
+        }
+        if (!n && (n = inode_new(K_MIRROR, path))) {
+            n->fd = fd;
+            fd = -1;
+            n->dev = st.st_dev;
+            n->sino = st.st_ino;
+            n->mode = st.st_mode;
+        }
+        pthread_mutex_unlock(&tab_mu);
+        if (fd >= 0) close(fd);
+        e.entry_timeout = 1.0;
+        e.attr_timeout = 1.0;
+    }
+    free(path);
+    if (!n) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    e.ino = (fuse_ino_t)(uintptr_t)n;
+    int er = get_attr(n, &e.attr);
+    if (er) {
+        unref_inode(n, 1);
+        fuse_reply_err(req, er);
+        return;
+    }
+    fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    unref_inode(ino_of(ino), nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+    for (size_t i = 0; i < count; i++) unref_inode(ino_of(f[i].ino), f[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    hfs_inode_t *n = ino_of(ino);
+    int er = get_attr(n, &st);
+    if (er) fuse_reply_err(req, er);
+    else fuse_reply_attr(req, &st, n->kind == K_SNAP ? 86400.0 : 1.0);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    hfs_inode_t *n = ino_of(ino);
+    char buf[PATH_MAX + 1];
+    ssize_t r = n->kind == K_MIRROR ? readlinkat(n->fd, "", buf, PATH_MAX) : -1;
+    if (r < 0) {
+        fuse_reply_err(req, n->kind == K_MIRROR ? errno : EINVAL);
+        return;
+    }
+    buf[r] = 0;
+    fuse_reply_readlink(req, buf);
+}
+
+typedef struct hfs_dir {
+    DIR *dp;
+    int fd;
+    struct dirent *entry;
+    off_t offset;
+} hfs_dir_t;
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    hfs_inode_t *n = ino_of(ino);
+    if (n->kind != K_MIRROR) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    hfs_dir_t *d = calloc(1, sizeof *d);
+    int fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!d || fd < 0) {
+        int er = fd < 0 ? errno : ENOMEM;
+        if (fd >= 0) close(fd);
+        free(d);
+        fuse_reply_err(req, er);
+        return;
+    }
+    d->fd = dup(fd);
+    d->dp = fdopendir(fd);
+    if (!d->dp) {
+        int er = errno;
+        close(fd);
+        if (d->fd >= 0) close(d->fd);
+        free(d);
+        fuse_reply_err(req, er);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)d;
+    fi->cache_readdir = 0;
+    fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)ino;
+    hfs_dir_t *d = (hfs_dir_t *)(uintptr_t)fi->fh;
+    char *buf = calloc(1, size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    if (off != d->offset) {
+        seekdir(d->dp, off);
+        d->entry = NULL;
+        d->offset = off;
+    }
+    size_t used = 0;
+    for (;;) {
+        if (!d->entry) {
+            errno = 0;
+            d->entry = readdir(d->dp);
+            if (!d->entry) break;
+        }
+        off_t next = d->entry->d_off;
+        const char *name = d->entry->d_name;
+        if (!is_sidecar_of_existing(d->fd, name)) {
+            struct stat st;
+            memset(&st, 0, sizeof st);
+            st.st_ino = d->entry->d_ino;
+            st.st_mode = (mode_t)(d->entry->d_type << 12);
+            size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
+            if (len > size - used) break; /* full: this entry goes next time */
+            used += len;
+        }
+        d->entry = NULL;
+        d->offset = next;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    hfs_dir_t *d = (hfs_dir_t *)(uintptr_t)fi->fh;
+    closedir(d->dp);
+    close(d->fd);
+    free(d);
+    fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    hfs_inode_t *n = ino_of(ino);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (n->kind == K_BAD) {
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    if (n->kind == K_SNAP) {
+        atomic_fetch_add(&n->snap->refs, 1);
+        fi->fh = (uint64_t)(uintptr_t)n->snap;
+        fi->keep_cache = 1; /* the inode's bytes never change */
+        fuse_reply_open(req, fi);
+        return;
+    }
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    fi->fh = (uint64_t)fd;
+    fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    hfs_inode_t *n = ino_of(ino);
+    if (n->kind == K_SNAP) {
+        hfs_snap_t *s = (hfs_snap_t *)(uintptr_t)fi->fh;
+        char *buf = malloc(size ? size : 1);
+        if (!buf) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        h5l_err_t e = {0};
+        long r = hfs_snap_read(s, (uint64_t)off, size, buf, &e);
+        if (r < 0) {
+            hfs_log("%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
+            fuse_reply_err(req, errno_of((int)r));
+        } else {
+            fuse_reply_buf(req, buf, (size_t)r);
+        }
+        free(buf);
+        return;
+    }
+    struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
+    b.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    b.buf[0].fd = (int)fi->fh;
+    b.buf[0].pos = off;
+    fuse_reply_data(req, &b, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    hfs_inode_t *n = ino_of(ino);
+    if (n->kind == K_SNAP) hfs_snap_unref((hfs_snap_t *)(uintptr_t)fi->fh);
+    else close((int)fi->fh);
+    fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs s;
+    if (fstatvfs(root.fd, &s) != 0) fuse_reply_err(req, errno);
+    else fuse_reply_statfs(req, &s);
+}
+
+/* Everything that would change the tree. */
+static void rofs_entry(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+static void op_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int s, struct fuse_file_info *f) { (void)i; (void)a; (void)s; (void)f; rofs_entry(req); }
+static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t r) { (void)p; (void)n; (void)m; (void)r; rofs_entry(req); }
+static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m) { (void)p; (void)n; (void)m; rofs_entry(req); }
+static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *n) { (void)p; (void)n; rofs_entry(req); }
+static void op_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n) { (void)l; (void)p; (void)n; rofs_entry(req); }
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned f) { (void)p; (void)n; (void)np; (void)nn; (void)f; rofs_entry(req); }
+static void op_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t p, const char *n) { (void)i; (void)p; (void)n; rofs_entry(req); }
+static void op_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o, struct fuse_file_info *f) { (void)i; (void)b; (void)s; (void)o; (void)f; rofs_entry(req); }
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f) { (void)p; (void)n; (void)m; (void)f; rofs_entry(req); }
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    /* 1 MiB requests: libfuse derives max_pages from max_write */
+    conn->max_write = 1 << 20;
+    conn->max_readahead = 1 << 20;
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
+    conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void op_destroy(void *userdata)
+{
+    (void)userdata;
+    pthread_mutex_lock(&tab_mu);
+    while (tab_head) {
+        hfs_inode_t *n = tab_head;
+        tab_head = n->next;
+        inode_free(n);
+    }
+    pthread_mutex_unlock(&tab_mu);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = op_init,
+    .destroy = op_destroy,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .readlink = op_readlink,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .releasedir = op_releasedir,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+    .statfs = op_statfs,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .write = op_write,
+    .create = op_create,
+};
+
+const struct fuse_lowlevel_ops *hfs_fs_ops(void) { return &ops; }
+
+int hfs_fs_init(const hfs_config_t *c, char *err, size_t errlen)
+{
+    cfg = *c;
+    root.kind = K_MIRROR;
+    root.nlookup = 1;
+    root.path = realpath(c->source, NULL);
+    root.fd = root.path ? open(root.path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    struct stat st;
+    if (root.fd < 0 || fstat(root.fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", c->source, strerror(errno));
+        free(root.path);
+        root.path = NULL;
+        return -1;
+    }
+    root.mode = st.st_mode;
+    root.dev = st.st_dev;
+    root.sino = st.st_ino;
+    return 0;
+}
+
+void hfs_fs_fini(void)
+{
+    if (root.fd >= 0) close(root.fd);
+    root.fd = -1;
+    free(root.path);
+    root.path = NULL;
+}

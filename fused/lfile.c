@@ -1,0 +1,342 @@
+/* lfile.c — log-layout files and snapshots (see lfile.h).
+ *
+ * Reading a snapshot: metadata bytes come from the skeleton's image; each
+ * raw region is one block (chunk or slab) assembled through the reader as
+ * of the snapshot's tick: fill value, then the records of that block in
+ * sequence order, by pread at absolute offsets. A read covering a whole
+ * block assembles straight into the reply buffer; a partial one assembles
+ * into a per-thread scratch block. No libhdf5 anywhere on this path. */
+#include "lfile.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "box.h"
+#include "codec.h"
+#include "format.h"
+#include "journal.h"
+
+struct hfs_lfile {
+    atomic_int refs;
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    h5l_reader_t *reader;
+    pthread_mutex_t mu;  /* skel, snap, failed, entry */
+    hfs_skel_t *skel;    /* newest skeleton */
+    hfs_snap_t *snap;    /* newest snapshot */
+    int failed;
+    h5l_err_t ferr;
+    uint64_t parent;
+    char *name;
+    double last_use;
+    hfs_lfile_t *next;   /* registry */
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static hfs_lfile_t *reg_head;
+
+void hfs_log(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "h5logfs: %s\n", line);
+    fflush(stderr);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int hfs_is_logfile(int fd)
+{
+    uint8_t m[8];
+    return h5l_pread_full(fd, m, sizeof m, 0) == (ssize_t)sizeof m && memcmp(m, h5l_ub_magic, 8) == 0;
+}
+
+static void lfile_free(hfs_lfile_t *lf)
+{
+    hfs_snap_unref(lf->snap);
+    hfs_skel_unref(lf->skel);
+    h5l_reader_close(lf->reader);
+    pthread_mutex_destroy(&lf->mu);
+    free(lf->path);
+    free(lf->name);
+    free(lf);
+}
+
+void hfs_lfile_unref(hfs_lfile_t *lf)
+{
+    if (lf && atomic_fetch_sub(&lf->refs, 1) == 1) lfile_free(lf);
+}
+
+int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+        if (lf->dev == dev && lf->ino == ino) {
+            atomic_fetch_add(&lf->refs, 1);
+            lf->last_use = now_s();
+            pthread_mutex_unlock(&reg_mu);
+            *out = lf;
+            return H5L_OK;
+        }
+    }
+    pthread_mutex_unlock(&reg_mu);
+    /* open outside the registry lock: loading a big file takes a while */
+    h5l_reader_t *r;
+    int rc = h5l_reader_open(path, &r, err);
+    if (rc) return rc;
+    hfs_lfile_t *lf = calloc(1, sizeof *lf);
+    if (!lf || !(lf->path = strdup(path))) {
+        free(lf);
+        h5l_reader_close(r);
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+    }
+    atomic_init(&lf->refs, 2); /* the registry's and the caller's */
+    lf->dev = dev;
+    lf->ino = ino;
+    lf->reader = r;
+    lf->last_use = now_s();
+    pthread_mutex_init(&lf->mu, NULL);
+    pthread_mutex_lock(&reg_mu);
+    for (hfs_lfile_t *o = reg_head; o; o = o->next) {
+        if (o->dev == dev && o->ino == ino) { /* another thread won the race */
+            atomic_fetch_add(&o->refs, 1);
+            pthread_mutex_unlock(&reg_mu);
+            lfile_free(lf);
+            *out = o;
+            return H5L_OK;
+        }
+    }
+    lf->next = reg_head;
+    reg_head = lf;
+    pthread_mutex_unlock(&reg_mu);
+    *out = lf;
+    return H5L_OK;
+}
+
+void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name)
+{
+    pthread_mutex_lock(&lf->mu);
+    if (lf->parent != parent || !lf->name || strcmp(lf->name, name) != 0) {
+        char *n = strdup(name);
+        if (n) {
+            free(lf->name);
+            lf->name = n;
+            lf->parent = parent;
+        }
+    }
+    lf->last_use = now_s();
+    pthread_mutex_unlock(&lf->mu);
+}
+
+void hfs_snap_unref(hfs_snap_t *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+    hfs_skel_unref(s->skel);
+    hfs_lfile_unref(s->lf);
+    free(s);
+}
+
+int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&lf->mu);
+    int rc = H5L_OK;
+    if (lf->failed) {
+        if (err) *err = lf->ferr;
+        rc = lf->ferr.code;
+        goto out;
+    }
+    uint64_t tick = h5l_reader_ntick(lf->reader);
+    if (lf->snap && lf->snap->tick == tick) {
+        atomic_fetch_add(&lf->snap->refs, 1);
+        *out = lf->snap;
+        goto out;
+    }
+    h5l_reader_rdlock(lf->reader);
+    uint64_t version = hfs_skel_version(h5l_reader_schema(lf->reader), tick);
+    h5l_reader_unlock(lf->reader);
+    if (!lf->skel || lf->skel->version != version) {
+        hfs_skel_t *k;
+        rc = hfs_skel_build(lf->reader, tick, &k, err);
+        if (rc) goto out;
+        hfs_skel_unref(lf->skel);
+        lf->skel = k;
+    }
+    hfs_snap_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        goto out;
+    }
+    atomic_init(&s->refs, 2); /* lf->snap's and the caller's */
+    atomic_fetch_add(&lf->refs, 1);
+    s->lf = lf;
+    s->tick = tick;
+    s->skel = hfs_skel_ref(lf->skel);
+    h5l_tick_info_t ti;
+    s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
+    hfs_snap_unref(lf->snap);
+    lf->snap = s;
+    *out = s;
+out:
+    lf->last_use = now_s();
+    pthread_mutex_unlock(&lf->mu);
+    return rc;
+}
+
+typedef struct run_copy {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t es;
+} run_copy_t;
+
+static int copy_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    run_copy_t *c = ctx;
+    memcpy(c->dst + dst * c->es, c->src + src * c->es, n * c->es);
+    return 0;
+}
+
+/* Assemble block g of the snapshot into dst (g->len bytes). */
+static int assemble(hfs_snap_t *s, const hfs_region_t *g, uint8_t *dst, h5l_err_t *err)
+{
+    const hfs_svar_t *v = &s->skel->vars[g->var];
+    uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
+    hfs_skel_block_box(v, g->blk, st, ct);
+    int full = 1;
+    for (uint32_t d = 0; d < v->ndims; d++) full &= !v->chunked || ct[d] == v->block[d];
+    if (full) /* the block's bytes are the box in row-major order */
+        return h5l_reader_read(s->lf->reader, s->tick, v->objid, st, ct, dst, err);
+    /* an edge chunk: the clipped box goes into the full-size chunk, the
+     * padding HDF5 ignores is zero */
+    size_t n = (size_t)h5l_box_nelem(v->ndims, ct) * v->esize;
+    uint8_t *tmp = malloc(n ? n : 1);
+    if (!tmp) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
+    int rc = h5l_reader_read(s->lf->reader, s->tick, v->objid, st, ct, tmp, err);
+    if (!rc) {
+        memset(dst, 0, g->len);
+        run_copy_t c = {dst, tmp, v->esize};
+        h5l_box_runs(v->ndims, st, ct, st, ct, st, v->block, copy_run, &c);
+    }
+    free(tmp);
+    return rc;
+}
+
+static _Thread_local uint8_t *scratch;
+static _Thread_local size_t scratch_cap;
+
+long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t *err)
+{
+    const hfs_skel_t *k = s->skel;
+    if (off >= k->eof) return 0;
+    if (len > k->eof - off) len = (size_t)(k->eof - off);
+    hfs_memvfd_image_read(k->img, off, len, buf);
+    uint8_t *out = buf;
+    for (size_t i = hfs_skel_find(k, off); i < k->nregions; i++) {
+        const hfs_region_t *g = &k->regions[i];
+        if (g->addr >= off + len) break;
+        uint64_t a = g->addr > off ? g->addr : off;
+        uint64_t b = g->addr + g->len < off + len ? g->addr + g->len : off + len;
+        int rc;
+        if (a == g->addr && b == g->addr + g->len) {
+            rc = assemble(s, g, out + (a - off), err);
+        } else {
+            if (scratch_cap < g->len) {
+                uint8_t *p = realloc(scratch, g->len);
+                if (!p) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
+                scratch = p;
+                scratch_cap = g->len;
+            }
+            rc = assemble(s, g, scratch, err);
+            if (!rc) memcpy(out + (a - off), scratch + (a - g->addr), b - a);
+        }
+        if (rc) return rc;
+    }
+    return (long)len;
+}
+
+void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
+{
+    typedef struct { uint64_t parent; char *name; } note_t;
+    note_t *notes = NULL;
+    size_t nnotes = 0, cap = 0;
+    double now = now_s();
+    pthread_mutex_lock(&reg_mu);
+    hfs_lfile_t **pp = &reg_head;
+    while (*pp) {
+        hfs_lfile_t *lf = *pp;
+        /* drop files nobody but the registry holds, unused for a while */
+        if (atomic_load(&lf->refs) == 1 && now - lf->last_use > idle_s) {
+            *pp = lf->next;
+            hfs_lfile_unref(lf);
+            continue;
+        }
+        pp = &lf->next;
+        if (h5l_reader_closed(lf->reader)) continue;
+        int nnew = 0;
+        h5l_err_t e = {0};
+        int rc = h5l_reader_refresh(lf->reader, &nnew, &e);
+        pthread_mutex_lock(&lf->mu);
+        if (rc && rc != H5L_EIO && !lf->failed) {
+            lf->failed = 1;
+            lf->ferr = e;
+            hfs_log("%s", e.msg);
+        }
+        if (nnew && lf->name && nnew > 0) {
+            if (nnotes == cap) {
+                cap = cap ? cap * 2 : 16;
+                note_t *n = realloc(notes, cap * sizeof *n);
+                if (n) notes = n;
+                else cap = nnotes;
+            }
+            if (nnotes < cap) notes[nnotes++] = (note_t){lf->parent, strdup(lf->name)};
+        }
+        pthread_mutex_unlock(&lf->mu);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    for (size_t i = 0; i < nnotes; i++) {
+        if (notes[i].name) fn(ctx, notes[i].parent, notes[i].name);
+        free(notes[i].name);
+    }
+    free(notes);
+}
+
+void hfs_lfile_stats(size_t *nfiles, uint64_t *nrecords)
+{
+    size_t n = 0;
+    uint64_t r = 0;
+    pthread_mutex_lock(&reg_mu);
+    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+        n++;
+        r += h5l_reader_nrecords(lf->reader);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (nfiles) *nfiles = n;
+    if (nrecords) *nrecords = r;
+}
+
+void hfs_lfile_shutdown(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    while (reg_head) {
+        hfs_lfile_t *lf = reg_head;
+        reg_head = lf->next;
+        hfs_lfile_unref(lf);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}

@@ -1,0 +1,65 @@
+/* lfile.h — log-layout files as the daemon holds them, and their snapshots.
+ *
+ * An hfs_lfile_t is one source file: its libcore reader (loaded
+ * incrementally by the ticker), the newest skeleton, and where its name was
+ * last looked up (for entry invalidation). An hfs_snap_t is one immutable
+ * (file, tick) view: the tick, a skeleton reference and the bytes of the
+ * canonical file it defines. Snapshots hold a reference to their file; the
+ * registry holds one more while the file is in use and drops idle files.
+ *
+ * Who frees what: hfs_lfile_get and hfs_lfile_snapshot return references
+ * the caller gives back with hfs_lfile_unref / hfs_snap_unref. */
+#ifndef HFS_LFILE_H
+#define HFS_LFILE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "h5log_reader.h"
+#include "skel.h"
+
+typedef struct hfs_lfile hfs_lfile_t;
+
+typedef struct hfs_snap {
+    atomic_int refs;
+    hfs_lfile_t *lf;
+    uint64_t tick, time_ns;
+    hfs_skel_t *skel;
+} hfs_snap_t;
+
+/* Is the file at fd a log-layout file (magic at offset 0)? */
+int hfs_is_logfile(int fd);
+
+/* The file at path (identified by dev/ino), opened and loaded on first use.
+ * Fails with the reader's error (message names the file). */
+int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l_err_t *err);
+void hfs_lfile_unref(hfs_lfile_t *lf);
+
+/* Remember (parent inode, name) as where the kernel knows this file. */
+void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name);
+
+/* A snapshot of the newest loaded tick (skeleton rebuilt only when the
+ * schema or extents changed). Fails if the file went bad. */
+int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err);
+void hfs_snap_unref(hfs_snap_t *s);
+
+/* Read [off, off+len) of the snapshot's canonical file into buf. Returns
+ * the number of bytes (short only at EOF) or a negative H5L_E* code. Calls
+ * no libhdf5. */
+long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t *err);
+
+/* Ticker: refresh every live file; for each that gained ticks call
+ * fn(ctx, parent, name) (after all locks are released). Also drops files
+ * unused for idle_s seconds. Logs new errors through log_fn. */
+typedef void (*hfs_newtick_fn)(void *ctx, uint64_t parent, const char *name);
+void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
+
+/* Number of files held and total records indexed (statistics). */
+void hfs_lfile_stats(size_t *nfiles, uint64_t *nrecords);
+
+/* Free every file (at unmount). */
+void hfs_lfile_shutdown(void);
+
+/* One log line naming the file, to stderr. */
+void hfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,205 @@
+/* main.c — h5logfs: option parsing, mount, the session loop, the ticker.
+ *
+ * Usage: h5logfs SRC MNT [-f] [-d] [-s] [-o tick=SECONDS,cache_size=SIZE,stats,...]
+ * The ticker thread polls every live log-layout file's journal once per
+ * tick and invalidates the kernel's entry for each file that gained a tick,
+ * from outside any request handler (DESIGN.md point 3). */
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "h5log_common.h"
+#include "lfile.h"
+
+typedef struct opts {
+    double tick;
+    char *cache_size;
+    int stats;
+    char *source;
+    int nonopt;
+} opts_t;
+
+#define OPT(t, p, v) {t, offsetof(opts_t, p), v}
+static const struct fuse_opt spec[] = {
+    OPT("tick=%lf", tick, 0),
+    OPT("cache_size=%s", cache_size, 0),
+    OPT("stats", stats, 1),
+    FUSE_OPT_END,
+};
+
+static void usage(const char *prog)
+{
+    printf("usage: %s SRC MNT [options]\n"
+           "Mount a read-only view of directory SRC at MNT in which log-layout HDF5 files\n"
+           "appear as canonical HDF5 files, at their newest tick.\n\n"
+           "h5logfs options:\n"
+           "    -o tick=SECONDS        how often live journals are polled (default 0.1)\n"
+           "    -o cache_size=SIZE     chunk cache limit, e.g. 512M, 2G (default 1/8 of RAM)\n"
+           "    -o stats               print statistics at unmount\n\n", prog);
+}
+
+/* Keep the second non-option (MNT) for fuse_parse_cmdline; take SRC. */
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    opts_t *o = data;
+    if (key == FUSE_OPT_KEY_NONOPT && o->nonopt++ == 0) {
+        o->source = strdup(arg);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; end++; break;
+    case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': v *= 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static struct fuse_session *g_se;
+static volatile int g_stop;
+static double g_tick;
+static char *g_mnt;
+
+static void on_new_tick(void *ctx, uint64_t parent, const char *name)
+{
+    (void)ctx;
+    fuse_lowlevel_notify_inval_entry(g_se, (fuse_ino_t)parent, name, strlen(name));
+}
+
+/* Raise the mount's readahead window: the kernel sends requests of at most
+ * read_ahead_kb, 128 KiB by default; sequential readers want 1 MiB. */
+static void raise_readahead(void)
+{
+    struct stat st;
+    if (stat(g_mnt, &st) != 0) return;
+    char p[128];
+    snprintf(p, sizeof p, "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev), minor(st.st_dev));
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fprintf(f, "1024\n");
+        fclose(f);
+    }
+}
+
+static void *ticker(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {(time_t)g_tick, (long)((g_tick - (double)(time_t)g_tick) * 1e9)};
+    int first = 1;
+    while (!g_stop) {
+        nanosleep(&ts, NULL);
+        if (g_stop) break;
+        if (first) {
+            raise_readahead();
+            first = 0;
+        }
+        hfs_lfile_tick_all(on_new_tick, NULL, 30.0);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    opts_t o = {.tick = 0.1};
+    struct fuse_cmdline_opts cmd;
+    int ret = 1;
+    if (fuse_opt_parse(&args, &o, spec, opt_proc) != 0) return 1;
+    if (fuse_parse_cmdline(&args, &cmd) != 0) return 1;
+    if (cmd.show_help) {
+        usage(argv[0]);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        return 0;
+    }
+    if (cmd.show_version) {
+        printf("h5logfs version %s\n", H5L_VERSION_STRING);
+        fuse_lowlevel_version();
+        return 0;
+    }
+    if (!o.source || !cmd.mountpoint) {
+        fprintf(stderr, "usage: %s SRC MNT [options]  (try --help)\n", argv[0]);
+        return 1;
+    }
+    if (!(o.tick > 0 && o.tick <= 3600)) {
+        fprintf(stderr, "h5logfs: tick=%g: must be between 0 and 3600 seconds\n", o.tick);
+        return 1;
+    }
+    hfs_config_t c = {.source = o.source, .tick = o.tick, .stats = o.stats};
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    c.cache_size = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 8 : (size_t)1 << 30;
+    if (o.cache_size && parse_size(o.cache_size, &c.cache_size) != 0) {
+        fprintf(stderr, "h5logfs: cache_size=%s: not a size (e.g. 512M, 2G)\n", o.cache_size);
+        return 1;
+    }
+    char err[512];
+    if (hfs_fs_init(&c, err, sizeof err) != 0) {
+        fprintf(stderr, "h5logfs: %s\n", err);
+        return 1;
+    }
+    /* read-only at the kernel too: mutations fail with EROFS before us */
+    char fsname[4200];
+    snprintf(fsname, sizeof fsname, "-oro,subtype=h5logfs,fsname=%s", o.source);
+    fuse_opt_add_arg(&args, fsname);
+    g_tick = o.tick;
+    g_mnt = cmd.mountpoint;
+    struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), NULL);
+    if (!se) goto out;
+    g_se = se;
+    if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
+    if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
+    fuse_daemonize(cmd.foreground);
+    pthread_t tk;
+    int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
+    if (cmd.singlethread) {
+        ret = fuse_session_loop(se);
+    } else {
+        struct fuse_loop_config *lc = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_clone_fd(lc, (unsigned)cmd.clone_fd);
+        fuse_loop_cfg_set_max_threads(lc, 16);
+        ret = fuse_session_loop_mt(se, lc);
+        fuse_loop_cfg_destroy(lc);
+    }
+    g_stop = 1;
+    if (have_ticker) pthread_join(tk, NULL);
+    if (o.stats) {
+        size_t nf;
+        uint64_t nr;
+        hfs_lfile_stats(&nf, &nr);
+        fprintf(stderr, "h5logfs: stats: %zu log files held, %llu records indexed\n", nf, (unsigned long long)nr);
+    }
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_destroy:
+    fuse_session_destroy(se);
+out:
+    hfs_lfile_shutdown();
+    hfs_fs_fini();
+    free(cmd.mountpoint);
+    free(o.source);
+    free(o.cache_size);
+    fuse_opt_free_args(&args);
+    return ret ? 1 : 0;
+}

@@ -1,0 +1,68 @@
+/* skel.h — the skeleton of one canonical file: the metadata image libhdf5
+ * produced for a snapshot, and the map of its raw-data regions.
+ *
+ * Every raw byte of the canonical file belongs to one *block* of one
+ * variable: a chunk of a chunked variable (stored full-size, edge chunks
+ * padded), or an index slab of a contiguous one (a contiguous run of the
+ * dataset). Blocks are exactly the reader's index chunks, so assembling one
+ * block touches only the records bucketed under it. A skeleton depends only
+ * on the schema and the extents, so data-only ticks share it; it is
+ * immutable and reference-counted. Building one takes the daemon's libhdf5
+ * lock; everything else is lock-free reads. */
+#ifndef HFS_SKEL_H
+#define HFS_SKEL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "h5log_reader.h"
+#include "memvfd.h"
+
+typedef struct hfs_svar {
+    uint32_t objid, ndims;
+    size_t esize;
+    int chunked;
+    uint64_t shape[H5L_MAX_DIMS];
+    uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
+    uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
+    uint64_t nblocks;
+} hfs_svar_t;
+
+typedef struct hfs_region {
+    uint64_t addr, len; /* bytes of the canonical file */
+    uint32_t var;       /* index into hfs_skel_t.vars */
+    uint64_t blk;       /* row-major block index within the variable */
+} hfs_region_t;
+
+typedef struct hfs_skel {
+    atomic_int refs;
+    uint64_t version;   /* newest tick <= the snapshot's that changed schema or extents */
+    uint64_t eof;       /* st_size of the canonical file */
+    hfs_memvfd_image_t *img;
+    hfs_svar_t *vars;
+    size_t nvars;
+    hfs_region_t *regions; /* sorted by addr, disjoint */
+    size_t nregions;
+    uint64_t build_ns;     /* time the build took */
+} hfs_skel_t;
+
+/* The tick <= tick of the newest schema or extent change. Call with the
+ * reader's read lock held. */
+uint64_t hfs_skel_version(const h5l_schema_t *s, uint64_t tick);
+
+/* Build the skeleton of reader r as of tick (takes the libhdf5 lock). */
+int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err);
+
+hfs_skel_t *hfs_skel_ref(hfs_skel_t *k);
+void hfs_skel_unref(hfs_skel_t *k); /* accepts NULL */
+
+/* Box (start, count) of block blk of variable v, clipped to the shape. */
+void hfs_skel_block_box(const hfs_svar_t *v, uint64_t blk, uint64_t *start, uint64_t *count);
+
+/* The region containing off, or the first one after it; nregions if none. */
+size_t hfs_skel_find(const hfs_skel_t *k, uint64_t off);
+
+/* The one lock around every libhdf5 call of the process (not thread-safe). */
+void hfs_hdf5_lock(void);
+void hfs_hdf5_unlock(void);
+
+#endif
