@@ -19,8 +19,8 @@ XXH_LIBS := $(shell pkg-config --libs libxxhash 2>/dev/null)
 HDF5_HL_LIBDIR := $(shell pkg-config --variable=libdir hdf5 2>/dev/null)
 
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Ilibcore/include -Ilibcore/src $(SAN)
-LDFLAGS += $(SAN)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Ilibcore/include -Ilibcore/src $(SAN)
+override LDFLAGS += $(SAN)
 
 CORE_MODS := error codec format journal schema box index reader
 LIB_MODS := h5type anchor writer canon
@@ -30,7 +30,7 @@ LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
 TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump
-FUSED_MODS := memvfd skel lfile fs main
+FUSED_MODS := memvfd skel cache lfile fs main
 FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
 DAEMON := $(BUILD)/bin/h5logfs
 FUSED_TESTS := $(patsubst tests/fused/%.c,$(BUILD)/tests/%,$(wildcard tests/fused/test_*.c))
@@ -106,7 +106,7 @@ $(DAEMON): $(FUSED_OBJS) $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(FUSED_OBJS) $(LINK_LIB) $(FUSE_LIBS)
 
-$(BUILD)/tests/test_memvfd: tests/fused/test_memvfd.c $(BUILD)/fused/memvfd.o
+$(BUILD)/tests/test_memvfd: tests/fused/test_memvfd.c $(BUILD)/fused/memvfd.o fused/memvfd.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/memvfd.o -o $@ $(LDFLAGS) $(HDF5_LIBS) -lm
 

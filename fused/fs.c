@@ -33,7 +33,9 @@
 #include "format.h"
 #include "lfile.h"
 
-enum { K_MIRROR = 1, K_SNAP = 2, K_BAD = 3 };
+enum { K_MIRROR = 1, K_SNAP = 2, K_BAD = 3, K_STATS = 4 };
+
+#define STATS_NAME ".h5logfs-stats" /* at the root, not listed */
 
 typedef struct hfs_inode {
     int kind;
@@ -50,6 +52,7 @@ typedef struct hfs_inode {
 
 static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_inode_t root;
+static hfs_inode_t stats_ino = {.kind = K_STATS, .fd = -1, .mode = S_IFREG | 0444};
 static hfs_inode_t *tab_head; /* every inode but the root */
 static hfs_config_t cfg;
 
@@ -57,6 +60,8 @@ static hfs_inode_t *ino_of(fuse_ino_t ino)
 {
     return ino == FUSE_ROOT_ID ? &root : (hfs_inode_t *)(uintptr_t)ino;
 }
+
+static int is_static(const hfs_inode_t *n) { return n == &root || n == &stats_ino; }
 
 static int errno_of(int code)
 {
@@ -96,7 +101,7 @@ static hfs_inode_t *inode_new(int kind, const char *path)
 
 static void unref_inode(hfs_inode_t *n, uint64_t k)
 {
-    if (n == &root) return;
+    if (is_static(n)) return;
     pthread_mutex_lock(&tab_mu);
     n->nlookup -= k < n->nlookup ? k : n->nlookup;
     int dead = n->nlookup == 0;
@@ -140,6 +145,13 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
 
 static int get_attr(hfs_inode_t *n, struct stat *st)
 {
+    if (n->kind == K_STATS) { /* contents made at open, served direct_io */
+        memset(st, 0, sizeof *st);
+        st->st_ino = (ino_t)(uintptr_t)n;
+        st->st_mode = n->mode;
+        st->st_nlink = 1;
+        return 0;
+    }
     if (n->kind == K_SNAP) {
         snap_attr(n, st);
         return 0;
@@ -204,6 +216,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (is_sidecar_of_existing(p->fd, name)) {
         fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (p == &root && strcmp(name, STATS_NAME) == 0) {
+        e.ino = (fuse_ino_t)(uintptr_t)&stats_ino;
+        get_attr(&stats_ino, &e.attr);
+        fuse_reply_entry(req, &e);
         return;
     }
     int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -406,6 +424,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EIO);
         return;
     }
+    if (n->kind == K_STATS) {
+        char *t = hfs_lfile_stats_text();
+        if (!t) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        fi->fh = (uint64_t)(uintptr_t)t;
+        fi->direct_io = 1;
+        fuse_reply_open(req, fi);
+        return;
+    }
     if (n->kind == K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
         fi->fh = (uint64_t)(uintptr_t)n->snap;
@@ -428,6 +457,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     hfs_inode_t *n = ino_of(ino);
+    if (n->kind == K_STATS) {
+        const char *t = (const char *)(uintptr_t)fi->fh;
+        size_t len = strlen(t);
+        size_t o = (size_t)off < len ? (size_t)off : len;
+        fuse_reply_buf(req, t + o, size < len - o ? size : len - o);
+        return;
+    }
     if (n->kind == K_SNAP) {
         hfs_snap_t *s = (hfs_snap_t *)(uintptr_t)fi->fh;
         char *buf = malloc(size ? size : 1);
@@ -457,6 +493,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     hfs_inode_t *n = ino_of(ino);
     if (n->kind == K_SNAP) hfs_snap_unref((hfs_snap_t *)(uintptr_t)fi->fh);
+    else if (n->kind == K_STATS) free((void *)(uintptr_t)fi->fh);
     else close((int)fi->fh);
     fuse_reply_err(req, 0);
 }

@@ -1,11 +1,16 @@
 /* lfile.c — log-layout files and snapshots (see lfile.h).
  *
  * Reading a snapshot: metadata bytes come from the skeleton's image; each
- * raw region is one block (chunk or slab) assembled through the reader as
- * of the snapshot's tick: fill value, then the records of that block in
- * sequence order, by pread at absolute offsets. A read covering a whole
- * block assembles straight into the reply buffer; a partial one assembles
- * into a per-thread scratch block. No libhdf5 anywhere on this path. */
+ * raw region is one block (chunk or slab). For each block, in this order:
+ *   1. skip path: if the newest record of the block alone covers it as one
+ *      contiguous run of the log (a sequential writer's data), pread the
+ *      requested bytes straight from the log into the reply;
+ *   2. the shared chunk cache, keyed by the block's content version, so
+ *      unchanged blocks are shared across ticks (cache.h);
+ *   3. a block the cache cannot hold is assembled into the reply (whole
+ *      block) or a per-thread scratch buffer (part of one).
+ * Assembling = fill value, then the block's records in sequence order, by
+ * pread at absolute offsets (libcore reader). No libhdf5 on this path. */
 #include "lfile.h"
 
 #include <errno.h>
@@ -18,9 +23,11 @@
 #include <unistd.h>
 
 #include "box.h"
+#include "cache.h"
 #include "codec.h"
 #include "format.h"
 #include "journal.h"
+#include <xxhash.h>
 
 struct hfs_lfile {
     atomic_int refs;
@@ -36,11 +43,22 @@ struct hfs_lfile {
     uint64_t parent;
     char *name;
     double last_use;
+    hfs_cds_t **cds;     /* per object id: this file's cache index */
+    size_t ncds;
+    _Atomic uint64_t st_reads, st_hits, st_misses, st_skipped, st_assembled, st_evictions;
+    _Atomic int64_t st_cached; /* bytes of this file in the cache */
     hfs_lfile_t *next;   /* registry */
 };
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_lfile_t *reg_head;
+static hfs_cache_t *g_cache;
+
+int hfs_lfile_init(size_t cache_limit)
+{
+    g_cache = hfs_cache_new(cache_limit);
+    return g_cache ? 0 : -1;
+}
 
 void hfs_log(const char *fmt, ...)
 {
@@ -68,6 +86,9 @@ int hfs_is_logfile(int fd)
 
 static void lfile_free(hfs_lfile_t *lf)
 {
+    for (size_t i = 0; i < lf->ncds; i++)
+        if (lf->cds[i]) hfs_cds_close(lf->cds[i]);
+    free(lf->cds);
     hfs_snap_unref(lf->snap);
     hfs_skel_unref(lf->skel);
     h5l_reader_close(lf->reader);
@@ -240,34 +261,170 @@ static int assemble(hfs_snap_t *s, const hfs_region_t *g, uint8_t *dst, h5l_err_
 static _Thread_local uint8_t *scratch;
 static _Thread_local size_t scratch_cap;
 
+typedef struct asm_ctx {
+    hfs_snap_t *s;
+    const hfs_region_t *g;
+    h5l_err_t *err;
+} asm_ctx_t;
+
+/* Layout callback: one code path for chunks and slabs (assemble() knows
+ * the difference: padding of edge chunks). */
+static int layout_assemble(void *ctx, const hfs_ckey_t *key, void *buf, size_t len)
+{
+    (void)key;
+    asm_ctx_t *a = ctx;
+    if (len != a->g->len) return H5L_EINVAL;
+    return assemble(a->s, a->g, buf, a->err);
+}
+
+static void layout_evicted(void *owner, const hfs_ckey_t *key, size_t len)
+{
+    (void)key;
+    hfs_lfile_t *lf = owner;
+    atomic_fetch_add(&lf->st_evictions, 1);
+    atomic_fetch_sub(&lf->st_cached, (int64_t)len);
+}
+
+static const hfs_layout_t layout = {layout_assemble, layout_evicted};
+
+/* The cache index of variable objid of lf (created on first use). */
+static hfs_cds_t *file_cds(hfs_lfile_t *lf, uint32_t objid)
+{
+    pthread_mutex_lock(&lf->mu);
+    hfs_cds_t *d = NULL;
+    if (objid >= lf->ncds) {
+        size_t n = lf->ncds ? lf->ncds : 16;
+        while (n <= objid) n *= 2;
+        hfs_cds_t **t = realloc(lf->cds, n * sizeof *t);
+        if (t) {
+            memset(t + lf->ncds, 0, (n - lf->ncds) * sizeof *t);
+            lf->cds = t;
+            lf->ncds = n;
+        }
+    }
+    if (objid < lf->ncds) {
+        if (!lf->cds[objid]) lf->cds[objid] = hfs_cds_new(g_cache, &layout, lf);
+        d = lf->cds[objid];
+    }
+    pthread_mutex_unlock(&lf->mu);
+    return d;
+}
+
+/* Serve [a, b) of block g into out (which is at file offset a). */
+static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t b, uint8_t *out,
+                      h5l_err_t *err)
+{
+    hfs_lfile_t *lf = s->lf;
+    const hfs_svar_t *v = &s->skel->vars[g->var];
+    hfs_ckey_t key;
+    memset(&key, 0, sizeof key);
+    uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
+    hfs_skel_block_box(v, g->blk, st, ct);
+    int full = 1;
+    key.ndims = v->ndims;
+    for (uint32_t d = 0; d < v->ndims; d++) {
+        key.coord[d] = st[d] / v->block[d];
+        full &= !v->chunked || ct[d] == v->block[d];
+    }
+    h5l_chunk_info_t ci;
+    int rc = h5l_reader_chunk_info(lf->reader, s->tick, v->objid, key.coord, st, ct, &ci, err);
+    if (rc) return rc;
+    if (ci.direct && full) { /* 1. skip path */
+        long n = h5l_reader_pread(lf->reader, out, b - a, ci.direct_off + (a - g->addr));
+        if (n != (long)(b - a))
+            return h5l_err_set(err, H5L_EIO, "%s: short read of log data (file truncated?)", lf->path);
+        atomic_fetch_add(&lf->st_skipped, b - a);
+        hfs_cache_count_skip(g_cache, b - a);
+        return H5L_OK;
+    }
+    memcpy(key.ver, ci.ver, sizeof key.ver);
+    key.extent = XXH3_64bits(ct, v->ndims * sizeof ct[0]);
+    hfs_cds_t *d = file_cds(lf, v->objid);
+    asm_ctx_t ac = {s, g, err};
+    int hit = 0;
+    hfs_centry_t *e = d ? hfs_cache_get(d, &key, g->len, &ac, &rc, &hit) : NULL;
+    if (e) { /* 2. cache */
+        memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
+        hfs_cache_release(e);
+        atomic_fetch_add(hit ? &lf->st_hits : &lf->st_misses, 1);
+        if (!hit) {
+            atomic_fetch_add(&lf->st_assembled, g->len);
+            atomic_fetch_add(&lf->st_cached, (int64_t)g->len);
+        }
+        return H5L_OK;
+    }
+    if (rc) return rc;
+    atomic_fetch_add(&lf->st_misses, 1); /* 3. not cacheable */
+    atomic_fetch_add(&lf->st_assembled, g->len);
+    if (a == g->addr && b == g->addr + g->len) return assemble(s, g, out, err);
+    if (scratch_cap < g->len) {
+        uint8_t *p = realloc(scratch, g->len);
+        if (!p) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        scratch = p;
+        scratch_cap = g->len;
+    }
+    rc = assemble(s, g, scratch, err);
+    if (!rc) memcpy(out, scratch + (a - g->addr), b - a);
+    return rc;
+}
+
 long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t *err)
 {
     const hfs_skel_t *k = s->skel;
     if (off >= k->eof) return 0;
     if (len > k->eof - off) len = (size_t)(k->eof - off);
     hfs_memvfd_image_read(k->img, off, len, buf);
+    atomic_fetch_add(&s->lf->st_reads, 1);
     uint8_t *out = buf;
     for (size_t i = hfs_skel_find(k, off); i < k->nregions; i++) {
         const hfs_region_t *g = &k->regions[i];
         if (g->addr >= off + len) break;
         uint64_t a = g->addr > off ? g->addr : off;
         uint64_t b = g->addr + g->len < off + len ? g->addr + g->len : off + len;
-        int rc;
-        if (a == g->addr && b == g->addr + g->len) {
-            rc = assemble(s, g, out + (a - off), err);
-        } else {
-            if (scratch_cap < g->len) {
-                uint8_t *p = realloc(scratch, g->len);
-                if (!p) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
-                scratch = p;
-                scratch_cap = g->len;
-            }
-            rc = assemble(s, g, scratch, err);
-            if (!rc) memcpy(out + (a - off), scratch + (a - g->addr), b - a);
-        }
+        int rc = read_block(s, g, a, b, out + (a - off), err);
         if (rc) return rc;
     }
     return (long)len;
+}
+
+char *hfs_lfile_stats_text(void)
+{
+    h5l_buf_t b = {0};
+    char line[1024];
+    hfs_cache_stats_t cs;
+    hfs_cache_get_stats(g_cache, &cs);
+    uint64_t lookups = cs.hits + cs.waits + cs.misses;
+    int n = snprintf(line, sizeof line,
+                     "cache: limit %llu bytes, in use %llu (peak %llu), %llu chunks\n"
+                     "cache: hits %llu, waits %llu, misses %llu (hit ratio %.3f), not cached %llu, evictions %llu\n"
+                     "cache: bytes assembled %llu, served from cache %llu, skipped past the cache %llu\n",
+                     (unsigned long long)cs.limit, (unsigned long long)cs.mem, (unsigned long long)cs.peak,
+                     (unsigned long long)cs.entries, (unsigned long long)cs.hits, (unsigned long long)cs.waits,
+                     (unsigned long long)cs.misses, lookups ? (double)(cs.hits + cs.waits) / (double)lookups : 0.0,
+                     (unsigned long long)cs.uncached, (unsigned long long)cs.evictions,
+                     (unsigned long long)cs.bytes_assembled, (unsigned long long)cs.bytes_hit,
+                     (unsigned long long)cs.bytes_skipped);
+    h5l_buf_put(&b, line, (size_t)n);
+    pthread_mutex_lock(&reg_mu);
+    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+        n = snprintf(line, sizeof line,
+                     "file %s: ticks %llu, records %llu, reads %llu, hits %llu, misses %llu, "
+                     "assembled %llu B, skipped %llu B, cached %lld B, evictions %llu%s\n",
+                     lf->path, (unsigned long long)h5l_reader_ntick(lf->reader),
+                     (unsigned long long)h5l_reader_nrecords(lf->reader), (unsigned long long)lf->st_reads,
+                     (unsigned long long)lf->st_hits, (unsigned long long)lf->st_misses,
+                     (unsigned long long)lf->st_assembled, (unsigned long long)lf->st_skipped,
+                     (long long)lf->st_cached, (unsigned long long)lf->st_evictions,
+                     lf->failed ? " (FAILED)" : "");
+        h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+    }
+    pthread_mutex_unlock(&reg_mu);
+    h5l_buf_u8(&b, 0);
+    if (b.oom) {
+        h5l_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.p;
 }
 
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)

@@ -26,6 +26,9 @@ typedef struct hfs_snap {
     hfs_skel_t *skel;
 } hfs_snap_t;
 
+/* Create the shared chunk cache (limit in bytes). Call once before use. */
+int hfs_lfile_init(size_t cache_limit);
+
 /* Is the file at fd a log-layout file (magic at offset 0)? */
 int hfs_is_logfile(int fd);
 
@@ -55,6 +58,9 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
 
 /* Number of files held and total records indexed (statistics). */
 void hfs_lfile_stats(size_t *nfiles, uint64_t *nrecords);
+
+/* A readable statistics report (cache and per file); caller frees. */
+char *hfs_lfile_stats_text(void);
 
 /* Free every file (at unmount). */
 void hfs_lfile_shutdown(void);

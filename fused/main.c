@@ -6,6 +6,7 @@
  * from outside any request handler (DESIGN.md point 3). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static void usage(const char *prog)
            "h5logfs options:\n"
            "    -o tick=SECONDS        how often live journals are polled (default 0.1)\n"
            "    -o cache_size=SIZE     chunk cache limit, e.g. 512M, 2G (default 1/8 of RAM)\n"
-           "    -o stats               print statistics at unmount\n\n", prog);
+           "    -o stats               print statistics at unmount\n\n"
+           "Statistics while mounted: cat MNT/.h5logfs-stats, or kill -USR1 the daemon (to its log).\n\n", prog);
 }
 
 /* Keep the second non-option (MNT) for fuse_parse_cmdline; take SRC. */
@@ -78,6 +80,23 @@ static int parse_size(const char *s, size_t *out)
 
 static struct fuse_session *g_se;
 static volatile int g_stop;
+static volatile sig_atomic_t g_dump;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    g_dump = 1;
+}
+
+static void dump_stats(void)
+{
+    char *t = hfs_lfile_stats_text();
+    if (t) {
+        fprintf(stderr, "h5logfs: statistics\n%s", t);
+        fflush(stderr);
+    }
+    free(t);
+}
 static double g_tick;
 static char *g_mnt;
 
@@ -115,6 +134,10 @@ static void *ticker(void *arg)
             first = 0;
         }
         hfs_lfile_tick_all(on_new_tick, NULL, 30.0);
+        if (g_dump) { /* SIGUSR1: statistics to the log */
+            g_dump = 0;
+            dump_stats();
+        }
     }
     return NULL;
 }
@@ -154,6 +177,10 @@ int main(int argc, char **argv)
         return 1;
     }
     char err[512];
+    if (hfs_lfile_init(c.cache_size) != 0) {
+        fprintf(stderr, "h5logfs: out of memory\n");
+        return 1;
+    }
     if (hfs_fs_init(&c, err, sizeof err) != 0) {
         fprintf(stderr, "h5logfs: %s\n", err);
         return 1;
@@ -170,6 +197,7 @@ int main(int argc, char **argv)
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
+    signal(SIGUSR1, on_usr1);
     pthread_t tk;
     int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
     if (cmd.singlethread) {
@@ -183,12 +211,7 @@ int main(int argc, char **argv)
     }
     g_stop = 1;
     if (have_ticker) pthread_join(tk, NULL);
-    if (o.stats) {
-        size_t nf;
-        uint64_t nr;
-        hfs_lfile_stats(&nf, &nr);
-        fprintf(stderr, "h5logfs: stats: %zu log files held, %llu records indexed\n", nf, (unsigned long long)nr);
-    }
+    if (o.stats) dump_stats();
     fuse_session_unmount(se);
 out_signals:
     fuse_remove_signal_handlers(se);

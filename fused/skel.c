@@ -3,8 +3,9 @@
  * The file is built by libcore's canon module on the capture driver with
  * early allocation and fill time never, so libhdf5 allocates every raw
  * region inside H5Dcreate and writes none. The driver's raw allocation
- * records that appear during one variable's H5Dcreate are that variable's
- * regions: one for a contiguous dataset, one per chunk in row-major chunk
+ * records that appear inside the capture window around one variable's
+ * H5Dcreate are that variable's regions (canon calls us just before and just
+ * after it): one for a contiguous dataset, one per chunk in row-major chunk
  * order for a chunked one (DESIGN.md point 1). Both facts are checked on
  * every build: the contiguous address against H5Dget_offset, and the first
  * and last chunk against H5Dget_chunk_info_by_coord (two calls, not one per
@@ -100,10 +101,13 @@ static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uin
 static int on_var(void *ctx, uint32_t objid, hid_t dset)
 {
     build_t *b = ctx;
+    if (dset < 0) { /* about to create it: open the capture window */
+        b->raw_seen = hfs_memvfd_raw_begin(b->cap);
+        return H5L_OK;
+    }
     hfs_skel_t *k = b->k;
     const h5l_obj_t *o = &b->s->objs[objid];
-    size_t now = hfs_memvfd_raw_count(b->cap), first = b->raw_seen;
-    b->raw_seen = now;
+    size_t now = hfs_memvfd_raw_end(b->cap), first = b->raw_seen;
     hfs_svar_t *v = &k->vars[k->nvars];
     memset(v, 0, sizeof *v);
     v->objid = objid;
@@ -186,7 +190,11 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     hfs_memvfd_t *cap = file < 0 ? NULL : hfs_memvfd_get(file);
     if (!rc && !cap) rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create an in-memory HDF5 file", h5l_reader_path(r));
     if (!rc) {
-        build_t b = {k, s, tick, cap, hfs_memvfd_raw_count(cap), 0, err};
+        /* windowed capture: only raw allocations inside a dataset's
+         * H5Dcreate count as its regions (global heaps and large attributes
+         * are raw-typed too) */
+        hfs_memvfd_use_windows(cap);
+        build_t b = {k, s, tick, cap, 0, 0, err};
         rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
         if (rc) h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
                             (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));

@@ -136,6 +136,29 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                     const uint64_t *start, const uint64_t *count, void *buf,
                     h5l_err_t *err);
 
+/* What the records of one index chunk look like as of a tick, for a cache
+ * of assembled chunks and its skip path. */
+typedef struct h5l_chunk_info {
+    uint64_t nrec;        /* records touching the chunk (ticks <= tick) */
+    uint64_t ver[3];      /* (tick, rank, order) of the newest; all 0 if none */
+    int direct;           /* 1: the newest record alone covers the box, its
+                           * bytes one contiguous run in the log */
+    uint64_t direct_off;  /* then: absolute offset of the box's first element */
+} h5l_chunk_info_t;
+
+/* Describe chunk `coord` (chunk coordinates) of variable objid as of tick;
+ * (start, count) is the chunk's box clipped to the variable's shape. The
+ * content of the box is a function of the variable, the box and ver: equal
+ * versions mean equal bytes. */
+int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+                          const uint64_t *coord, const uint64_t *start,
+                          const uint64_t *count, h5l_chunk_info_t *out,
+                          h5l_err_t *err);
+
+/* pread n bytes at absolute offset off of the log file (the skip path of a
+ * cache). Returns the bytes read (short only at end of file) or -errno. */
+long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off);
+
 /* Bytes read from the log and records applied since open (statistics). */
 void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);
 

@@ -190,6 +190,10 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
             continue;
         }
         hid_t ds;
+        if (fn && (rc = fn(ctx, (uint32_t)i, -1))) {
+            h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+            break;
+        }
         rc = h5l_canon_dataset(file, s, (uint32_t)i, tick, alloc, &ds, err);
         if (rc) break;
         if (fn) {

@@ -23,8 +23,9 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
 /* Set (create or replace) attribute a on object obj. */
 int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
 
-/* Called for each variable right after its dataset is created. Non-zero
- * return aborts the build with that code. */
+/* Called for each variable twice: with dset < 0 just before its dataset is
+ * created, and with the dataset right after. Non-zero return aborts the
+ * build with that code. */
 typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
 
 /* Build every group, variable, attribute and dimension scale visible at

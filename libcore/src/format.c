@@ -4,6 +4,7 @@
 #include "format.h"
 
 #include <stdlib.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 const uint8_t h5l_ub_magic[8] = {0x89, 'H', '5', 'L', 'O', 'G', '\r', '\n'};

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "h5log_reader.h"
 
 typedef struct h5l_frame {

@@ -81,8 +81,9 @@ static int attach_journal(h5l_reader_t *r, h5l_err_t *err)
         memcpy(r->id, ub.id, 16);
         r->seed = h5l_seed(ub.id);
         if (ub.flags & H5L_UB_CLOSED) {
-            if (ub.jr_off + ub.jr_len > file_size(r->fd) || ub.jr_len < H5L_JHDR_LEN ||
-                ub.jr_off < H5L_USERBLOCK_SIZE)
+            uint64_t fsz = file_size(r->fd);
+            if (ub.jr_len < H5L_JHDR_LEN || ub.jr_off < H5L_USERBLOCK_SIZE || ub.jr_len > fsz ||
+                ub.jr_off > fsz - ub.jr_len)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal [%llu, +%llu) lies outside the file",
                                    r->path, (unsigned long long)ub.jr_off, (unsigned long long)ub.jr_len);
             r->jfd = r->fd;
@@ -189,7 +190,11 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, const h5l_rec_t 
                                    r->path, (unsigned long long)t->tick, o->path, d,
                                    (unsigned long long)s[d], (unsigned long long)c[d], (unsigned long long)len);
         }
-        nbytes += h5l_box_nelem(o->ndims, c) * o->type.size;
+        uint64_t ne = h5l_box_nelem(o->ndims, c); /* saturates at UINT64_MAX */
+        if (ne > (UINT64_MAX - nbytes) / o->type.size)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' is larger than 2^64 bytes",
+                               r->path, (unsigned long long)t->tick, o->path);
+        nbytes += ne * o->type.size;
     }
     if (nbytes != rec->size)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' has size %llu, its boxes need %llu",
@@ -202,10 +207,10 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, const h5l_rec_t 
     return H5L_OK;
 }
 
-/* Decode and check the record table of tick t, inserting records. Runs
- * under the write lock. */
+/* Decode and check the record table of tick t into pend[] (not indexed
+ * yet). Runs under the write lock. */
 static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab,
-                      h5l_err_t *err)
+                      h5l_rec_t **pend, size_t cap_pend, size_t *npend, h5l_err_t *err)
 {
     size_t pos = 0;
     uint64_t total = 0;
@@ -247,8 +252,10 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
                                    r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
             int rc = check_rec(r, t, rec, err);
             if (rc) return rc;
-            if ((rc = h5l_index_insert(r->index, rec)))
-                return h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
+            if (*npend == cap_pend)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: more records than announced", r->path,
+                                   (unsigned long long)t->tick);
+            pend[(*npend)++] = rec;
         }
         if (c.pos != c.len)
             return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has trailing bytes",
@@ -310,7 +317,21 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (!rc && c.pos != c.len)
         rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: trailing bytes after ops", r->path,
                          (unsigned long long)t.tick);
-    if (!rc) rc = load_table(r, &t, tab, err);
+    /* Check every record before indexing any, and undo the tick's schema ops
+     * on failure: a tick that fails leaves neither records nor definitions. */
+    h5l_rec_t **pend = NULL;
+    size_t npend = 0;
+    if (!rc && t.nrecords > t.table_size / H5L_REC_LEN)
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record count exceeds its table", r->path,
+                         (unsigned long long)t.tick);
+    if (!rc && !(pend = malloc((t.nrecords ? t.nrecords : 1) * sizeof *pend)))
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    if (!rc) rc = load_table(r, &t, tab, pend, t.nrecords, &npend, err);
+    for (size_t i = 0; !rc && i < npend; i++)
+        if ((rc = h5l_index_insert(r->index, pend[i])))
+            rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
+    free(pend);
+    if (rc) h5l_schema_rollback(&r->schema, t.tick);
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
         h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
@@ -603,4 +624,60 @@ out:
     pthread_rwlock_unlock(&r->lock);
     free(scratch);
     return rc;
+}
+
+/* Count runs of a copy: 1 means the box is one contiguous run of the record. */
+static int count_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    (void)dst;
+    (void)n;
+    uint64_t *c = ctx;
+    if (c[0]++ == 0) c[1] = src;
+    return c[0] > 1; /* stop at the second run */
+}
+
+int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+                          const uint64_t *coord, const uint64_t *start,
+                          const uint64_t *count, h5l_chunk_info_t *out,
+                          h5l_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = H5L_OK;
+    pthread_rwlock_rdlock(&r->lock);
+    if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
+        rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid,
+                         (unsigned long long)tick);
+        goto out;
+    }
+    const h5l_obj_t *o = &r->schema.objs[objid];
+    h5l_rec_t *const *list;
+    size_t n = h5l_index_chunk(r->index, objid, coord, tick, &list);
+    out->nrec = n;
+    if (n == 0) goto out;
+    const h5l_rec_t *last = list[n - 1];
+    out->ver[0] = last->tick;
+    out->ver[1] = last->rank;
+    out->ver[2] = last->order;
+    if (last->nboxes != 1) goto out;
+    const uint64_t *bs = last->boxes, *bc = bs + o->ndims;
+    uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
+    if (!h5l_box_intersect(o->ndims, bs, bc, start, count, xs, xc)) goto out;
+    for (uint32_t d = 0; d < o->ndims; d++)
+        if (xs[d] != start[d] || xc[d] != count[d]) goto out; /* not covered */
+    uint64_t runs[2] = {0, 0};
+    h5l_box_runs(o->ndims, start, count, bs, bc, start, count, count_run, runs);
+    if (runs[0] == 1) {
+        out->direct = 1;
+        out->direct_off = last->offset + runs[1] * o->type.size;
+    }
+out:
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off)
+{
+    ssize_t got = h5l_pread_full(r->fd, buf, n, off);
+    if (got > 0) atomic_fetch_add(&r->stat_bytes, (uint64_t)got);
+    return (long)got;
 }

@@ -121,7 +121,7 @@ void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
     int d = (int)ndims - 1;
     for (; d >= 0; d--) {
         uint64_t n = dims[d] ? dims[d] : 1;
-        if (bytes * n > SLAB_TARGET) break;
+        if (n > SLAB_TARGET / bytes) break; /* bytes * n > target, without overflow */
         slab[d] = n;
         bytes *= n;
     }
@@ -305,6 +305,33 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     }
     s->attrs[s->nattrs++] = a;
     return H5L_OK;
+}
+
+void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
+{
+    /* Everything is appended in tick order and stamped: drop the tail. */
+    while (s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
+        h5l_obj_t *o = &s->objs[--s->nobjs];
+        free(o->path);
+        free(o->dimids);
+        free(o->chunk);
+        free(o->fill);
+        memset(o, 0, sizeof *o);
+    }
+    while (s->ndims > 0 && s->dims[s->ndims - 1].tick >= tick) {
+        h5l_dim_t *d = &s->dims[--s->ndims];
+        free(d->name);
+        free(d->lens);
+        memset(d, 0, sizeof *d);
+    }
+    for (size_t i = 0; i < s->ndims; i++)
+        while (s->dims[i].nlens > 1 && s->dims[i].lens[s->dims[i].nlens - 1].tick >= tick) s->dims[i].nlens--;
+    while (s->nattrs > 0 && s->attrs[s->nattrs - 1].tick >= tick) {
+        h5l_attr_t *a = &s->attrs[--s->nattrs];
+        free(a->name);
+        free(a->value);
+        memset(a, 0, sizeof *a);
+    }
 }
 
 int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,

@@ -17,6 +17,9 @@ void h5l_schema_free(h5l_schema_t *s);
 int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
                      h5l_err_t *err);
 
+/* Remove every definition stamped with a tick >= tick (a tick that failed
+ * to load). */
+void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick);
 /* Object id with this path, or -1. */
 long h5l_schema_find(const h5l_schema_t *s, const char *path);
 /* Dimension id with this name, or -1. */

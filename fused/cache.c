@@ -1,0 +1,422 @@
+/* cache.c — shared chunk cache (see cache.h for the policy and contracts).
+ *
+ * Locks, always taken in this order: a dataset's mutex (its hash index,
+ * entry states, pins) then the cache's replacement mutex (segments, memory).
+ * The hit path takes only the dataset's mutex. An entry is in exactly one of:
+ * LOADING (in the index, not in a segment, charged), READY (in the index and
+ * in a segment), or DEAD (out of both, freed at its last unpin).
+ * Eviction unlinks from the segment under the replacement lock, then from
+ * the index under the dataset lock; to respect lock order it collects
+ * victims and finishes them after dropping the replacement lock. */
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+enum { E_LOADING = 1, E_READY = 2, E_DEAD = 3 };
+enum { SEG_NONE = 0, SEG_PROB = 1, SEG_PROT = 2 };
+
+struct hfs_centry {
+    hfs_ckey_t key;
+    uint64_t hash;
+    size_t len;
+    int state;
+    int seg;
+    int rc;              /* assembly result for waiters */
+    int charged;         /* counted in c->mem */
+    atomic_int hit;      /* CLOCK bit, set on every hit */
+    atomic_int pins;     /* changed under d->mu; read racily by the evictor */
+    hfs_cds_t *d;
+    hfs_centry_t *hnext; /* index chain */
+    hfs_centry_t *prev, *next; /* segment list */
+    unsigned char *data;
+};
+
+struct hfs_cds {
+    hfs_cache_t *c;
+    const hfs_layout_t *layout;
+    void *owner;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* LOADING -> READY */
+    hfs_centry_t **tab;
+    size_t nslots, n;
+    int closed;
+    int refs;            /* owner (1) + entries; guarded by mu */
+};
+
+typedef struct seg {
+    hfs_centry_t *head, *tail; /* evict from head, insert at tail */
+    size_t bytes;
+} seg_t;
+
+struct hfs_cache {
+    size_t limit;
+    pthread_mutex_t mu; /* segments, mem */
+    seg_t prob, prot;
+    size_t mem;         /* charged bytes: READY + LOADING entries */
+    size_t peak;
+    uint64_t entries;
+    _Atomic uint64_t hits, misses, waits, uncached, evictions;
+    _Atomic uint64_t bytes_assembled, bytes_skipped, bytes_hit;
+};
+
+hfs_cache_t *hfs_cache_new(size_t limit)
+{
+    hfs_cache_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->limit = limit;
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void hfs_cache_free(hfs_cache_t *c)
+{
+    if (!c) return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static uint64_t key_hash(const hfs_ckey_t *k)
+{
+    XXH64_hash_t h = XXH3_64bits(k->coord, k->ndims * sizeof k->coord[0]);
+    return XXH3_64bits_withSeed(k->ver, sizeof k->ver, h ^ k->extent);
+}
+
+static int key_eq(const hfs_ckey_t *a, const hfs_ckey_t *b)
+{
+    return a->ndims == b->ndims && a->extent == b->extent && memcmp(a->ver, b->ver, sizeof a->ver) == 0 &&
+           memcmp(a->coord, b->coord, a->ndims * sizeof a->coord[0]) == 0;
+}
+
+hfs_cds_t *hfs_cds_new(hfs_cache_t *c, const hfs_layout_t *layout, void *owner)
+{
+    hfs_cds_t *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->c = c;
+    d->layout = layout;
+    d->owner = owner;
+    d->refs = 1;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    return d;
+}
+
+static void cds_free(hfs_cds_t *d)
+{
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d->tab);
+    free(d);
+}
+
+/* Index operations, under d->mu. */
+static hfs_centry_t *idx_find(hfs_cds_t *d, const hfs_ckey_t *k, uint64_t h)
+{
+    if (!d->nslots) return NULL;
+    for (hfs_centry_t *e = d->tab[h & (d->nslots - 1)]; e; e = e->hnext)
+        if (e->hash == h && key_eq(&e->key, k)) return e;
+    return NULL;
+}
+
+static int idx_add(hfs_cds_t *d, hfs_centry_t *e)
+{
+    if ((d->n + 1) > d->nslots) {
+        size_t n = d->nslots ? d->nslots * 2 : 64;
+        hfs_centry_t **t = calloc(n, sizeof *t);
+        if (!t) return -1;
+        for (size_t i = 0; i < d->nslots; i++) {
+            for (hfs_centry_t *x = d->tab[i], *nx; x; x = nx) {
+                nx = x->hnext;
+                x->hnext = t[x->hash & (n - 1)];
+                t[x->hash & (n - 1)] = x;
+            }
+        }
+        free(d->tab);
+        d->tab = t;
+        d->nslots = n;
+    }
+    size_t s = e->hash & (d->nslots - 1);
+    e->hnext = d->tab[s];
+    d->tab[s] = e;
+    d->n++;
+    return 0;
+}
+
+static void idx_del(hfs_cds_t *d, hfs_centry_t *e)
+{
+    hfs_centry_t **pp = &d->tab[e->hash & (d->nslots - 1)];
+    while (*pp && *pp != e) pp = &(*pp)->hnext;
+    if (*pp) {
+        *pp = e->hnext;
+        d->n--;
+    }
+}
+
+/* Segment operations, under c->mu. */
+static void seg_push(seg_t *s, hfs_centry_t *e, int which)
+{
+    e->seg = which;
+    e->next = NULL;
+    e->prev = s->tail;
+    if (s->tail) s->tail->next = e;
+    else s->head = e;
+    s->tail = e;
+    s->bytes += e->len;
+}
+
+static void seg_unlink(seg_t *s, hfs_centry_t *e)
+{
+    if (e->prev) e->prev->next = e->next;
+    else s->head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    else s->tail = e->prev;
+    e->prev = e->next = NULL;
+    s->bytes -= e->len;
+    e->seg = SEG_NONE;
+}
+
+/* Free an entry nobody can reach any more: uncharge it and drop its
+ * dataset reference. Memory is uncharged only here, when it is really
+ * freed, so the charged total never understates what is held. */
+static void entry_free(hfs_centry_t *e)
+{
+    hfs_cds_t *d = e->d;
+    hfs_cache_t *c = d->c;
+    if (e->charged) {
+        pthread_mutex_lock(&c->mu);
+        c->mem -= e->len;
+        c->entries--;
+        pthread_mutex_unlock(&c->mu);
+    }
+    free(e->data);
+    free(e);
+    pthread_mutex_lock(&d->mu);
+    int last = --d->refs == 0;
+    pthread_mutex_unlock(&d->mu);
+    if (last) cds_free(d);
+}
+
+/* Choose victims to make room for `need` bytes, under c->mu: unpinned
+ * entries from probation first (a probation entry that was hit is promoted
+ * instead), keeping the protected segment within 3/4 of the limit. Victims
+ * are unlinked from their segment and returned through ->next; the caller
+ * removes them from their index after dropping c->mu (lock order). The
+ * walk is bounded by twice the number of entries, so pinned entries cannot
+ * make it spin. */
+static void make_room(hfs_cache_t *c, size_t need, hfs_centry_t **victims)
+{
+    size_t prot_cap = c->limit / 4 * 3, freed = 0;
+    size_t budget = 2 * (size_t)c->entries + 4;
+    while (c->prot.bytes > prot_cap && c->prot.head && budget--) {
+        hfs_centry_t *e = c->prot.head; /* demote, giving hit entries a lap */
+        seg_unlink(&c->prot, e);
+        if (atomic_exchange(&e->hit, 0)) seg_push(&c->prot, e, SEG_PROT);
+        else seg_push(&c->prob, e, SEG_PROB);
+    }
+    budget = 2 * (size_t)c->entries + 4;
+    while (c->mem - freed + need > c->limit && budget--) {
+        seg_t *s = c->prob.head ? &c->prob : &c->prot;
+        hfs_centry_t *e = s->head;
+        if (!e) break;
+        seg_unlink(s, e);
+        if (atomic_exchange(&e->hit, 0) || atomic_load(&e->pins) > 0) {
+            seg_push(&c->prot, e, SEG_PROT); /* hit or in use: keep, protected */
+            continue;
+        }
+        freed += e->len;
+        e->next = *victims;
+        *victims = e;
+    }
+}
+
+/* Finish victims outside c->mu: out of their index, freed unless pinned
+ * (then freed at the last release). */
+static void finish_victims(hfs_cache_t *c, hfs_centry_t *v)
+{
+    while (v) {
+        hfs_centry_t *e = v;
+        v = v->next;
+        hfs_cds_t *d = e->d;
+        pthread_mutex_lock(&d->mu);
+        idx_del(d, e);
+        e->state = E_DEAD;
+        int pinned = atomic_load(&e->pins) > 0; /* pinned in the window: freed at release */
+        pthread_mutex_unlock(&d->mu);
+        atomic_fetch_add(&c->evictions, 1);
+        if (d->layout->evicted) d->layout->evicted(d->owner, &e->key, e->len);
+        if (!pinned) entry_free(e);
+    }
+}
+
+hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit)
+{
+    hfs_cache_t *c = d->c;
+    uint64_t h = key_hash(key);
+    *rc = 0;
+    *hit = 0;
+    pthread_mutex_lock(&d->mu);
+    hfs_centry_t *e = idx_find(d, key, h);
+    if (e) {
+        atomic_fetch_add(&e->pins, 1);
+        int waited = 0;
+        while (e->state == E_LOADING) {
+            waited = 1;
+            pthread_cond_wait(&d->cv, &d->mu);
+        }
+        int failed = e->state != E_READY;
+        pthread_mutex_unlock(&d->mu);
+        if (failed) { /* the loader failed; its error is ours */
+            *rc = e->rc;
+            hfs_cache_release(e);
+            return NULL;
+        }
+        atomic_store(&e->hit, 1);
+        atomic_fetch_add(waited ? &c->waits : &c->hits, 1);
+        *hit = 1;
+        atomic_fetch_add(&c->bytes_hit, len);
+        return e;
+    }
+    /* miss: reserve memory first, so the limit holds for LOADING entries */
+    atomic_fetch_add(&c->misses, 1);
+    if (len > c->limit || d->closed) {
+        pthread_mutex_unlock(&d->mu);
+        atomic_fetch_add(&c->uncached, 1);
+        return NULL;
+    }
+    e = calloc(1, sizeof *e);
+    unsigned char *data = e ? malloc(len ? len : 1) : NULL;
+    if (!e || !data) {
+        free(e);
+        free(data);
+        pthread_mutex_unlock(&d->mu);
+        atomic_fetch_add(&c->uncached, 1);
+        return NULL;
+    }
+    e->key = *key;
+    e->hash = h;
+    e->len = len;
+    e->data = data;
+    e->state = E_LOADING;
+    atomic_init(&e->pins, 1);
+    atomic_init(&e->hit, 0);
+    e->d = d;
+    if (idx_add(d, e)) {
+        free(data);
+        free(e);
+        pthread_mutex_unlock(&d->mu);
+        atomic_fetch_add(&c->uncached, 1);
+        return NULL;
+    }
+    d->refs++;
+    pthread_mutex_unlock(&d->mu);
+
+    hfs_centry_t *victims = NULL;
+    pthread_mutex_lock(&c->mu);
+    make_room(c, len, &victims);
+    pthread_mutex_unlock(&c->mu);
+    finish_victims(c, victims);
+    pthread_mutex_lock(&c->mu);
+    int room = c->mem + len <= c->limit; /* charge only what fits */
+    if (room) {
+        c->mem += len;
+        c->entries++;
+        e->charged = 1;
+        if (c->mem > c->peak) c->peak = c->mem;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!room) { /* the rest is pinned: serve this one uncached */
+        pthread_mutex_lock(&d->mu);
+        idx_del(d, e);
+        e->state = E_DEAD;
+        e->rc = 0;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        hfs_cache_release(e);
+        atomic_fetch_add(&c->uncached, 1);
+        return NULL;
+    }
+    int arc = d->layout->assemble(ctx, key, e->data, len);
+    atomic_fetch_add(&c->bytes_assembled, len);
+    pthread_mutex_lock(&d->mu);
+    if (arc) {
+        idx_del(d, e);
+        e->state = E_DEAD;
+        e->rc = arc;
+    } else {
+        e->state = E_READY;
+    }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (!arc) {
+        pthread_mutex_lock(&c->mu);
+        seg_push(&c->prob, e, SEG_PROB);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (arc) {
+        *rc = arc;
+        hfs_cache_release(e);
+        return NULL;
+    }
+    return e;
+}
+
+const void *hfs_centry_data(const hfs_centry_t *e) { return e->data; }
+
+void hfs_cache_release(hfs_centry_t *e)
+{
+    hfs_cds_t *d = e->d;
+    pthread_mutex_lock(&d->mu);
+    int dead = atomic_fetch_sub(&e->pins, 1) == 1 && e->state == E_DEAD;
+    pthread_mutex_unlock(&d->mu);
+    if (dead) entry_free(e);
+}
+
+void hfs_cds_close(hfs_cds_t *d)
+{
+    hfs_cache_t *c = d->c;
+    /* pull every READY entry of d out of the segments, then the index */
+    hfs_centry_t *victims = NULL;
+    pthread_mutex_lock(&d->mu);
+    d->closed = 1;
+    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_lock(&c->mu);
+    seg_t *segs[2] = {&c->prob, &c->prot};
+    for (int i = 0; i < 2; i++) {
+        for (hfs_centry_t *e = segs[i]->head, *nx; e; e = nx) {
+            nx = e->next;
+            if (e->d != d) continue;
+            seg_unlink(segs[i], e);
+            e->next = victims;
+            victims = e;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    finish_victims(c, victims);
+    pthread_mutex_lock(&d->mu);
+    int last = --d->refs == 0;
+    pthread_mutex_unlock(&d->mu);
+    if (last) cds_free(d);
+}
+
+void hfs_cache_count_skip(hfs_cache_t *c, uint64_t bytes) { atomic_fetch_add(&c->bytes_skipped, bytes); }
+
+void hfs_cache_get_stats(hfs_cache_t *c, hfs_cache_stats_t *o)
+{
+    o->hits = atomic_load(&c->hits);
+    o->misses = atomic_load(&c->misses);
+    o->waits = atomic_load(&c->waits);
+    o->uncached = atomic_load(&c->uncached);
+    o->evictions = atomic_load(&c->evictions);
+    o->bytes_assembled = atomic_load(&c->bytes_assembled);
+    o->bytes_skipped = atomic_load(&c->bytes_skipped);
+    o->bytes_hit = atomic_load(&c->bytes_hit);
+    pthread_mutex_lock(&c->mu);
+    o->mem = c->mem;
+    o->peak = c->peak;
+    o->limit = c->limit;
+    o->entries = c->entries;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,746 @@
+"""End-to-end tests of the h5logfs FUSE daemon (build/bin/h5logfs).
+
+Every test mounts a read-only view of a source directory SRC at MNT with
+`h5logfs SRC MNT -f -o tick=0.1` and reads it with unmodified tools (h5py,
+h5dump, h5ls, ncdump, h5diff, xarray). Expected values never come from the
+daemon: closed and crashed files are checked against the raw reference arrays
+that tests/mpi/test_writer.c computes without the library (DIR/ref/), and
+against h5logreplay's canonical file; live files are written by
+tests/mpi/live_writer.c, whose content at every tick is known in closed form
+(see snapshot_problems).
+
+The mount fixture always unmounts (fusermount3 -u, then -uz, then kills the
+daemon), also when a test fails, and a watchdog kills a daemon that hangs so
+a blocked read turns into a test failure instead of a stuck run.
+Run with /usr/bin/python3 -m pytest (Debian's h5py, numpy, netCDF4, xarray).
+"""
+import errno
+import hashlib
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.abspath(os.environ.get("H5LOG_BUILD", os.path.join(HERE, "..", "..", "build")))
+BIN = os.path.join(BUILD, "bin")
+DAEMON = os.path.join(BIN, "h5logfs")
+TEST_WRITER = os.path.join(BUILD, "tests", "test_writer")
+LIVE_WRITER = os.path.join(BUILD, "tests", "live_writer")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+TICK = 0.1            # the daemon's -o tick=
+MOUNT_TIMEOUT = 10.0  # seconds until the mount must be up
+WATCHDOG = 150.0      # seconds a single test may keep a daemon mounted
+LIVE_ROWS = 4         # --rows-per-tick of live_writer
+NCOLS, MLEN = 64, 1024
+
+
+# --------------------------------------------------------------------------
+# the daemon
+
+
+class Mount:
+    """One h5logfs process serving SRC at MNT; stderr goes to a file."""
+
+    def __init__(self, src, mnt, logdir):
+        self.src, self.mnt = str(src), str(mnt)
+        self.err_path = os.path.join(str(logdir), "h5logfs.%d.stderr" % id(self))
+        self.out_path = os.path.join(str(logdir), "h5logfs.%d.stdout" % id(self))
+        self.proc = None
+        self.watchdog_fired = False
+        self._timer = None
+
+    def start(self, opts="tick=%g" % TICK):
+        if not os.access(DAEMON, os.X_OK):
+            pytest.fail(f"{DAEMON} is not built (make)")
+        os.makedirs(self.mnt, exist_ok=True)
+        self._err = open(self.err_path, "wb")
+        self._out = open(self.out_path, "wb")
+        self.proc = subprocess.Popen([DAEMON, self.src, self.mnt, "-f", "-o", opts],
+                                     stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL)
+        self._timer = threading.Timer(WATCHDOG, self._watchdog)
+        self._timer.daemon = True
+        self._timer.start()
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None:
+                pytest.fail(f"h5logfs exited with status {self.proc.returncode} before mounting:\n"
+                            + self.stderr())
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.mnt} not mounted after {MOUNT_TIMEOUT} s:\n" + self.stderr())
+            time.sleep(0.02)
+        return self
+
+    def _watchdog(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.watchdog_fired = True
+            self.proc.kill()  # blocked syscalls on the mount now fail with ENOTCONN
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def stderr(self):
+        try:
+            with open(self.err_path, "rb") as fh:
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def assert_alive(self):
+        assert self.proc.poll() is None, (f"h5logfs died (status {self.proc.returncode}):\n" + self.stderr()[-4000:])
+        assert os.path.ismount(self.mnt), f"{self.mnt} is no longer mounted"
+
+    def stop(self):
+        """Unmount and reap the daemon. Returns a list of problems found."""
+        problems = []
+        if self.proc is None:
+            return problems
+        if self._timer:
+            self._timer.cancel()
+        died_before = self.proc.poll()
+        if died_before is not None and died_before < 0 and not self.watchdog_fired:
+            problems.append(f"h5logfs was killed by signal {-died_before} during the test")
+        try:
+            r = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True, timeout=20)
+            ok = r.returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        if not ok:
+            try:
+                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True, timeout=20)
+            except subprocess.TimeoutExpired:
+                problems.append("fusermount3 -uz timed out")
+        try:
+            rc = self.proc.wait(timeout=5)
+            if rc < 0 and died_before is None:
+                problems.append(f"h5logfs was killed by signal {-rc} at unmount")
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            problems.append("h5logfs did not exit after unmount")
+        if self.watchdog_fired:
+            problems.append(f"watchdog: h5logfs still mounted after {WATCHDOG} s (hung?), killed")
+        self._err.close()
+        self._out.close()
+        self.proc = None
+        return problems
+
+
+@pytest.fixture
+def h5logfs(tmp_path):
+    """Factory: h5logfs(src) mounts src at a fresh directory and returns the
+    Mount. Every mount is undone at teardown, whatever happened."""
+    mounts = []
+
+    def start(src, name="mnt"):
+        m = Mount(src, tmp_path / name, tmp_path)
+        mounts.append(m)
+        return m.start()
+
+    yield start
+    problems = []
+    for m in mounts:
+        problems += m.stop()
+    if problems:
+        pytest.fail("; ".join(problems) + "\n" + "\n".join(m.stderr()[-2000:] for m in mounts))
+
+
+# --------------------------------------------------------------------------
+# writers, tools and independent references
+
+
+def run_test_writer(np_, outdir, *args, check=True):
+    os.makedirs(outdir, exist_ok=True)
+    cmd = ["mpirun", "--oversubscribe", "-np", str(np_), TEST_WRITER, str(outdir)] + [str(a) for a in args]
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    if check:
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert " 0 failed" in p.stdout, p.stdout + p.stderr
+    return p
+
+
+def tool(name, *args, check=True):
+    p = subprocess.run([os.path.join(BIN, name)] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=300)
+    if check:
+        assert p.returncode == 0, f"{name} {args}: {p.stdout}{p.stderr}"
+    return p
+
+
+def cmd(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120)
+
+
+def load_ref(d):
+    """test_writer's reference arrays: {path: ndarray} from d/ref/."""
+    ref = {}
+    with open(os.path.join(d, "ref", "manifest.txt")) as m:
+        for line in m:
+            parts = line.split()
+            idx, path, dt, dims = parts[0], parts[1], parts[2], [int(x) for x in parts[3:]]
+            a = np.fromfile(os.path.join(d, "ref", idx + ".bin"), dtype=np.dtype(dt))
+            ref[path] = a.reshape(dims) if dims else a.reshape(())
+    assert len(ref) == 6, f"reference in {d} is incomplete"
+    return ref
+
+
+def compare_with_ref(h5path, ref):
+    with h5py.File(h5path, "r") as f:
+        for path, want in ref.items():
+            got = f[path][()]
+            assert got.shape == want.shape, f"{h5path}{path}: shape {got.shape} != {want.shape}"
+            assert got.dtype == want.dtype, f"{h5path}{path}: dtype {got.dtype} != {want.dtype}"
+            nbad = int(np.sum(got != want))
+            assert nbad == 0, f"{h5path}{path}: {nbad} of {want.size} elements differ from the reference"
+        # a partial read too (hyperslab through a different code path)
+        a = f["a"][3:11, 2:9, 1:8]
+        assert np.array_equal(a, ref["/a"][3:11, 2:9, 1:8]), f"{h5path}/a: sub-box differs"
+
+
+def sha(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def read_all(path):
+    with open(path, "rb", buffering=0) as fh:
+        return fh.readall()
+
+
+def expect_errno(code, fn, *args, what=""):
+    try:
+        fn(*args)
+    except OSError as e:
+        assert e.errno == code, (f"{what or fn.__name__}{args}: {errno.errorcode.get(e.errno, e.errno)} ({e}), "
+                                 f"expected {errno.errorcode[code]}")
+        return
+    pytest.fail(f"{what or fn.__name__}{args} succeeded; expected {errno.errorcode[code]}")
+
+
+def expect_eio(path):
+    """open() or read() of path must fail with EIO. Returns which one did."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        assert e.errno == errno.EIO, f"open {path}: {errno.errorcode.get(e.errno)} ({e}), expected EIO"
+        return "open"
+    total = 0
+    try:
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            total += len(b)
+    except OSError as e:
+        assert e.errno == errno.EIO, f"read {path}: {errno.errorcode.get(e.errno)} ({e}), expected EIO"
+        return "read"
+    finally:
+        os.close(fd)
+    pytest.fail(f"{path}: opened and read {total} bytes without an error; expected EIO")
+
+
+def wait_for_log(m, name, timeout=3.0):
+    """A line of the daemon's stderr that names `name`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [l for l in m.stderr().splitlines() if name in l]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def journal_frames(data):
+    """Frames of the journal embedded in a closed log-layout file (format.md
+    2, 3.2), parsed independently: [(offset within journal, L, type)] and the
+    journal's absolute offset and length."""
+    assert data[:8] == b"\x89H5LOG\r\n", "not a log-layout file"
+    joff = int.from_bytes(data[32:40], "little")
+    jlen = int.from_bytes(data[40:48], "little")
+    assert joff > 0 and jlen > 64 and joff + jlen <= len(data), (joff, jlen, len(data))
+    j = data[joff:joff + jlen]
+    assert j[:8] == b"\x89H5LJNL\n"
+    frames, pos = [], 64
+    while pos + 16 <= len(j):
+        n = int.from_bytes(j[pos:pos + 4], "little")
+        typ = int.from_bytes(j[pos + 4:pos + 6], "little")
+        frames.append((pos, n, typ))
+        pos += 16 + n + (-n % 8)
+    assert pos == len(j), "journal frames do not tile the journal"
+    return joff, jlen, frames
+
+
+def flip(path, offset):
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        b = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([b[0] ^ 0x40]))
+
+
+# --------------------------------------------------------------------------
+# live snapshots: what live_writer publishes, in closed form
+
+
+def snapshot_problems(stamp, w, v, rows=LIVE_ROWS):
+    """Everything wrong with one snapshot (stamp, /w, /v) of live_writer's
+    file; [] when it is exactly what tick `stamp` published."""
+    s = int(stamp)
+    if s < 1:
+        return [f"stamp {s} < 1"]
+    probs = []
+    w = np.asarray(w)
+    if w.shape != (MLEN,):
+        probs.append(f"/w shape {w.shape} != ({MLEN},)")
+    elif not np.all(w == s):
+        bad = np.unique(w[w != s])
+        probs.append(f"stamp {s} but /w has {int(np.sum(w != s))} elements != {s} (values {bad[:8].tolist()})")
+    v = np.asarray(v)
+    if v.shape != (s * rows, NCOLS):
+        probs.append(f"stamp {s} but /v shape {v.shape} != {(s * rows, NCOLS)}")
+    else:
+        want = (np.arange(s * rows) // rows + 1).astype(np.float64)[:, None]
+        badrows = np.nonzero(np.any(v != want, axis=1))[0]
+        if badrows.size:
+            r = int(badrows[0])
+            probs.append(f"stamp {s} but /v has {badrows.size} wrong rows, first row {r} = "
+                         f"{np.unique(v[r])[:4].tolist()} (want {r // rows + 1})")
+    return probs
+
+
+def read_snapshot(path, **kw):
+    """Open path with a fresh h5py.File and read (stamp, w, v)."""
+    with h5py.File(path, "r", **kw) as f:
+        return read_from(f)
+
+
+def read_from(f):
+    st = np.asarray(f["stamp"][()])
+    assert st.shape == (1,) and st.dtype == np.int64, f"/stamp shape {st.shape} dtype {st.dtype}"
+    return int(st[0]), f["w"][()], f["v"][()]
+
+
+def good_snapshot(s, rows=LIVE_ROWS):
+    return s, np.full(MLEN, s, np.int32), (np.arange(s * rows) // rows + 1).astype(np.float64)[:, None] * np.ones(NCOLS)
+
+
+def test_snapshot_checker_rejects_torn_snapshots():
+    """Self-check of the live consistency rule (needs no daemon)."""
+    for s in (1, 2, 7, 40):
+        assert snapshot_problems(*good_snapshot(s)) == [], s
+    s, w, v = good_snapshot(5)
+    torn_w = w.copy()
+    torn_w[MLEN // 2:] = 4  # one rank's share still from tick 4
+    assert snapshot_problems(s, torn_w, v)
+    assert snapshot_problems(s, w[:-1], v)  # wrong /w length
+    assert snapshot_problems(s, w, v[:-LIVE_ROWS])  # /v extent of tick 4
+    assert snapshot_problems(s, w, np.vstack([v, np.full((LIVE_ROWS, NCOLS), 6.0)]))  # /v of tick 6
+    zero_tail = v.copy()
+    zero_tail[-1] = 0  # extent published, data not (fill value)
+    assert snapshot_problems(s, w, zero_tail)
+    mixed = v.copy()
+    mixed[-LIVE_ROWS:, : NCOLS // 2] = 0  # half a row written
+    assert snapshot_problems(s, w, mixed)
+    shifted = v.copy()
+    shifted[3] = 2  # a row from another tick
+    assert snapshot_problems(s, w, shifted)
+    assert snapshot_problems(0, np.zeros(MLEN, np.int32), np.zeros((0, NCOLS)))
+    assert snapshot_problems(4, w, v)  # stamp of tick 4, data of tick 5
+    assert snapshot_problems(6, w, v)  # stamp of tick 6, data of tick 5
+
+
+class LiveWriter:
+    """live_writer under mpirun, with the monotonic time of each 'tick K'
+    line (printed by rank 0 after flush K returned, i.e. after the commit)."""
+
+    def __init__(self, path, nranks=2, ticks=40, interval=0.15, rows=LIVE_ROWS):
+        assert os.access(LIVE_WRITER, os.X_OK), f"{LIVE_WRITER} is not built"
+        self.ticks = ticks
+        self.published = []  # (monotonic time, tick)
+        self.lines = []
+        self.proc = subprocess.Popen(
+            ["mpirun", "--oversubscribe", "-np", str(nranks), LIVE_WRITER, str(path), "--ticks", str(ticks),
+             "--interval", str(interval), "--rows-per-tick", str(rows)],
+            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True, start_new_session=True)
+        self._t = threading.Thread(target=self._pump, daemon=True)
+        self._t.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            now = time.monotonic()
+            self.lines.append(line)
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "tick" and parts[1].isdigit():
+                self.published.append((now, int(parts[1])))
+
+    def newest_published_before(self, t):
+        ks = [k for (when, k) in list(self.published) if when <= t]
+        return max(ks) if ks else 0
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def wait(self, timeout=120):
+        rc = self.proc.wait(timeout=timeout)
+        self._t.join(timeout=5)
+        return rc
+
+    def output(self):
+        return "".join(self.lines)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=5)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+
+
+# --------------------------------------------------------------------------
+# a) closed files
+
+
+def make_plain_files(src):
+    """Files that must pass through unchanged; returns their relative paths."""
+    rng = np.random.default_rng(5)
+    os.makedirs(os.path.join(src, "sub", "deeper"), exist_ok=True)
+    files = {
+        "notes.txt": b"plain text, not HDF5\n" * 50,
+        "empty": b"",
+        "sub/deeper/blob.bin": rng.integers(0, 256, 300_000, dtype=np.uint8).tobytes(),
+    }
+    for rel, data in files.items():
+        with open(os.path.join(src, rel), "wb") as fh:
+            fh.write(data)
+    with h5py.File(os.path.join(src, "plain.h5"), "w") as f:  # HDF5, but not log-layout
+        f.create_dataset("data", data=np.arange(1000, dtype=np.float32).reshape(10, 100))
+        f.attrs["kind"] = "plain"
+    return sorted(files) + ["plain.h5"]
+
+
+def all_listed(root):
+    out = []
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            out.append(os.path.relpath(os.path.join(d, n), root))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_closed_files(tmp_path, h5logfs, nranks):
+    src = tmp_path / "src"
+    run = src / "run"
+    run_test_writer(nranks, run, "--ticks", 5, "--seed", 20 + nranks)
+    plain = make_plain_files(str(src))
+    hashes = {rel: sha(src / rel) for rel in all_listed(src) if os.path.isfile(src / rel)}
+    ref = load_ref(run)
+    canon = tmp_path / "canon.h5"
+    tool("h5logreplay", run / "t.h5", canon)
+
+    m = h5logfs(src)
+    mt = m.path("run", "t.h5")
+
+    # the namespace: the same names as SRC, no sidecar anywhere
+    assert all_listed(m.mnt) == all_listed(src)
+    assert not any(n.endswith(".h5lj") for n in all_listed(m.mnt))
+
+    # every variable element by element against the independent reference
+    compare_with_ref(mt, ref)
+    T = ref["/c"].shape[0]
+    with h5py.File(mt, "r") as f:
+        assert "_h5log" not in f, "the internal group must not appear in the canonical view"
+        assert f.attrs["title"] == b"h5log MPI test"
+        assert f["a"].attrs["units"] == b"K"
+        assert list(f["a"].attrs["valid_range"]) == [-5.0, 5.0]
+        assert f["a"].fillvalue == -1.0
+        assert f["a"].chunks == (4, 5, 3)
+        assert f["c"].maxshape == (None, 13)
+        assert f["grp/sub"].attrs["level"] == 3
+        assert f["a"].dims[0][0].name == "/x"
+        assert f["c"].dims[0][0].name == "/t"
+
+    # the canonical file equals h5logreplay's
+    d = cmd("h5diff", mt, canon)
+    assert d.returncode == 0, f"h5diff {mt} {canon}: rc {d.returncode}\n{d.stdout}{d.stderr}"
+
+    # unmodified command-line tools
+    h = cmd("h5dump", "-H", mt)
+    assert h.returncode == 0, h.stderr
+    for s in ('DATASET "a"', 'GROUP "grp"', 'GROUP "sub"', 'DATASET "d"', 'ATTRIBUTE "title"',
+              'ATTRIBUTE "units"', 'ATTRIBUTE "valid_range"', "( 17, 13, 9 ) / ( 17, 13, 9 )",
+              f"( {T}, 13 ) / ( H5S_UNLIMITED, 13 )"):
+        assert s in h.stdout, f"h5dump -H lacks {s!r}:\n{h.stdout[:3000]}"
+    assert "_h5log" not in h.stdout
+
+    ls = cmd("h5ls", "-r", mt)
+    assert ls.returncode == 0, ls.stderr
+    listing = {l.split()[0]: " ".join(l.split()[1:]) for l in ls.stdout.splitlines() if l.strip()}
+    want = {"/a": "Dataset {17, 13, 9}", "/c": f"Dataset {{{T}/Inf, 13}}", "/grp": "Group",
+            "/grp/b": "Dataset {17, 13}", "/grp/sub": "Group", "/grp/sub/d": f"Dataset {{{T}/Inf}}",
+            "/s": "Dataset {SCALAR}", "/x": "Dataset {17}", "/t": f"Dataset {{{T}/Inf}}",
+            "/y": "Dataset {13}", "/z": "Dataset {9}"}
+    for k, v in want.items():
+        assert listing.get(k) == v, f"h5ls -r: {k} is {listing.get(k)!r}, expected {v!r}\n{ls.stdout}"
+    assert not any("_h5log" in k for k in listing)
+
+    nc = cmd("ncdump", "-h", mt)
+    assert nc.returncode == 0, nc.stderr
+    for s in (f"t = UNLIMITED ; // ({T} currently)", "x = 17 ;", "y = 13 ;", "z = 9 ;",
+              "double a(x, y, z) ;", 'a:units = "K" ;', "a:valid_range = -5., 5. ;",
+              "float c(t, y) ;", "short s ;", ':title = "h5log MPI test" ;', "group: grp {",
+              "int b(x, y) ;", "group: sub {", "ubyte d(t) ;", ":level = 3 ;"):
+        assert s in nc.stdout, f"ncdump -h lacks {s!r}:\n{nc.stdout}"
+
+    import xarray as xr
+    with xr.open_dataset(mt, engine="netcdf4") as ds:
+        assert ds["a"].dims == ("x", "y", "z")
+        assert ds["c"].dims == ("t", "y")
+        assert np.array_equal(ds["a"].values, ref["/a"])
+    with xr.open_dataset(mt, engine="netcdf4", group="grp") as ds:
+        assert np.array_equal(ds["b"].values, ref["/grp/b"])
+
+    # plain files, junk and non-log HDF5 pass through byte for byte
+    for rel in plain:
+        assert os.stat(m.path(rel)).st_size == os.stat(src / rel).st_size, rel
+        assert read_all(m.path(rel)) == read_all(src / rel), f"{rel} differs through the mount"
+    with h5py.File(m.path("plain.h5"), "r") as f:
+        assert f.attrs["kind"] == "plain"
+        assert np.array_equal(f["data"][()], np.arange(1000, dtype=np.float32).reshape(10, 100))
+    assert read_all(m.path("run", "ref", "manifest.txt")) == read_all(run / "ref" / "manifest.txt")
+
+    # read-only: every modification is EROFS, on log files and plain files alike
+    expect_errno(errno.EROFS, lambda p: open(p, "w").close(), m.path("new.txt"), what="create")
+    expect_errno(errno.EROFS, os.open, m.path("notes.txt"), os.O_WRONLY)
+    expect_errno(errno.EROFS, os.open, m.path("notes.txt"), os.O_RDWR | os.O_APPEND)
+    expect_errno(errno.EROFS, os.open, mt, os.O_RDWR)
+    expect_errno(errno.EROFS, os.open, m.path("run", "new.h5"), os.O_WRONLY | os.O_CREAT, 0o644)
+    expect_errno(errno.EROFS, os.truncate, m.path("notes.txt"), 0)
+    expect_errno(errno.EROFS, os.rename, m.path("notes.txt"), m.path("renamed.txt"))
+    expect_errno(errno.EROFS, os.rename, mt, m.path("run", "u.h5"))
+    expect_errno(errno.EROFS, os.unlink, m.path("notes.txt"))
+    expect_errno(errno.EROFS, os.unlink, mt)
+    expect_errno(errno.EROFS, os.mkdir, m.path("newdir"))
+    expect_errno(errno.EROFS, os.rmdir, m.path("sub", "deeper"))
+    expect_errno(errno.EROFS, os.chmod, m.path("notes.txt"), 0o600)
+    expect_errno(errno.EROFS, os.symlink, "notes.txt", m.path("link"))
+    m.assert_alive()
+    after = {rel: sha(src / rel) for rel in all_listed(src) if os.path.isfile(src / rel)}
+    assert after == hashes, "SRC changed under a read-only mount"
+
+
+# --------------------------------------------------------------------------
+# b) live files
+
+
+def test_live_snapshots_are_consistent(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src)
+    live = m.path("live.h5")
+    w = LiveWriter(src / "live.h5", nranks=2, ticks=40, interval=0.15)
+    stamps, opens, live_opens, last_err = [], 0, 0, None
+    stale = []  # (stamp seen, tick published well before the open)
+    margin = 2 * TICK + 0.8
+    try:
+        deadline = time.monotonic() + 90
+        while w.running():
+            assert time.monotonic() < deadline, "live_writer did not finish in 90 s"
+            names = os.listdir(m.mnt)
+            assert "live.h5.h5lj" not in names, f"sidecar visible in the mount: {names}"
+            sidecar = os.path.exists(src / "live.h5.h5lj")
+            t0 = time.monotonic()
+            try:
+                s, wv, vv = read_snapshot(live)
+            except (OSError, KeyError, AssertionError) as e:
+                if not stamps:  # not created or no tick published yet
+                    last_err = e
+                    time.sleep(0.02)
+                    continue
+                raise AssertionError(f"open #{opens + 1} after stamps {stamps[-3:]} failed: {e!r}")
+            opens += 1
+            live_opens += sidecar
+            probs = snapshot_problems(s, wv, vv)
+            assert not probs, f"torn snapshot at open #{opens}: {probs}"
+            assert not stamps or s >= stamps[-1], f"stamp went backwards: {stamps[-1]} then {s}"
+            stamps.append(s)
+            want = w.newest_published_before(t0 - margin)
+            if s < want:
+                stale.append((s, want))
+            time.sleep(0.01)
+        rc = w.wait()
+        assert rc == 0, f"live_writer failed ({rc}):\n{w.output()}"
+        t_exit = time.monotonic()
+        # the newest tick shows up within 2 s of the writer's exit
+        final, final_err = None, None
+        while time.monotonic() < t_exit + 2.0:
+            try:
+                final = read_snapshot(live)
+                if final[0] == 40:
+                    break
+            except (OSError, KeyError) as e:
+                final_err = e
+            time.sleep(0.05)
+        assert final is not None and final[0] == 40, (
+            f"tick 40 not visible 2 s after the writer exited: stamp {final and final[0]}, error {final_err!r}")
+        assert snapshot_problems(*final) == []
+    finally:
+        w.kill()
+    distinct = sorted(set(stamps))
+    print(f"live: {opens} opens ({live_opens} while live), {len(distinct)} distinct stamps, "
+          f"{len(stale)} stale, first stamp {stamps[:1]}")
+    assert len(distinct) > 5, (f"only {len(distinct)} distinct stamps in {opens} opens: {distinct}; "
+                               f"last error {last_err!r}")
+    assert live_opens > 0, "no open happened while the file was live (sidecar present)"
+    assert not stale, (f"{len(stale)} opens saw an old tick (seen, published > {margin:.1f} s before): "
+                       f"{stale[:5]}")
+    assert "live.h5.h5lj" not in os.listdir(m.mnt)
+    m.assert_alive()
+
+
+def wait_stamp(path, at_least, timeout):
+    """Poll fresh opens until stamp >= at_least; returns the snapshot."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            snap = read_snapshot(path)
+            last = snap[0]
+            if snap[0] >= at_least:
+                return snap
+        except (OSError, KeyError, AssertionError) as e:
+            last = repr(e)
+        time.sleep(0.03)
+    pytest.fail(f"{path}: stamp >= {at_least} not visible within {timeout} s (last: {last})")
+
+
+def test_open_descriptor_keeps_its_snapshot(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src)
+    live = m.path("live.h5")
+    w = LiveWriter(src / "live.h5", nranks=2, ticks=40, interval=0.15)
+    f = raw = None
+    try:
+        wait_stamp(live, 3, timeout=30)
+        raw = open(live, "rb", buffering=0)
+        b0 = raw.readall()
+        f = h5py.File(live, "r", rdcc_nbytes=0)
+        n, w0, v0 = read_from(f)
+        assert snapshot_problems(n, w0, v0) == []
+        assert w.running(), "writer finished too early for this test"
+        wait_stamp(live, n + 5, timeout=20)
+        # the open h5py file still reads tick n
+        n1, w1, v1 = read_from(f)
+        assert n1 == n, f"open file's stamp changed from {n} to {n1}"
+        assert np.array_equal(w1, w0) and np.all(w1 == n), f"open file's /w changed: {np.unique(w1)}"
+        assert v1.shape == v0.shape and np.array_equal(v1, v0), f"open file's /v changed: {v0.shape} -> {v1.shape}"
+        # the raw descriptor still reads the same bytes
+        raw.seek(0)
+        b1 = raw.readall()
+        assert len(b1) == len(b0), f"open descriptor: size {len(b0)} -> {len(b1)}"
+        assert b1 == b0, "open descriptor: bytes changed under it"
+        # ... while a fresh open sees the newer bytes (so the check above is not vacuous)
+        fresh = read_all(live)
+        assert fresh != b0, "a fresh open returned the old bytes"
+        s2, w2, v2 = read_snapshot(live)
+        assert s2 >= n + 5 and snapshot_problems(s2, w2, v2) == []
+    finally:
+        if f is not None:
+            f.close()
+        if raw is not None:
+            raw.close()
+        w.kill()
+    m.assert_alive()
+
+
+# --------------------------------------------------------------------------
+# c) bad input
+
+
+def test_bad_input_fails_alone(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    good = src / "good"
+    run_test_writer(2, good, "--ticks", 4, "--seed", 7)
+    ref = load_ref(good)
+    data = read_all(good / "t.h5")
+
+    # random bytes named .h5: not log-layout, so a plain file
+    rng = np.random.default_rng(11)
+    junk = rng.integers(0, 256, 20000, dtype=np.uint8)
+    junk[0] = 0x42  # never the log magic's first byte
+    (src / "junk.h5").write_bytes(junk.tobytes())
+
+    # a closed log file with one payload byte flipped in a TICK frame in the
+    # middle of its embedded journal (checksum fails, more frames follow)
+    joff, jlen, frames = journal_frames(data)
+    mid = jlen // 2
+    i = max(k for k, fr in enumerate(frames) if fr[0] <= mid)
+    i = min(i, len(frames) - 2)  # never the last (CLOSE) frame: a bad last frame is a torn tail
+    pos, n, typ = frames[i]
+    assert typ == 1 and n > 0, frames
+    at = pos + 16 + n // 2 if not (pos + 16 <= mid < pos + 16 + n) else mid
+    bad = bytearray(data)
+    bad[joff + at] ^= 0x40
+    (src / "bad.h5").write_bytes(bytes(bad))
+
+    # a closed log file cut in half (the embedded journal is gone)
+    (src / "trunc.h5").write_bytes(data[: len(data) // 2])
+
+    m = h5logfs(src)
+
+    def good_still_reads():
+        compare_with_ref(m.path("good", "t.h5"), ref)
+        m.assert_alive()
+
+    good_still_reads()
+    assert read_all(m.path("junk.h5")) == junk.tobytes(), "junk.h5 does not pass through unchanged"
+    good_still_reads()
+
+    for name in ("bad.h5", "trunc.h5"):
+        how = expect_eio(m.path(name))
+        good_still_reads()
+        expect_eio(m.path(name))  # and again: still an error, still no crash
+        good_still_reads()
+        lines = wait_for_log(m, name)
+        assert lines, f"no line of the daemon's stderr names {name} (failed at {how}):\n{m.stderr()[-3000:]}"
+    assert read_all(m.path("junk.h5")) == junk.tobytes()
+    m.assert_alive()
+
+
+# --------------------------------------------------------------------------
+# d) a killed writer
+
+
+def test_killed_writer_reads_at_last_tick(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    crash = src / "crash"
+    p = run_test_writer(2, crash, "--ticks", 6, "--kill-at", 3, check=False)
+    assert p.returncode != 0, "test_writer --kill-at should die"
+    assert os.path.exists(crash / "t.h5.h5lj"), "the sidecar must survive the crash"
+    ref = load_ref(crash)  # written by test_writer for tick 3 just before dying
+    m = h5logfs(src)
+    names = os.listdir(m.path("crash"))
+    assert "t.h5" in names and "t.h5.h5lj" not in names, names
+    assert not os.path.exists(m.path("crash", "t.h5.h5lj")), "the sidecar must be hidden"
+    compare_with_ref(m.path("crash", "t.h5"), ref)
+    b0 = read_all(m.path("crash", "t.h5"))
+    time.sleep(3 * TICK)  # a few refreshes of a writer that will never come back
+    compare_with_ref(m.path("crash", "t.h5"), ref)
+    assert read_all(m.path("crash", "t.h5")) == b0
+    m.assert_alive()

@@ -1,0 +1,337 @@
+/* test_index.c — the chunk-bucketed record index (index.h).
+ *
+ * Why: the reader reads a box by asking the index, chunk by chunk, for the
+ * records of ticks <= T in sequence order; a record missing from a bucket
+ * means stale data, a record out of order means the wrong writer wins. Random
+ * records (1..3 boxes, 1..3 dims, several ticks and ranks) are inserted in
+ * sequence order and every chunk of the grid is compared, at every tick,
+ * against a brute-force scan of all records. Explicit cases: two boxes of one
+ * record in one chunk (listed once), boxes ending/starting exactly on chunk
+ * borders, coordinates near 2^62 (unlimited dimensions), errors, and the
+ * memory accounting. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5log_common.h"
+#include "index.h"
+#include "tharness.h"
+
+static uint64_t rnd(uint64_t n) { return n ? (uint64_t)rand() % n : 0; }
+
+/* Does box (s, c) touch chunk coord of shape ch? */
+static int touches(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *ch,
+                   const uint64_t *coord)
+{
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t lo = coord[d] * ch[d], hi = lo + ch[d];
+        if (s[d] + c[d] <= lo || s[d] >= hi) return 0;
+    }
+    return 1;
+}
+
+static int rec_touches(const h5l_rec_t *r, const uint64_t *ch, const uint64_t *coord)
+{
+    for (uint32_t k = 0; k < r->nboxes; k++) {
+        const uint64_t *s = r->boxes + (size_t)k * 2 * r->ndims;
+        if (touches(r->ndims, s, s + r->ndims, ch, coord)) return 1;
+    }
+    return 0;
+}
+
+/* Compare h5l_index_chunk with a scan of recs[0..n) for one chunk, one tick. */
+static int same_list(const h5l_index_t *x, uint32_t objid, const uint64_t *ch, const uint64_t *coord,
+                     uint64_t tick, h5l_rec_t **recs, size_t n)
+{
+    h5l_rec_t *const *list;
+    size_t got = h5l_index_chunk(x, objid, coord, tick, &list);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        const h5l_rec_t *r = recs[i];
+        if (r->objid != objid || r->tick > tick || !rec_touches(r, ch, coord)) continue;
+        if (j >= got || list[j] != r) return 0;
+        j++;
+    }
+    return j == got;
+}
+
+#define NV 3
+static const uint32_t V_ID[NV] = {1, 3, 6};
+static const uint32_t V_ND[NV] = {1, 2, 3};
+static const uint64_t V_CH[NV][3] = {{10, 0, 0}, {4, 5, 0}, {2, 3, 4}};
+
+static void test_random_vs_scan(void)
+{
+    srand(99);
+    h5l_index_t *x = h5l_index_new();
+    CHECK(x != NULL);
+    for (int v = 0; v < NV; v++) CHECK_EQ(h5l_index_add_var(x, V_ID[v], V_ND[v], V_CH[v]), H5L_OK);
+    for (int v = 0; v < NV; v++) {
+        const uint64_t *cs = h5l_index_chunk_shape(x, V_ID[v]);
+        CHECK(cs && memcmp(cs, V_CH[v], V_ND[v] * sizeof *cs) == 0);
+    }
+    CHECK(h5l_index_chunk_shape(x, 2) == NULL);
+    CHECK(h5l_index_chunk_shape(x, 1000) == NULL);
+
+    enum { MAXREC = 600, NT = 5, G = 24 };
+    h5l_rec_t **recs = calloc(MAXREC, sizeof *recs);
+    size_t n = 0;
+    for (uint64_t t = 1; t <= NT; t++) {
+        for (uint32_t rank = 0; rank < 3; rank++) {
+            uint64_t nrec = t == 3 ? 0 : 5 + rnd(30); /* tick 3 writes nothing */
+            for (uint64_t o = 0; o < nrec && n < MAXREC; o++) {
+                int v = (int)rnd(NV);
+                uint32_t nd = V_ND[v], nb = 1 + (uint32_t)rnd(3);
+                h5l_rec_t *r = h5l_index_new_rec(x, nb, nd);
+                CHECK(r != NULL);
+                CHECK(r->nboxes == nb && r->ndims == nd && r->boxes != NULL);
+                r->tick = t;
+                r->rank = rank;
+                r->order = o;
+                r->objid = V_ID[v];
+                for (uint32_t k = 0; k < nb; k++)
+                    for (uint32_t d = 0; d < nd; d++) {
+                        uint64_t s = rnd(G - 1);
+                        r->boxes[k * 2 * nd + d] = s;
+                        r->boxes[k * 2 * nd + nd + d] = 1 + rnd(G - s < 9 ? G - s : 9);
+                    }
+                CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+                recs[n++] = r;
+            }
+        }
+    }
+    CHECK_EQ(h5l_index_nrecords(x), n);
+    /* every chunk of the grid (and one beyond), every tick 0..NT+1 */
+    int bad = 0;
+    for (int v = 0; v < NV && !bad; v++) {
+        uint32_t nd = V_ND[v];
+        uint64_t lim[3] = {1, 1, 1};
+        for (uint32_t d = 0; d < nd; d++) lim[d] = G / V_CH[v][d] + 2;
+        for (uint64_t a = 0; a < lim[0]; a++)
+            for (uint64_t b = 0; b < lim[1]; b++)
+                for (uint64_t c = 0; c < lim[2]; c++) {
+                    uint64_t coord[3] = {a, b, c};
+                    for (uint64_t t = 0; t <= NT + 1; t++)
+                        if (!same_list(x, V_ID[v], V_CH[v], coord, t, recs, n)) {
+                            if (!bad)
+                                fprintf(stderr, "  var %u chunk (%llu,%llu,%llu) tick %llu differs\n", V_ID[v],
+                                        (unsigned long long)a, (unsigned long long)b, (unsigned long long)c,
+                                        (unsigned long long)t);
+                            bad = 1;
+                        }
+                }
+    }
+    CHECK(!bad);
+    /* unknown variables: nothing, list NULL */
+    h5l_rec_t *const *list = (h5l_rec_t *const *)recs;
+    uint64_t z[3] = {0, 0, 0};
+    CHECK_EQ(h5l_index_chunk(x, 2, z, 100, &list), 0);
+    CHECK(list == NULL);
+    CHECK_EQ(h5l_index_chunk(x, 5000, z, 100, &list), 0);
+    free(recs);
+    h5l_index_free(x);
+}
+
+static h5l_rec_t *mk(h5l_index_t *x, uint32_t objid, uint32_t nd, uint32_t nb, uint64_t tick,
+                     uint64_t order, const uint64_t *boxes)
+{
+    h5l_rec_t *r = h5l_index_new_rec(x, nb, nd);
+    r->objid = objid;
+    r->tick = tick;
+    r->order = order;
+    memcpy(r->boxes, boxes, (size_t)nb * 2 * nd * sizeof *boxes);
+    return r;
+}
+
+static void test_two_boxes_one_chunk_once(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[2] = {10, 10};
+    CHECK_EQ(h5l_index_add_var(x, 0, 2, ch), H5L_OK);
+    /* box 1 spans chunks (0,0),(0,1); box 2 lies in (0,0) again; box 3 in (1,1) */
+    uint64_t b[3 * 4] = {1, 5, 2, 10, /**/ 3, 3, 1, 1, /**/ 12, 12, 2, 2};
+    h5l_rec_t *r = mk(x, 0, 2, 3, 1, 0, b);
+    CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+    h5l_rec_t *r2 = mk(x, 0, 2, 2, 1, 1, b + 4); /* (0,0) and (1,1) */
+    CHECK_EQ(h5l_index_insert(x, r2), H5L_OK);
+    h5l_rec_t *const *list;
+    uint64_t c00[2] = {0, 0}, c01[2] = {0, 1}, c11[2] = {1, 1}, c10[2] = {1, 0};
+    CHECK_EQ(h5l_index_chunk(x, 0, c00, 1, &list), 2);
+    CHECK(list[0] == r && list[1] == r2);
+    CHECK_EQ(h5l_index_chunk(x, 0, c01, 1, &list), 1);
+    CHECK(list[0] == r);
+    CHECK_EQ(h5l_index_chunk(x, 0, c11, 1, &list), 2);
+    CHECK(list[0] == r && list[1] == r2);
+    CHECK_EQ(h5l_index_chunk(x, 0, c10, 1, &list), 0);
+    CHECK_EQ(h5l_index_chunk(x, 0, c00, 0, &list), 0); /* tick filter */
+    h5l_index_free(x);
+}
+
+static void test_chunk_borders_nd(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[3] = {4, 8, 16};
+    CHECK_EQ(h5l_index_add_var(x, 2, 3, ch), H5L_OK);
+    /* exactly chunk (1,1,1) */
+    uint64_t a[6] = {4, 8, 16, 4, 8, 16};
+    /* ends exactly on the far border of (0,0,0): only that chunk */
+    uint64_t b[6] = {0, 0, 0, 4, 8, 16};
+    /* one element on each side of the first border in every dim: 8 chunks */
+    uint64_t c[6] = {3, 7, 15, 2, 2, 2};
+    h5l_rec_t *ra = mk(x, 2, 3, 1, 1, 0, a), *rb = mk(x, 2, 3, 1, 1, 1, b), *rc = mk(x, 2, 3, 1, 2, 0, c);
+    CHECK_EQ(h5l_index_insert(x, ra), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, rb), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, rc), H5L_OK);
+    h5l_rec_t *const *list;
+    for (uint64_t i = 0; i < 3; i++)
+        for (uint64_t j = 0; j < 3; j++)
+            for (uint64_t k = 0; k < 3; k++) {
+                uint64_t co[3] = {i, j, k};
+                size_t want = 0;
+                h5l_rec_t *w[3];
+                if (i == 0 && j == 0 && k == 0) w[want++] = rb;
+                if (i == 1 && j == 1 && k == 1) w[want++] = ra;
+                if (i <= 1 && j <= 1 && k <= 1) w[want++] = rc;
+                size_t got = h5l_index_chunk(x, 2, co, 2, &list);
+                CHECK_EQ(got, want);
+                for (size_t q = 0; q < want && q < got; q++) CHECK(list[q] == w[q]);
+                /* at tick 1, rc (tick 2) is not there yet */
+                got = h5l_index_chunk(x, 2, co, 1, &list);
+                CHECK_EQ(got, want - (i <= 1 && j <= 1 && k <= 1));
+            }
+    h5l_index_free(x);
+}
+
+/* Unlimited dimensions grow without bound: chunk coordinates near 2^62. */
+static void test_large_coordinates(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[2] = {1000, 7};
+    CHECK_EQ(h5l_index_add_var(x, 4, 2, ch), H5L_OK);
+    uint64_t big = (1ull << 62) / 1000 * 1000 + 999; /* the last element of a chunk */
+    uint64_t b[4] = {big, 0, 3, 7};
+    h5l_rec_t *r = mk(x, 4, 2, 1, 9, 0, b);
+    CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+    h5l_rec_t *const *list;
+    uint64_t first = big / 1000, last = (big + 2) / 1000;
+    for (uint64_t c = first - 1; c <= last + 1; c++) {
+        uint64_t co[2] = {c, 0};
+        size_t want = c >= first && c <= last;
+        CHECK_EQ(h5l_index_chunk(x, 4, co, 9, &list), want);
+        co[1] = 1;
+        CHECK_EQ(h5l_index_chunk(x, 4, co, 9, &list), 0);
+    }
+    /* the top of the range: the last element index UINT64_MAX - 1 */
+    uint64_t t[4] = {UINT64_MAX - 1, 0, 1, 1};
+    h5l_rec_t *r2 = mk(x, 4, 2, 1, 9, 1, t);
+    CHECK_EQ(h5l_index_insert(x, r2), H5L_OK);
+    uint64_t co[2] = {(UINT64_MAX - 1) / 1000, 0};
+    CHECK_EQ(h5l_index_chunk(x, 4, co, UINT64_MAX, &list), 1);
+    CHECK(list[0] == r2);
+    h5l_index_free(x);
+}
+
+static void test_errors(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[H5L_MAX_DIMS + 1];
+    for (int i = 0; i <= H5L_MAX_DIMS; i++) ch[i] = 2;
+    CHECK_EQ(h5l_index_add_var(x, 1, H5L_MAX_DIMS + 1, ch), H5L_EINVAL);
+    CHECK_EQ(h5l_index_add_var(x, 1, H5L_MAX_DIMS, ch), H5L_OK);
+    CHECK_EQ(h5l_index_add_var(x, 1, 2, ch), H5L_EINVAL); /* twice */
+    uint64_t z[2] = {3, 0};
+    CHECK_EQ(h5l_index_add_var(x, 2, 2, z), H5L_EINVAL);
+    CHECK(h5l_index_chunk_shape(x, 2) == NULL);
+    CHECK_EQ(h5l_index_add_var(x, 100, 2, ch), H5L_OK); /* sparse ids */
+    uint64_t b[4] = {0, 0, 1, 1};
+    h5l_rec_t *r = mk(x, 3, 2, 1, 1, 0, b); /* not registered */
+    CHECK_EQ(h5l_index_insert(x, r), H5L_EBADID);
+    r = mk(x, 5000, 2, 1, 1, 0, b);
+    CHECK_EQ(h5l_index_insert(x, r), H5L_EBADID);
+    r = mk(x, 100, 1, 1, 1, 0, b); /* wrong ndims */
+    CHECK_EQ(h5l_index_insert(x, r), H5L_EBADID);
+    CHECK_EQ(h5l_index_nrecords(x), 0);
+    /* a scalar variable (0 dims) has a single chunk */
+    CHECK_EQ(h5l_index_add_var(x, 7, 0, ch), H5L_OK);
+    r = h5l_index_new_rec(x, 1, 0);
+    r->objid = 7;
+    r->tick = 1;
+    CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+    h5l_rec_t *const *list;
+    CHECK_EQ(h5l_index_chunk(x, 7, z, 1, &list), 1);
+    CHECK(list[0] == r);
+    h5l_index_free(x);
+    h5l_index_free(NULL);
+}
+
+static void test_memory_grows(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[1] = {1};
+    CHECK_EQ(h5l_index_add_var(x, 0, 1, ch), H5L_OK);
+    size_t m0 = h5l_index_memory(x);
+    CHECK(m0 > 0);
+    size_t prev = m0;
+    int grew_at_buckets = 0;
+    /* 5000 records of one element each: 5000 buckets, rehashes, arena blocks */
+    for (uint64_t i = 0; i < 5000; i++) {
+        uint64_t b[2] = {i, 1};
+        h5l_rec_t *r = mk(x, 0, 1, 1, 1, i, b);
+        CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+        size_t m = h5l_index_memory(x);
+        CHECK(m >= prev);
+        if (m > prev) grew_at_buckets++;
+        prev = m;
+    }
+    /* each new bucket costs memory, so it grew at (nearly) every insert */
+    CHECK(grew_at_buckets >= 4999);
+    /* at least the buckets' record pointers and the records themselves */
+    CHECK(prev - m0 >= 5000 * (sizeof(h5l_rec_t) + 2 * sizeof(uint64_t) + sizeof(void *)));
+    /* many records in one chunk grow its bucket */
+    size_t before = h5l_index_memory(x);
+    for (uint64_t i = 0; i < 3000; i++) {
+        uint64_t b[2] = {0, 1};
+        CHECK_EQ(h5l_index_insert(x, mk(x, 0, 1, 1, 2, i, b)), H5L_OK);
+    }
+    CHECK(h5l_index_memory(x) >= before + 3000 * sizeof(void *));
+    h5l_rec_t *const *list;
+    uint64_t co[1] = {0};
+    CHECK_EQ(h5l_index_chunk(x, 0, co, 2, &list), 3001);
+    CHECK_EQ(h5l_index_chunk(x, 0, co, 1, &list), 1);
+    for (size_t i = 1; i < 3001; i++) CHECK_EQ(list[i]->order, i - 1);
+    CHECK_EQ(h5l_index_nrecords(x), 8000);
+    h5l_index_free(x);
+}
+
+/* Lists stay in insertion order across bucket reallocations and rehashes,
+ * and a tick prefix is exactly the records of ticks <= T. */
+static void test_tick_prefix_many_ticks(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[2] = {3, 3};
+    CHECK_EQ(h5l_index_add_var(x, 1, 2, ch), H5L_OK);
+    h5l_rec_t *all[400];
+    int n = 0;
+    for (uint64_t t = 1; t <= 100; t++) {
+        int per = (int)(t % 4); /* some ticks write nothing here */
+        for (int o = 0; o < per; o++) {
+            uint64_t b[4] = {(uint64_t)o, 1, 2, 2}; /* chunks (0,0) and (1,0) when o = 2 */
+            all[n] = mk(x, 1, 2, 1, t, (uint64_t)o, b);
+            CHECK_EQ(h5l_index_insert(x, all[n]), H5L_OK);
+            n++;
+        }
+    }
+    h5l_rec_t *const *list;
+    uint64_t co[2] = {0, 0};
+    for (uint64_t T = 0; T <= 101; T++) {
+        int want = 0;
+        for (int i = 0; i < n; i++) want += all[i]->tick <= T;
+        size_t got = h5l_index_chunk(x, 1, co, T, &list);
+        CHECK_EQ(got, want);
+        for (size_t i = 0; i < got && (int)i < n; i++) CHECK(list[i] == all[i]);
+    }
+    h5l_index_free(x);
+}
+
+TEST_MAIN(T(test_random_vs_scan), T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd),
+          T(test_large_coordinates), T(test_errors), T(test_memory_grows), T(test_tick_prefix_many_ticks))

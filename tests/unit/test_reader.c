@@ -1,0 +1,1408 @@
+/* test_reader.c — the reader (h5log_reader.h) on log-layout files made here
+ * byte by byte: a 4096-byte user block, data regions and record tables at
+ * absolute offsets chosen here, and the journal either in the sidecar
+ * FILE.h5lj (live) or embedded at the end of the file (closed).
+ *
+ * Why: the reader is what every consumer (daemon, tools, FUSE) trusts. Its
+ * answers are compared with a reference computed here from the list of writes
+ * alone (fill value, then every write of ticks <= T in (tick, rank, order)
+ * order) — never with anything the library computes. Covered: ticks, tick
+ * info, schema and attributes as of each tick; full and partial reads of a
+ * chunked variable with boxes across chunk borders and an unlimited dimension
+ * growing by DIMLEN, a contiguous variable (one slab and many slabs), a
+ * scalar, multi-box records; incremental refresh of a live file, a torn tail
+ * (every prefix of a frame), and damage: flipped journal bytes, bad record
+ * table checksum, records and ticks pointing past the file, no magic, a
+ * foreign sidecar, a truncated embedded journal, records after CLOSE, ticks
+ * out of order, and a data file truncated under an open reader (H5L_EIO, no
+ * crash). Temporary files live in a mkdtemp directory that is removed. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "codec.h"
+#include "format.h"
+#include "h5log_reader.h"
+#include "tharness.h"
+
+#define MAXT 16
+#define MAXD 3
+#define MAXB 3
+#define MAXOBJ 16
+#define MAXDIM 8
+#define MAXR 4
+
+/* ---- the file builder and its model ---------------------------------- */
+
+typedef struct {
+    uint64_t tick, order;
+    uint32_t rank, objid, nb;
+    uint64_t s[MAXB][MAXD], c[MAXB][MAXD];
+    uint8_t *data;
+    size_t size;
+    uint64_t off; /* absolute file offset, set at commit */
+} wr_t;
+
+typedef struct {
+    int used, unlim;
+    uint64_t len[MAXT + 2]; /* length as of tick t */
+} mdim_t;
+
+typedef struct {
+    int used;
+    uint32_t nd, dimids[MAXD];
+    size_t es;
+    uint8_t fill[8];
+    uint64_t deftick;
+} mvar_t;
+
+typedef struct {
+    uint64_t tick;
+    uint32_t obj;
+    char name[32];
+    char val[32];
+} mattr_t;
+
+typedef struct {
+    char dir[64], path[128], jpath[160];
+    uint8_t id[16];
+    uint64_t seed;
+    h5l_buf_t file;                 /* the HDF5 file without its user block bytes */
+    h5l_buf_t jr;                   /* the journal: header and frames */
+    size_t fr_start[64], fr_end[64]; /* frames in jr, in order */
+    int nfr;
+    uint64_t ntick;
+    h5l_tick_info_t ti[MAXT + 1];
+    h5l_buf_t ops;
+    uint32_t nops;
+    wr_t *w;
+    size_t nw, capw;
+    uint64_t next_order[MAXR];
+    mdim_t dims[MAXDIM];
+    mvar_t vars[MAXOBJ];
+    const char *paths[MAXOBJ];
+    mattr_t attrs[32];
+    int nattrs;
+} fx_t;
+
+/* Tampering applied while committing a tick. */
+typedef struct {
+    int64_t rec_off_delta;  /* added to the offset of the first record */
+    int rec_past_end;       /* the first record ends 1 byte past the data region */
+    int flip_table;         /* flip a byte in the record payload of the last rank with records */
+    uint64_t tick_number;   /* nonzero: the TICK says this tick number */
+    uint64_t data_size_add; /* added to the TICK's data size */
+} tamper_t;
+
+static uint64_t rnd(uint64_t n) { return n ? (uint64_t)rand() % n : 0; }
+
+static void fx_init(fx_t *fx)
+{
+    memset(fx, 0, sizeof *fx);
+    strcpy(fx->dir, "/tmp/h5lrdXXXXXX");
+    CHECK(mkdtemp(fx->dir) != NULL);
+    snprintf(fx->path, sizeof fx->path, "%s/run.h5", fx->dir);
+    snprintf(fx->jpath, sizeof fx->jpath, "%s/run.h5.h5lj", fx->dir);
+    for (int i = 0; i < 16; i++) fx->id[i] = (uint8_t)(rand() ^ (i * 37));
+    uint64_t a = 0, b = 0;
+    for (int i = 7; i >= 0; i--) {
+        a = a << 8 | fx->id[i];
+        b = b << 8 | fx->id[8 + i];
+    }
+    fx->seed = a ^ b;
+    uint8_t zero[H5L_USERBLOCK_SIZE] = {0};
+    h5l_buf_put(&fx->file, zero, sizeof zero); /* user block, written at save */
+    h5l_jhdr_t h = {.version = 1, .ctime_ns = 42};
+    memcpy(h.id, fx->id, 16);
+    uint8_t hdr[H5L_JHDR_LEN];
+    h5l_jhdr_encode(&h, hdr);
+    h5l_buf_put(&fx->jr, hdr, sizeof hdr);
+}
+
+static void fx_free(fx_t *fx)
+{
+    for (size_t i = 0; i < fx->nw; i++) free(fx->w[i].data);
+    free(fx->w);
+    h5l_buf_free(&fx->file);
+    h5l_buf_free(&fx->jr);
+    h5l_buf_free(&fx->ops);
+    char p[200];
+    snprintf(p, sizeof p, "%s", fx->path);
+    unlink(p);
+    unlink(fx->jpath);
+    rmdir(fx->dir);
+}
+
+/* -- schema ops of the next tick (ntick + 1), mirrored in the model -- */
+
+static void fx_group(fx_t *fx, uint32_t id, const char *path)
+{
+    h5l_op_t op = {.kind = H5L_OP_GROUP, .id = id, .name = (char *)path};
+    h5l_op_encode(&fx->ops, &op);
+    fx->nops++;
+    fx->paths[id] = path;
+}
+
+static void fx_dim(fx_t *fx, uint32_t id, const char *name, uint64_t len, int unlim)
+{
+    h5l_op_t op = {.kind = H5L_OP_DIM, .id = id, .name = (char *)name, .len = len, .flags = (uint32_t)unlim};
+    h5l_op_encode(&fx->ops, &op);
+    fx->nops++;
+    mdim_t *d = &fx->dims[id];
+    d->used = 1;
+    d->unlim = unlim;
+    for (uint64_t t = fx->ntick + 1; t <= MAXT + 1; t++) d->len[t] = len;
+}
+
+static void fx_dimlen(fx_t *fx, uint32_t id, uint64_t len)
+{
+    h5l_op_t op = {.kind = H5L_OP_DIMLEN, .id = id, .len = len};
+    h5l_op_encode(&fx->ops, &op);
+    fx->nops++;
+    for (uint64_t t = fx->ntick + 1; t <= MAXT + 1; t++) fx->dims[id].len[t] = len;
+}
+
+static void fx_var(fx_t *fx, uint32_t id, const char *path, h5l_type_t type, int chunked, uint32_t nd,
+                   const uint32_t *dimids, const uint64_t *chunk, const void *fill)
+{
+    uint32_t di[MAXD + 1] = {0};
+    uint64_t ch[MAXD + 1] = {0};
+    memcpy(di, dimids, nd * sizeof *di);
+    memcpy(ch, chunk, nd * sizeof *ch);
+    h5l_op_t op = {.kind = H5L_OP_VAR, .id = id, .name = (char *)path, .type = type,
+                   .flags = (uint32_t)chunked, .ndims = nd, .dimids = di, .chunk = ch,
+                   .data = (void *)fill, .data_len = type.size};
+    h5l_op_encode(&fx->ops, &op);
+    fx->nops++;
+    mvar_t *v = &fx->vars[id];
+    v->used = 1;
+    v->nd = nd;
+    memcpy(v->dimids, dimids, nd * sizeof *dimids);
+    v->es = type.size;
+    memcpy(v->fill, fill, type.size);
+    v->deftick = fx->ntick + 1;
+    fx->paths[id] = path;
+}
+
+static void fx_attr_str(fx_t *fx, uint32_t obj, const char *name, const char *val)
+{
+    h5l_type_t st = {H5L_CLASS_STRING, 1, 0, 0};
+    h5l_op_t op = {.kind = H5L_OP_ATTR, .id = obj, .name = (char *)name, .type = st, .len = strlen(val),
+                   .data = (void *)val, .data_len = strlen(val)};
+    h5l_op_encode(&fx->ops, &op);
+    fx->nops++;
+    mattr_t *a = &fx->attrs[fx->nattrs++];
+    a->tick = fx->ntick + 1;
+    a->obj = obj;
+    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->val, sizeof a->val, "%s", val);
+}
+
+static void shape_at(const fx_t *fx, uint32_t objid, uint64_t t, uint64_t *shape)
+{
+    const mvar_t *v = &fx->vars[objid];
+    for (uint32_t d = 0; d < v->nd; d++) shape[d] = fx->dims[v->dimids[d]].len[t];
+}
+
+/* -- writes of the next tick -- */
+
+static wr_t *fx_add_write(fx_t *fx, uint32_t rank, uint32_t objid, uint32_t nb)
+{
+    if (fx->nw == fx->capw) {
+        fx->capw = fx->capw ? fx->capw * 2 : 64;
+        fx->w = realloc(fx->w, fx->capw * sizeof *fx->w);
+    }
+    wr_t *w = &fx->w[fx->nw++];
+    memset(w, 0, sizeof *w);
+    w->tick = fx->ntick + 1;
+    w->rank = rank;
+    w->order = fx->next_order[rank]++;
+    w->objid = objid;
+    w->nb = nb;
+    return w;
+}
+
+static uint64_t box_n(uint32_t nd, const uint64_t *c)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < nd; d++) n *= c[d];
+    return n;
+}
+
+/* Finish a write whose boxes are set: allocate its data, filled by `val`
+ * (or random bytes when val is NULL). */
+static void fx_write_data(fx_t *fx, wr_t *w, const void *val)
+{
+    const mvar_t *v = &fx->vars[w->objid];
+    uint64_t n = 0;
+    for (uint32_t k = 0; k < w->nb; k++) n += box_n(v->nd, w->c[k]);
+    w->size = (size_t)n * v->es;
+    w->data = malloc(w->size ? w->size : 1);
+    for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < v->es; b++)
+            w->data[i * v->es + b] = val ? ((const uint8_t *)val)[b] : (uint8_t)rand();
+}
+
+static int boxes_overlap(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
+                         const uint64_t *bc)
+{
+    for (uint32_t d = 0; d < nd; d++)
+        if (as[d] + ac[d] <= bs[d] || bs[d] + bc[d] <= as[d]) return 0;
+    return 1;
+}
+
+/* n random writes of objid by random ranks < nranks, 1..maxb disjoint boxes
+ * each, every count <= maxc (0: up to the whole extent). */
+static void fx_rand_writes(fx_t *fx, uint32_t objid, int n, uint32_t nranks, uint32_t maxb, uint64_t maxc)
+{
+    const mvar_t *v = &fx->vars[objid];
+    uint64_t shape[MAXD];
+    shape_at(fx, objid, fx->ntick + 1, shape);
+    for (int i = 0; i < n; i++) {
+        wr_t *w = fx_add_write(fx, (uint32_t)rnd(nranks), objid, 1 + (uint32_t)rnd(maxb));
+        for (uint32_t k = 0; k < w->nb; k++) {
+            for (int tries = 0;; tries++) {
+                for (uint32_t d = 0; d < v->nd; d++) {
+                    uint64_t lim = maxc && maxc < shape[d] ? maxc : shape[d];
+                    w->c[k][d] = 1 + rnd(lim);
+                    w->s[k][d] = rnd(shape[d] - w->c[k][d] + 1);
+                }
+                int ok = 1;
+                for (uint32_t q = 0; q < k; q++)
+                    if (boxes_overlap(v->nd, w->s[q], w->c[q], w->s[k], w->c[k])) ok = 0;
+                if (ok) break;
+                if (tries > 50) { /* give up on this box */
+                    w->nb = k;
+                    break;
+                }
+            }
+        }
+        if (w->nb == 0) w->nb = 1; /* box 0 never conflicts */
+        fx_write_data(fx, w, NULL);
+    }
+}
+
+/* Lay out the pending tick in the file (data region, then record table) and
+ * append its TICK frame to the journal. Returns the frame index. */
+static int fx_commit(fx_t *fx, uint32_t nranks, const tamper_t *tp)
+{
+    uint64_t tick = fx->ntick + 1;
+    h5l_tick_info_t ti = {.tick = tick, .time_ns = 1000000 + tick, .nranks = nranks};
+    /* a small gap so data offsets are not always aligned */
+    uint8_t gap[8] = {0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE};
+    h5l_buf_put(&fx->file, gap, tick % 7);
+    ti.data_off = fx->file.len;
+    for (uint32_t r = 0; r < nranks; r++)
+        for (size_t i = 0; i < fx->nw; i++) {
+            wr_t *w = &fx->w[i];
+            if (w->tick != tick || w->rank != r) continue;
+            w->off = fx->file.len;
+            h5l_buf_put(&fx->file, w->data, w->size);
+        }
+    ti.data_size = fx->file.len - ti.data_off;
+    if (ti.data_size == 0) ti.data_off = 0;
+    h5l_buf_pad8(&fx->file);
+    ti.table_off = fx->file.len;
+    int first = 1;
+    uint32_t flip_rank = 0; /* the last rank with records */
+    for (size_t i = 0; i < fx->nw; i++)
+        if (fx->w[i].tick == tick && fx->w[i].rank < nranks && fx->w[i].rank > flip_rank) flip_rank = fx->w[i].rank;
+    for (uint32_t r = 0; r < nranks; r++) {
+        h5l_buf_t pl = {0};
+        uint64_t n = 0;
+        for (size_t i = 0; i < fx->nw; i++) {
+            wr_t *w = &fx->w[i];
+            if (w->tick != tick || w->rank != r) continue;
+            const mvar_t *v = &fx->vars[w->objid];
+            uint64_t st[MAXB * MAXD + 1], ct[MAXB * MAXD + 1];
+            for (uint32_t k = 0; k < w->nb; k++)
+                for (uint32_t d = 0; d < v->nd; d++) {
+                    st[k * v->nd + d] = w->s[k][d];
+                    ct[k * v->nd + d] = w->c[k][d];
+                }
+            h5l_recfix_t rf = {.objid = w->objid, .nboxes = w->nb, .order = w->order, .offset = w->off,
+                               .size = w->size};
+            if (first && tp) rf.offset += (uint64_t)tp->rec_off_delta;
+            if (first && tp && tp->rec_past_end) rf.offset = ti.data_off + ti.data_size - w->size + 1;
+            first = 0;
+            h5l_rec_encode(&pl, &rf, v->nd, st, ct);
+            n++;
+        }
+        ti.nrecords += n;
+        h5l_block_t blk = {.version = 1, .rank = r, .tick = tick, .nrec = n, .payload = pl.len,
+                           .checksum = XXH3_64bits_withSeed(pl.p, pl.len, fx->seed)};
+        if (tp && tp->flip_table && r == flip_rank && pl.len) pl.p[pl.len / 2] ^= 0x08;
+        uint8_t hdr[H5L_BLOCK_LEN];
+        h5l_block_encode(&blk, hdr);
+        h5l_buf_put(&fx->file, hdr, sizeof hdr);
+        h5l_buf_put(&fx->file, pl.p, pl.len);
+        h5l_buf_free(&pl);
+    }
+    ti.table_size = fx->file.len - ti.table_off;
+    fx->ti[tick] = ti;
+    if (tp && tp->tick_number) ti.tick = tp->tick_number;
+    if (tp) ti.data_size += tp->data_size_add;
+    h5l_buf_t pay = {0};
+    h5l_tick_encode(&pay, &ti, fx->nops);
+    h5l_buf_put(&pay, fx->ops.p, fx->ops.len);
+    int k = fx->nfr++;
+    fx->fr_start[k] = fx->jr.len;
+    h5l_frame_encode(&fx->jr, H5L_REC_TICK, pay.p, (uint32_t)pay.len, fx->seed);
+    fx->fr_end[k] = fx->jr.len;
+    h5l_buf_free(&pay);
+    h5l_buf_free(&fx->ops);
+    fx->nops = 0;
+    memset(fx->next_order, 0, sizeof fx->next_order);
+    fx->ntick = tick;
+    CHECK(!fx->file.oom && !fx->jr.oom);
+    return k;
+}
+
+static int fx_close_frame(fx_t *fx)
+{
+    uint8_t pl[16];
+    h5l_put_le64(pl, fx->ntick);
+    h5l_put_le64(pl + 8, 999);
+    int k = fx->nfr++;
+    fx->fr_start[k] = fx->jr.len;
+    h5l_frame_encode(&fx->jr, H5L_REC_CLOSE, pl, sizeof pl, fx->seed);
+    fx->fr_end[k] = fx->jr.len;
+    return k;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0);
+    const uint8_t *q = p;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = pwrite(fd, q + done, n - done, (off_t)done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    CHECK_EQ(done, n);
+    CHECK(ftruncate(fd, (off_t)n) == 0);
+    close(fd);
+}
+
+static void set_ub(fx_t *fx, h5l_buf_t *f, uint64_t flags, uint64_t jr_off, uint64_t jr_len)
+{
+    h5l_ub_t ub = {.version = 1, .jr_off = jr_off, .jr_len = jr_len, .flags = flags};
+    memcpy(ub.id, fx->id, 16);
+    h5l_ub_encode(&ub, f->p);
+}
+
+/* Live: the HDF5 file with a live user block, the sidecar = jr[0..jlen). */
+static void fx_save_live(fx_t *fx, size_t jlen)
+{
+    set_ub(fx, &fx->file, 0, 0, 0);
+    write_file(fx->path, fx->file.p, fx->file.len);
+    write_file(fx->jpath, fx->jr.p, jlen);
+}
+
+/* Closed: the journal embedded after everything else; no sidecar. The
+ * user block claims jr_len (normally the whole journal). */
+static void fx_save_closed(fx_t *fx, uint64_t jr_len)
+{
+    h5l_buf_t f = {0};
+    h5l_buf_put(&f, fx->file.p, fx->file.len);
+    h5l_buf_pad8(&f);
+    uint64_t off = f.len;
+    h5l_buf_put(&f, fx->jr.p, fx->jr.len);
+    set_ub(fx, &f, H5L_UB_CLOSED, off, jr_len);
+    write_file(fx->path, f.p, f.len);
+    h5l_buf_free(&f);
+    unlink(fx->jpath);
+}
+
+/* ---- the reference ------------------------------------------------- */
+
+static const fx_t *sort_fx;
+static int seq_cmp(const void *a, const void *b)
+{
+    const wr_t *x = &sort_fx->w[*(const size_t *)a], *y = &sort_fx->w[*(const size_t *)b];
+    if (x->tick != y->tick) return x->tick < y->tick ? -1 : 1;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    if (x->order != y->order) return x->order < y->order ? -1 : 1;
+    return 0;
+}
+
+/* The whole variable as of tick T, row-major in its shape at T. */
+static uint8_t *ref_full(const fx_t *fx, uint32_t objid, uint64_t T, uint64_t *shape)
+{
+    const mvar_t *v = &fx->vars[objid];
+    shape_at(fx, objid, T, shape);
+    uint64_t n = box_n(v->nd, shape);
+    uint8_t *out = malloc(n * v->es + 1);
+    for (uint64_t i = 0; i < n; i++) memcpy(out + i * v->es, v->fill, v->es);
+    size_t *idx = malloc((fx->nw + 1) * sizeof *idx), m = 0;
+    for (size_t i = 0; i < fx->nw; i++)
+        if (fx->w[i].objid == objid && fx->w[i].tick <= T && fx->w[i].tick <= fx->ntick) idx[m++] = i;
+    sort_fx = fx;
+    qsort(idx, m, sizeof *idx, seq_cmp);
+    for (size_t q = 0; q < m; q++) {
+        const wr_t *w = &fx->w[idx[q]];
+        const uint8_t *src = w->data;
+        for (uint32_t k = 0; k < w->nb; k++) {
+            uint64_t p[MAXD];
+            memcpy(p, w->s[k], sizeof p);
+            uint64_t cnt = box_n(v->nd, w->c[k]);
+            for (uint64_t e = 0; e < cnt; e++) {
+                uint64_t flat = 0;
+                for (uint32_t d = 0; d < v->nd; d++) flat = flat * shape[d] + p[d];
+                memcpy(out + flat * v->es, src, v->es);
+                src += v->es;
+                for (int d = (int)v->nd - 1; d >= 0; d--) { /* row-major odometer */
+                    if (++p[d] < w->s[k][d] + w->c[k][d]) break;
+                    p[d] = w->s[k][d];
+                }
+            }
+        }
+    }
+    free(idx);
+    return out;
+}
+
+/* Slice box (s, c) out of a full reference array of the given shape. */
+static uint8_t *slice(const uint8_t *full, uint32_t nd, size_t es, const uint64_t *shape, const uint64_t *s,
+                      const uint64_t *c)
+{
+    uint64_t n = box_n(nd, c);
+    uint8_t *out = malloc(n * es + 1);
+    uint64_t p[MAXD];
+    memcpy(p, s, sizeof p);
+    for (uint64_t e = 0; e < n; e++) {
+        uint64_t flat = 0;
+        for (uint32_t d = 0; d < nd; d++) flat = flat * shape[d] + p[d];
+        memcpy(out + e * es, full + flat * es, es);
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            if (++p[d] < s[d] + c[d]) break;
+            p[d] = s[d];
+        }
+    }
+    return out;
+}
+
+/* Read (s, c) of objid at T and compare with the reference. */
+static int read_matches(h5l_reader_t *r, const fx_t *fx, uint32_t objid, uint64_t T, const uint8_t *full,
+                        const uint64_t *shape, const uint64_t *s, const uint64_t *c)
+{
+    const mvar_t *v = &fx->vars[objid];
+    uint64_t n = box_n(v->nd, c);
+    uint8_t *buf = malloc(n * v->es + 1);
+    memset(buf, 0xA5, n * v->es + 1);
+    h5l_err_t e = {0};
+    int rc = h5l_reader_read(r, T, objid, s, c, buf, &e);
+    uint8_t *want = slice(full, v->nd, v->es, shape, s, c);
+    int ok = rc == H5L_OK && memcmp(buf, want, n * v->es) == 0 && buf[n * v->es] == 0xA5;
+    if (!ok) {
+        fprintf(stderr, "  read of %s at tick %llu box", fx->paths[objid], (unsigned long long)T);
+        for (uint32_t d = 0; d < v->nd; d++)
+            fprintf(stderr, " [%llu+%llu)", (unsigned long long)s[d], (unsigned long long)c[d]);
+        fprintf(stderr, ": rc %d %s\n", rc, e.msg);
+        for (uint64_t i = 0; rc == 0 && i < n; i++)
+            if (memcmp(buf + i * v->es, want + i * v->es, v->es) != 0) {
+                fprintf(stderr, "    first difference at element %llu\n", (unsigned long long)i);
+                break;
+            }
+    }
+    free(buf);
+    free(want);
+    return ok;
+}
+
+/* Every loaded tick: every variable read whole and in `nbox` random boxes. */
+static int check_reads(h5l_reader_t *r, const fx_t *fx, int nbox)
+{
+    int bad = 0;
+    uint64_t nt = h5l_reader_ntick(r);
+    for (uint64_t T = 1; T <= nt; T++) {
+        for (uint32_t o = 0; o < MAXOBJ; o++) {
+            const mvar_t *v = &fx->vars[o];
+            if (!v->used) continue;
+            if (v->deftick > T) {
+                uint64_t z[MAXD] = {0}, one[MAXD] = {1, 1, 1};
+                uint8_t b[64];
+                if (h5l_reader_read(r, T, o, z, one, b, NULL) != H5L_EBADID) bad++;
+                continue;
+            }
+            uint64_t shape[MAXD], s[MAXD] = {0}, c[MAXD];
+            uint8_t *full = ref_full(fx, o, T, shape);
+            if (!read_matches(r, fx, o, T, full, shape, s, shape)) bad++;
+            for (int i = 0; i < nbox; i++) {
+                for (uint32_t d = 0; d < v->nd; d++) {
+                    c[d] = shape[d] ? 1 + rnd(shape[d]) : 0;
+                    if (i % 5 == 4 && shape[d] > 2) c[d] = 1 + rnd(2); /* thin boxes */
+                    s[d] = rnd(shape[d] - c[d] + 1);
+                }
+                if (i == 7 && v->nd) c[0] = 0; /* an empty read */
+                if (!read_matches(r, fx, o, T, full, shape, s, c)) bad++;
+            }
+            free(full);
+        }
+    }
+    return bad == 0;
+}
+
+/* Ticks, tick info, record count, schema and attributes against the model. */
+static void check_meta(h5l_reader_t *r, const fx_t *fx)
+{
+    CHECK_EQ(h5l_reader_ntick(r), fx->ntick);
+    size_t nrec = 0;
+    for (size_t i = 0; i < fx->nw; i++) nrec += fx->w[i].tick <= fx->ntick;
+    CHECK_EQ(h5l_reader_nrecords(r), nrec);
+    for (uint64_t t = 1; t <= fx->ntick; t++) {
+        h5l_tick_info_t ti;
+        CHECK_EQ(h5l_reader_tick_info(r, t, &ti), H5L_OK);
+        const h5l_tick_info_t *w = &fx->ti[t];
+        CHECK(ti.tick == t && ti.time_ns == w->time_ns && ti.nranks == w->nranks && ti.data_off == w->data_off &&
+              ti.data_size == w->data_size && ti.table_off == w->table_off && ti.table_size == w->table_size &&
+              ti.nrecords == w->nrecords);
+    }
+    h5l_tick_info_t ti;
+    CHECK_EQ(h5l_reader_tick_info(r, 0, &ti), H5L_ENOTFOUND);
+    CHECK_EQ(h5l_reader_tick_info(r, fx->ntick + 1, &ti), H5L_ENOTFOUND);
+    CHECK(memcmp(h5l_reader_id(r), fx->id, 16) == 0);
+    CHECK(strcmp(h5l_reader_path(r), fx->path) == 0);
+
+    h5l_reader_rdlock(r);
+    const h5l_schema_t *s = h5l_reader_schema(r);
+    for (uint32_t o = 1; o < MAXOBJ; o++) {
+        if (!fx->paths[o]) continue;
+        CHECK(o < s->nobjs && s->objs[o].path && strcmp(s->objs[o].path, fx->paths[o]) == 0);
+        const mvar_t *v = &fx->vars[o];
+        if (o < s->nobjs && v->used) {
+            CHECK_EQ(s->objs[o].kind, H5L_OBJ_VAR);
+            CHECK_EQ(s->objs[o].tick, v->deftick);
+            CHECK_EQ(s->objs[o].ndims, v->nd);
+            CHECK(memcmp(s->objs[o].fill, v->fill, v->es) == 0);
+            for (uint64_t t = v->deftick; t <= fx->ntick; t++) {
+                uint64_t sh[MAXD], want[MAXD];
+                CHECK_EQ(h5l_schema_shape(s, o, t, sh), H5L_OK);
+                shape_at(fx, o, t, want);
+                CHECK(memcmp(sh, want, v->nd * sizeof *sh) == 0);
+            }
+        } else if (o < s->nobjs) {
+            CHECK_EQ(s->objs[o].kind, H5L_OBJ_GROUP);
+        }
+    }
+    for (uint32_t d = 0; d < MAXDIM; d++) {
+        if (!fx->dims[d].used) continue;
+        CHECK(d < s->ndims && !!s->dims[d].unlimited == !!fx->dims[d].unlim);
+        for (uint64_t t = 1; t <= fx->ntick; t++) CHECK_EQ(h5l_schema_dimlen(s, d, t), fx->dims[d].len[t]);
+    }
+    /* attributes: the current value of each (obj, name) at each tick */
+    for (uint64_t t = 1; t <= fx->ntick; t++)
+        for (int i = 0; i < fx->nattrs; i++) {
+            const char *want = NULL;
+            for (int j = 0; j < fx->nattrs; j++)
+                if (fx->attrs[j].obj == fx->attrs[i].obj && strcmp(fx->attrs[j].name, fx->attrs[i].name) == 0 &&
+                    fx->attrs[j].tick <= t)
+                    want = fx->attrs[j].val;
+            int ncur = 0;
+            for (size_t k = 0; k < s->nattrs; k++)
+                if (s->attrs[k].objid == fx->attrs[i].obj && strcmp(s->attrs[k].name, fx->attrs[i].name) == 0 &&
+                    h5l_schema_attr_current(s, k, t)) {
+                    ncur++;
+                    CHECK(want && s->attrs[k].n == strlen(want) && memcmp(s->attrs[k].value, want, strlen(want)) == 0);
+                }
+            CHECK_EQ(ncur, want ? 1 : 0);
+        }
+    h5l_reader_unlock(r);
+}
+
+/* ---- scenarios ------------------------------------------------------ */
+
+static const h5l_type_t I16 = {H5L_CLASS_INT, 2, 1, 0};
+static const h5l_type_t I32 = {H5L_CLASS_INT, 4, 1, 0};
+static const h5l_type_t F64 = {H5L_CLASS_FLOAT, 8, 0, 0};
+
+enum { O_G = 1, O_CH = 2, O_CT = 3, O_BIG = 4, O_LATE = 5, O_S = 6 };
+enum { D_T = 0, D_X = 1, D_Y = 2, D_R = 3, D_C = 4 };
+#define BIG_ROWS 300
+#define BIG_COLS 600
+#define BIG_SLAB ((1u << 20) / (BIG_COLS * 8)) /* format.md 3.3: 218 rows of 600 doubles */
+
+/* Five ticks exercising every feature; see the comment at the top. */
+static void build_main(fx_t *fx)
+{
+    srand(20261125);
+    fx_init(fx);
+    /* tick 1 */
+    fx_group(fx, O_G, "/g");
+    fx_dim(fx, D_T, "t", 5, 1);
+    fx_dim(fx, D_X, "x", 10, 0);
+    fx_dim(fx, D_Y, "y", 7, 0);
+    fx_dim(fx, D_R, "rows", BIG_ROWS, 0);
+    fx_dim(fx, D_C, "cols", BIG_COLS, 0);
+    int32_t f_ch = -7, f_ct = 0x01020304;
+    double f_big = 0.5;
+    uint32_t d_ch[2] = {D_T, D_X}, d_ct[2] = {D_X, D_Y}, d_big[2] = {D_R, D_C}, d_late[2] = {D_T, D_Y};
+    uint64_t c_ch[2] = {3, 4}, c_ct[2] = {10, 7}, c_big[2] = {BIG_SLAB, BIG_COLS}, c_late[2] = {2, 3};
+    fx_var(fx, O_CH, "/g/chunked", I32, 1, 2, d_ch, c_ch, &f_ch);
+    fx_var(fx, O_CT, "/contig", I32, 0, 2, d_ct, c_ct, &f_ct);
+    fx_var(fx, O_BIG, "/big", F64, 0, 2, d_big, c_big, &f_big);
+    fx_attr_str(fx, O_CH, "units", "K");
+    fx_rand_writes(fx, O_CH, 12, 3, 2, 0);
+    fx_rand_writes(fx, O_CT, 10, 3, 2, 0);
+    fx_rand_writes(fx, O_BIG, 4, 3, 1, 150);
+    { /* one big write straddling the slab border at row BIG_SLAB */
+        wr_t *w = fx_add_write(fx, 2, O_BIG, 1);
+        w->s[0][0] = BIG_SLAB - 3;
+        w->c[0][0] = 6;
+        w->s[0][1] = 0;
+        w->c[0][1] = BIG_COLS;
+        fx_write_data(fx, w, NULL);
+    }
+    fx_commit(fx, 3, NULL);
+    /* tick 2: t grows, a new variable */
+    fx_dimlen(fx, D_T, 9);
+    int16_t f_late = 0x7FFF;
+    fx_var(fx, O_LATE, "/g/late", I16, 1, 2, d_late, c_late, &f_late);
+    fx_rand_writes(fx, O_CH, 12, 3, 2, 0);
+    fx_rand_writes(fx, O_LATE, 8, 3, 2, 0);
+    fx_rand_writes(fx, O_BIG, 2, 3, 2, 120);
+    fx_commit(fx, 3, NULL);
+    /* tick 3: nothing at all (no ops, no data, empty rank blocks) */
+    fx_commit(fx, 3, NULL);
+    /* tick 4: t grows again, attributes replaced and added, 3-box records */
+    fx_dimlen(fx, D_T, 14);
+    fx_attr_str(fx, O_CH, "units", "degC");
+    fx_attr_str(fx, 0, "title", "run");
+    fx_rand_writes(fx, O_CH, 15, 2, 3, 5);
+    fx_rand_writes(fx, O_LATE, 8, 2, 3, 0);
+    fx_rand_writes(fx, O_CT, 6, 2, 3, 0);
+    fx_commit(fx, 2, NULL);
+    /* tick 5: a scalar written by two ranks (rank 1 wins), t unchanged */
+    double f_s = 3.25, v0 = 1.0, v1 = 2.0;
+    fx_var(fx, O_S, "/s", F64, 0, 0, d_ch, c_ch, &f_s);
+    wr_t *w = fx_add_write(fx, 1, O_S, 1);
+    fx_write_data(fx, w, &v1);
+    w = fx_add_write(fx, 0, O_S, 1);
+    fx_write_data(fx, w, &v0);
+    fx_rand_writes(fx, O_CH, 5, 2, 2, 0);
+    fx_commit(fx, 2, NULL);
+}
+
+static void test_live_all_ticks(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(fx.path, &r, &e);
+    CHECK_EQ(rc, H5L_OK);
+    if (rc) {
+        fprintf(stderr, "  open: %s\n", e.msg);
+        fx_free(&fx);
+        return;
+    }
+    CHECK_EQ(h5l_reader_live(r), 1);
+    CHECK_EQ(h5l_reader_closed(r), 0);
+    CHECK_EQ(h5l_reader_journal_pos(r), fx.jr.len);
+    check_meta(r, &fx);
+    CHECK(check_reads(r, &fx, 25));
+    /* reads that must fail */
+    uint64_t s[2] = {0, 0}, c[2] = {1, 1}, big[2] = {15, 1};
+    uint8_t b[64];
+    CHECK_EQ(h5l_reader_read(r, 6, O_CH, s, c, b, &e), H5L_ENOTFOUND);
+    CHECK_EQ(h5l_reader_read(r, 5, O_CH, s, big, b, &e), H5L_ERANGE); /* t is 14 long */
+    uint64_t s2[2] = {8, 0};
+    CHECK_EQ(h5l_reader_read(r, 1, O_CH, s2, c, b, &e), H5L_ERANGE); /* t was 5 long at tick 1 */
+    CHECK_EQ(h5l_reader_read(r, 2, O_CH, s2, c, b, &e), H5L_OK);
+    CHECK_EQ(h5l_reader_read(r, 5, O_G, s, c, b, &e), H5L_EBADID);
+    CHECK_EQ(h5l_reader_read(r, 5, 0, s, c, b, &e), H5L_EBADID);
+    CHECK_EQ(h5l_reader_read(r, 5, 1000, s, c, b, &e), H5L_EBADID);
+    /* nothing new: refresh is a no-op */
+    int nnew = -1;
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 0);
+    uint64_t bytes = 0, recs = 0;
+    h5l_reader_stats(r, &bytes, &recs);
+    CHECK(bytes > 0 && recs > 0);
+    h5l_reader_close(r);
+    fx_free(&fx);
+}
+
+static void test_closed_all_ticks(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    fx_close_frame(&fx);
+    fx_save_closed(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(fx.path, &r, &e);
+    CHECK_EQ(rc, H5L_OK);
+    if (rc) {
+        fprintf(stderr, "  open: %s\n", e.msg);
+        fx_free(&fx);
+        return;
+    }
+    CHECK_EQ(h5l_reader_live(r), 0);
+    CHECK_EQ(h5l_reader_closed(r), 1);
+    CHECK_EQ(h5l_reader_journal_pos(r), fx.jr.len);
+    check_meta(r, &fx);
+    CHECK(check_reads(r, &fx, 10));
+    int nnew = -1;
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 0);
+    h5l_reader_close(r);
+    h5l_reader_close(NULL);
+    fx_free(&fx);
+}
+
+/* Hand-computed, to validate the reference itself: 1-D var of 6 int32,
+ * fill 9. Tick 1: rank 0 order 0 writes [0,6) = 1; rank 0 order 1 writes
+ * [3,5) = 2; rank 1 order 0 writes [1,4) = 3 (rank 1 beats rank 0's later
+ * call). Tick 2: rank 0 writes [4,5) = 4 in a record whose other box [0,1)
+ * = 5. Expected: tick 1 {1,3,3,3,2,1}; tick 2 {5,3,3,3,4,1}. */
+static void test_sequence_order_by_hand(void)
+{
+    fx_t fx;
+    srand(7);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "n", 6, 0);
+    int32_t fill = 9, one = 1, two = 2, three = 3, four = 4, five = 5;
+    uint32_t di[1] = {0};
+    uint64_t ch[1] = {4}; /* chunked in 2 chunks: [0,4) and [4,6) */
+    fx_var(&fx, 1, "/v", I32, 1, 1, di, ch, &fill);
+    wr_t *w = fx_add_write(&fx, 0, 1, 1);
+    w->s[0][0] = 0;
+    w->c[0][0] = 6;
+    fx_write_data(&fx, w, &one);
+    w = fx_add_write(&fx, 0, 1, 1);
+    w->s[0][0] = 3;
+    w->c[0][0] = 2;
+    fx_write_data(&fx, w, &two);
+    w = fx_add_write(&fx, 1, 1, 1);
+    w->s[0][0] = 1;
+    w->c[0][0] = 3;
+    fx_write_data(&fx, w, &three);
+    fx_commit(&fx, 2, NULL);
+    w = fx_add_write(&fx, 0, 1, 2);
+    w->s[0][0] = 4;
+    w->c[0][0] = 1;
+    w->s[1][0] = 0;
+    w->c[1][0] = 1;
+    fx_write_data(&fx, w, &four);
+    memcpy(w->data + 4, &five, 4);
+    fx_commit(&fx, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    CHECK_EQ(h5l_reader_open(fx.path, &r, NULL), H5L_OK);
+    if (r) {
+        const int32_t want[3][6] = {{9, 9, 9, 9, 9, 9}, {1, 3, 3, 3, 2, 1}, {5, 3, 3, 3, 4, 1}};
+        for (uint64_t t = 1; t <= 2; t++) {
+            int32_t got[6] = {0};
+            uint64_t s[1] = {0}, c[1] = {6};
+            CHECK_EQ(h5l_reader_read(r, t, 1, s, c, got, NULL), H5L_OK);
+            CHECK(memcmp(got, want[t], sizeof got) == 0);
+            uint64_t full[1];
+            uint8_t *ref = ref_full(&fx, 1, t, full);
+            CHECK(memcmp(ref, want[t], sizeof got) == 0); /* the reference agrees */
+            free(ref);
+            s[0] = 2;
+            c[0] = 3;
+            CHECK_EQ(h5l_reader_read(r, t, 1, s, c, got, NULL), H5L_OK);
+            CHECK(memcmp(got, want[t] + 2, 3 * sizeof *got) == 0);
+        }
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
+/* A small live file: tick k grows t by 3 and writes random boxes from
+ * nranks ranks; then commits the tick. Returns the frame index. */
+static int small_tick(fx_t *fx, int first, uint32_t nranks, const tamper_t *tp)
+{
+    if (first) {
+        fx_dim(fx, 0, "t", 4, 1);
+        fx_dim(fx, 1, "x", 6, 0);
+        int32_t fill = -1;
+        uint32_t di[2] = {0, 1};
+        uint64_t ch[2] = {2, 4};
+        fx_var(fx, 1, "/v", I32, 1, 2, di, ch, &fill);
+    } else {
+        fx_dimlen(fx, 0, fx->dims[0].len[fx->ntick] + 3);
+    }
+    fx_rand_writes(fx, 1, 6, nranks, 2, 0);
+    return fx_commit(fx, nranks, tp);
+}
+
+static h5l_reader_t *open_ok(const fx_t *fx)
+{
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(fx->path, &r, &e);
+    if (rc) fprintf(stderr, "  open: %d %s\n", rc, e.msg);
+    CHECK_EQ(rc, H5L_OK);
+    CHECK((r != NULL) == (rc == H5L_OK));
+    return r;
+}
+
+/* Incremental refresh and a torn tail: every prefix of a new frame is
+ * "nothing new yet"; the whole frame loads as exactly one tick. */
+static void test_live_refresh_and_torn_tail(void)
+{
+    fx_t fx;
+    srand(11);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    small_tick(&fx, 0, 2, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (!r) {
+        fx_free(&fx);
+        return;
+    }
+    CHECK_EQ(h5l_reader_ntick(r), 2);
+    CHECK(check_reads(r, &fx, 5));
+    h5l_err_t e = {0};
+    int nnew = -1;
+
+    /* one new tick, whole: nnew == 1 */
+    int k = small_tick(&fx, 0, 2, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 1);
+    CHECK_EQ(h5l_reader_ntick(r), 3);
+    CHECK_EQ(h5l_reader_journal_pos(r), fx.fr_end[k]);
+
+    /* the next frame appears byte by byte */
+    k = small_tick(&fx, 0, 2, NULL);
+    int bad = 0;
+    for (size_t len = fx.fr_start[k]; len < fx.fr_end[k]; len++) {
+        fx_save_live(&fx, len);
+        nnew = -1;
+        if (h5l_reader_refresh(r, &nnew, &e) != H5L_OK || nnew != 0 || h5l_reader_ntick(r) != 3 ||
+            h5l_reader_journal_pos(r) != fx.fr_start[k])
+            bad++;
+    }
+    CHECK_EQ(bad, 0);
+    /* complete: it loads */
+    fx_save_live(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 1);
+    CHECK_EQ(h5l_reader_ntick(r), 4);
+    CHECK(check_reads(r, &fx, 5));
+
+    /* two ticks and a torn third at once */
+    small_tick(&fx, 0, 2, NULL);
+    small_tick(&fx, 0, 1, NULL);
+    k = small_tick(&fx, 0, 2, NULL);
+    fx_save_live(&fx, fx.fr_start[k] + 20);
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 2);
+    CHECK_EQ(h5l_reader_ntick(r), 6);
+    /* the torn one is then completed, and CLOSE follows */
+    fx_close_frame(&fx);
+    fx_save_live(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_OK);
+    CHECK_EQ(nnew, 1);
+    CHECK_EQ(h5l_reader_ntick(r), 7);
+    CHECK_EQ(h5l_reader_closed(r), 1);
+    check_meta(r, &fx);
+    CHECK(check_reads(r, &fx, 5));
+    h5l_reader_close(r);
+    fx_free(&fx);
+}
+
+/* A flipped byte in a frame that has bytes after it: H5L_ECORRUPT naming the
+ * sidecar offset; the ticks loaded before stay readable; the error sticks. */
+static void test_flipped_middle_frame(void)
+{
+    fx_t fx;
+    srand(12);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (!r) {
+        fx_free(&fx);
+        return;
+    }
+    int k = small_tick(&fx, 0, 2, NULL);
+    small_tick(&fx, 0, 2, NULL);
+    size_t at = fx.fr_start[k] + 16 + 30; /* inside the TICK payload */
+    fx.jr.p[at] ^= 0x01;
+    fx_save_live(&fx, fx.jr.len);
+    h5l_err_t e = {0};
+    int nnew = -1;
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_ECORRUPT);
+    CHECK_EQ(nnew, 0);
+    char want[64];
+    snprintf(want, sizeof want, "offset %zu", fx.fr_start[k]);
+    CHECK(strstr(e.msg, want) != NULL);
+    CHECK(strstr(e.msg, fx.jpath) != NULL);
+    CHECK_EQ(h5l_reader_ntick(r), 1);
+    /* tick 1 is still served (the model must not see ticks 2, 3) */
+    uint64_t saved = fx.ntick;
+    fx.ntick = 1;
+    CHECK(check_reads(r, &fx, 5));
+    fx.ntick = saved;
+    /* sticky: the same error again, even after the damage is repaired */
+    fx.jr.p[at] ^= 0x01;
+    fx_save_live(&fx, fx.jr.len);
+    h5l_err_t e2 = {0};
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e2), H5L_ECORRUPT);
+    CHECK(strcmp(e.msg, e2.msg) == 0);
+    CHECK_EQ(h5l_reader_ntick(r), 1);
+    h5l_reader_close(r);
+
+    /* opening a file whose journal is damaged in the middle fails */
+    fx.jr.p[at] ^= 0x01;
+    fx_save_live(&fx, fx.jr.len);
+    r = (h5l_reader_t *)&fx;
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    CHECK(r == NULL);
+    /* the same damage embedded in a closed file */
+    fx_close_frame(&fx);
+    fx_save_closed(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    CHECK(r == NULL);
+    fx_free(&fx);
+}
+
+/* The record table of a tick is damaged: H5L_ECORRUPT at refresh, earlier
+ * ticks still readable; the same file fails to open. */
+static void test_bad_table_checksum(void)
+{
+    fx_t fx;
+    srand(13);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (!r) {
+        fx_free(&fx);
+        return;
+    }
+    tamper_t tp = {.flip_table = 1};
+    small_tick(&fx, 0, 2, &tp);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_err_t e = {0};
+    int nnew = -1;
+    CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), H5L_ECORRUPT);
+    CHECK(strstr(e.msg, "checksum") != NULL);
+    CHECK_EQ(h5l_reader_ntick(r), 1);
+    fx.ntick = 1;
+    CHECK(check_reads(r, &fx, 5));
+    fx.ntick = 2;
+    h5l_reader_close(r);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    CHECK(r == NULL);
+    fx_free(&fx);
+}
+
+/* A tick that fails to load must leave no trace: h5l_reader_nrecords counts
+ * "records loaded", and the schema a consumer enumerates (under rdlock)
+ * should not hold definitions of a tick that never became visible. Here tick
+ * 2 defines a variable, grows t and has rank 0's records intact, but rank 1's
+ * block fails its checksum. */
+static void test_failed_tick_leaves_no_trace(void)
+{
+    fx_t fx;
+    srand(13);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (!r) {
+        fx_free(&fx);
+        return;
+    }
+    uint64_t nrec1 = h5l_reader_nrecords(r);
+    CHECK_EQ(nrec1, 6);
+    int32_t fill = 5;
+    uint32_t di[1] = {1};
+    uint64_t ch[1] = {6};
+    fx_var(&fx, 2, "/w", I32, 0, 1, di, ch, &fill);
+    wr_t *w = fx_add_write(&fx, 0, 2, 1); /* rank 0: intact */
+    w->c[0][0] = 6;
+    fx_write_data(&fx, w, NULL);
+    w = fx_add_write(&fx, 1, 2, 1); /* rank 1: its block gets the damage */
+    w->c[0][0] = 3;
+    fx_write_data(&fx, w, NULL);
+    tamper_t tp = {.flip_table = 1};
+    small_tick(&fx, 0, 2, &tp);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_refresh(r, NULL, &e), H5L_ECORRUPT);
+    CHECK_EQ(h5l_reader_ntick(r), 1);
+    CHECK_EQ(h5l_reader_nrecords(r), nrec1);
+    h5l_reader_rdlock(r);
+    const h5l_schema_t *s = h5l_reader_schema(r);
+    CHECK_EQ(s->nobjs, 2); /* the root and /v; not /w */
+    for (size_t i = 0; i < s->nobjs; i++) CHECK(s->objs[i].tick <= 1);
+    CHECK(s->ndims == 2 && s->dims[0].nlens == 1); /* no length of tick 2 */
+    h5l_reader_unlock(r);
+    h5l_reader_close(r);
+    fx_free(&fx);
+}
+
+/* One tampered tick on top of a good first tick; open must fail with `code`. */
+static void open_tampered(const tamper_t *tp, int code, const char *msg_part)
+{
+    fx_t fx;
+    srand(14);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    small_tick(&fx, 0, 2, tp);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(fx.path, &r, &e);
+    CHECK_EQ(rc, code);
+    CHECK(r == NULL);
+    if (msg_part && !strstr(e.msg, msg_part)) {
+        fprintf(stderr, "  message '%s' lacks '%s'\n", e.msg, msg_part);
+        CHECK(0);
+    }
+    if (r) h5l_reader_close(r);
+    fx_free(&fx);
+}
+
+static void test_records_and_ticks_past_the_data(void)
+{
+    tamper_t a = {.rec_off_delta = 1000000}; /* far past the end of the file */
+    open_tampered(&a, H5L_ECORRUPT, "outside");
+    tamper_t b = {.rec_off_delta = -8}; /* before the tick's data region */
+    open_tampered(&b, H5L_ECORRUPT, "outside");
+    tamper_t c = {.rec_past_end = 1}; /* one byte past the end of the region */
+    open_tampered(&c, H5L_ECORRUPT, "outside");
+    tamper_t d = {.data_size_add = 1u << 30}; /* the tick's data region past EOF */
+    open_tampered(&d, H5L_ECORRUPT, "past the end");
+    tamper_t f = {.tick_number = 3}; /* ticks out of order */
+    open_tampered(&f, H5L_ECORRUPT, NULL);
+    tamper_t g = {.tick_number = 1}; /* a repeated tick */
+    open_tampered(&g, H5L_ECORRUPT, NULL);
+}
+
+/* Records that contradict the schema or themselves: each makes tick 2
+ * corrupt (the file fails to open with H5L_ECORRUPT). */
+static void test_malformed_records(void)
+{
+    for (int kind = 0; kind < 8; kind++) {
+        fx_t fx;
+        srand(30 + kind);
+        fx_init(&fx);
+        small_tick(&fx, 1, 1, NULL); /* t = 4, x = 6, /v chunked (2, 4) */
+        wr_t *w = fx_add_write(&fx, 0, 1, 1);
+        w->c[0][0] = 1;
+        w->c[0][1] = 1;
+        switch (kind) {
+        case 0: w->s[0][0] = 4; break;                   /* row 4 of a 4-row t */
+        case 1: w->s[0][0] = 2; w->c[0][0] = 3; break;   /* rows 2..4: one too many */
+        case 2: w->s[0][1] = 5; w->c[0][1] = 2; break;   /* past the fixed x */
+        case 3: w->c[0][1] = 0; break;                   /* empty box */
+        case 4: w->c[0][0] = w->c[0][1] = 2; break;      /* size off by one element, below */
+        case 5: w->objid = 0; break;                     /* the root group is no variable */
+        case 6: w->nb = 0; break;                        /* no box at all */
+        case 7: break;                                   /* order not increasing, below */
+        }
+        fx_write_data(&fx, w, NULL);
+        if (kind == 4) w->size -= 4;
+        /* a good record after it, so the tick's data region is not empty */
+        wr_t *w2 = fx_add_write(&fx, 0, 1, 1);
+        w2->c[0][0] = w2->c[0][1] = 1;
+        fx_write_data(&fx, w2, NULL);
+        if (kind == 7) w2->order = w->order;
+        fx_commit(&fx, 1, NULL);
+        fx_save_live(&fx, fx.jr.len);
+        h5l_reader_t *r = NULL;
+        h5l_err_t e = {0};
+        int rc = h5l_reader_open(fx.path, &r, &e);
+        if (rc != H5L_ECORRUPT) {
+            fprintf(stderr, "  malformed record kind %d: rc %d (%s)\n", kind, rc, e.msg);
+            CHECK(0);
+        }
+        CHECK(r == NULL);
+        if (r) h5l_reader_close(r);
+        fx_free(&fx);
+    }
+}
+
+static void test_not_a_log_file(void)
+{
+    char dir[] = "/tmp/h5lrdXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char p[64];
+    snprintf(p, sizeof p, "%s/plain.h5", dir);
+    uint8_t *z = calloc(1, 8192);
+    memcpy(z, "\x89HDF\r\n\x1a\n", 8); /* an ordinary HDF5 file at offset 0 */
+    write_file(p, z, 8192);
+    h5l_reader_t *r = (h5l_reader_t *)z;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(p, &r, &e), H5L_EFORMAT);
+    CHECK(r == NULL);
+    CHECK(strstr(e.msg, p) != NULL);
+    write_file(p, z, 10); /* too short for a user block */
+    CHECK_EQ(h5l_reader_open(p, &r, &e), H5L_EFORMAT);
+    write_file(p, z, 0);
+    CHECK_EQ(h5l_reader_open(p, &r, &e), H5L_EFORMAT);
+    unlink(p);
+    CHECK_EQ(h5l_reader_open(p, &r, &e), H5L_ENOTFOUND);
+    CHECK(r == NULL);
+    free(z);
+    rmdir(dir);
+
+    /* a log-layout user block with a bad checksum or an unknown version */
+    fx_t fx;
+    srand(15);
+    fx_init(&fx);
+    small_tick(&fx, 1, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    int fd = open(fx.path, O_WRONLY);
+    uint8_t b = 0x77;
+    CHECK(pwrite(fd, &b, 1, 20) == 1); /* inside the identity */
+    close(fd);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    h5l_ub_t ub = {.version = 2};
+    memcpy(ub.id, fx.id, 16);
+    uint8_t hdr[H5L_UB_LEN];
+    h5l_ub_encode(&ub, hdr);
+    fd = open(fx.path, O_WRONLY);
+    CHECK(pwrite(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr);
+    close(fd);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_EFORMAT);
+    CHECK(strstr(e.msg, "version 2") != NULL);
+    fx_free(&fx);
+}
+
+static void test_sidecar_problems(void)
+{
+    fx_t fx;
+    srand(16);
+    fx_init(&fx);
+    small_tick(&fx, 1, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    /* a sidecar of another file: different identity in its header */
+    h5l_jhdr_t h = {.version = 1};
+    memcpy(h.id, fx.id, 16);
+    h.id[3] ^= 0xFF;
+    uint8_t hdr[H5L_JHDR_LEN];
+    h5l_jhdr_encode(&h, hdr);
+    h5l_buf_t other = {0};
+    h5l_buf_put(&other, hdr, sizeof hdr);
+    h5l_buf_put(&other, fx.jr.p + H5L_JHDR_LEN, fx.jr.len - H5L_JHDR_LEN);
+    write_file(fx.jpath, other.p, other.len);
+    h5l_buf_free(&other);
+    int rc = h5l_reader_open(fx.path, &r, &e);
+    CHECK(rc != H5L_OK);
+    CHECK(r == NULL);
+    CHECK(strstr(e.msg, "another file") != NULL);
+    /* a sidecar shorter than its header; a sidecar with a damaged header */
+    write_file(fx.jpath, fx.jr.p, 40);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    fx.jr.p[50] ^= 1;
+    write_file(fx.jpath, fx.jr.p, fx.jr.len);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    fx.jr.p[50] ^= 1;
+    /* a live file without its sidecar */
+    unlink(fx.jpath);
+    CHECK(h5l_reader_open(fx.path, &r, &e) != H5L_OK);
+    CHECK(r == NULL);
+    CHECK(strstr(e.msg, "missing") != NULL);
+    /* only the header: a live file with no tick yet */
+    write_file(fx.jpath, fx.jr.p, H5L_JHDR_LEN);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    if (r) {
+        CHECK_EQ(h5l_reader_ntick(r), 0);
+        uint64_t s[2] = {0, 0}, c[2] = {1, 1};
+        int32_t v;
+        CHECK_EQ(h5l_reader_read(r, 1, 1, s, c, &v, &e), H5L_ENOTFOUND);
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
+/* Closed files whose embedded journal is inconsistent. */
+static void test_closed_journal_problems(void)
+{
+    fx_t fx;
+    srand(17);
+    fx_init(&fx);
+    small_tick(&fx, 1, 2, NULL);
+    int k = small_tick(&fx, 0, 2, NULL);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    /* the user block claims only part of the last frame: not a torn tail in a
+     * closed file, but corruption */
+    fx_save_closed(&fx, fx.fr_start[k] + 24);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    CHECK(r == NULL);
+    /* no CLOSE at all but consistent: the ticks load (a writer that crashed
+     * after embedding is not possible, but the reader need not care) */
+    fx_save_closed(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    if (r) {
+        CHECK_EQ(h5l_reader_ntick(r), 2);
+        h5l_reader_close(r);
+    }
+    /* a TICK after CLOSE */
+    fx_close_frame(&fx);
+    small_tick(&fx, 0, 2, NULL);
+    fx_save_closed(&fx, fx.jr.len);
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_ECORRUPT);
+    CHECK(strstr(e.msg, "CLOSE") != NULL);
+    /* the embedded journal outside the file */
+    h5l_buf_t f = {0};
+    h5l_buf_put(&f, fx.file.p, fx.file.len);
+    const uint64_t bad[][2] = {{f.len + 8, 64},
+                               {100, 64}, /* inside the user block */
+                               {4096, 10}}; /* shorter than a header */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_ub(&fx, &f, H5L_UB_CLOSED, bad[i][0], bad[i][1]);
+        write_file(fx.path, f.p, f.len);
+        r = NULL;
+        int rc = h5l_reader_open(fx.path, &r, &e);
+        if (rc != H5L_ECORRUPT) {
+            fprintf(stderr, "  embedded journal at %llu+%llu: rc %d (%s)\n", (unsigned long long)bad[i][0],
+                    (unsigned long long)bad[i][1], rc, e.msg);
+            CHECK(0);
+        }
+        CHECK(r == NULL);
+    }
+    h5l_buf_free(&f);
+    fx_free(&fx);
+}
+
+/* A user block whose journal offset + length wraps 2^64 is an embedded
+ * journal outside the file: H5L_ECORRUPT like any other, not an I/O error
+ * from a pread at a negative or absurd offset. */
+static void test_embedded_journal_offset_wraps(void)
+{
+    fx_t fx;
+    srand(20);
+    fx_init(&fx);
+    small_tick(&fx, 1, 1, NULL);
+    h5l_buf_t f = {0};
+    h5l_buf_put(&f, fx.file.p, fx.file.len);
+    const uint64_t bad[][2] = {{UINT64_MAX - 63, 128},                  /* off + len wraps to 64 */
+                               {(1ull << 63) - 8, (1ull << 63) + 72}}; /* wraps to 64 */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_ub(&fx, &f, H5L_UB_CLOSED, bad[i][0], bad[i][1]);
+        write_file(fx.path, f.p, f.len);
+        h5l_reader_t *r = NULL;
+        h5l_err_t e = {0};
+        int rc = h5l_reader_open(fx.path, &r, &e);
+        if (rc != H5L_ECORRUPT) {
+            fprintf(stderr, "  embedded journal at %llu+%llu: rc %d (%s)\n", (unsigned long long)bad[i][0],
+                    (unsigned long long)bad[i][1], rc, e.msg);
+            CHECK(0);
+        }
+        CHECK(r == NULL);
+    }
+    h5l_buf_free(&f);
+    fx_free(&fx);
+}
+
+/* The HDF5 file is truncated under an open reader: reads fail with H5L_EIO,
+ * both for pieces copied run by run and for pieces read as one span. */
+static void test_truncated_after_load(void)
+{
+    fx_t fx;
+    srand(18);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "a", 8, 0);
+    fx_dim(&fx, 1, "b", 8, 0);
+    int32_t fill = 0;
+    uint32_t di[2] = {0, 1};
+    uint64_t ch[2] = {4, 4};
+    fx_var(&fx, 1, "/v", I32, 1, 2, di, ch, &fill);
+    wr_t *w = fx_add_write(&fx, 0, 1, 1); /* inside chunk (0,0) */
+    w->s[0][0] = 0;
+    w->s[0][1] = 0;
+    w->c[0][0] = 4;
+    w->c[0][1] = 4;
+    fx_write_data(&fx, w, NULL);
+    w = fx_add_write(&fx, 0, 1, 1); /* across all four chunks */
+    w->s[0][0] = 2;
+    w->s[0][1] = 2;
+    w->c[0][0] = 5;
+    w->c[0][1] = 5;
+    fx_write_data(&fx, w, NULL);
+    fx_commit(&fx, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (!r) {
+        fx_free(&fx);
+        return;
+    }
+    CHECK(check_reads(r, &fx, 10));
+    CHECK(truncate(fx.path, H5L_USERBLOCK_SIZE + 4) == 0);
+    int32_t buf[64];
+    h5l_err_t e = {0};
+    uint64_t s[2] = {0, 0}, c[2] = {8, 8};
+    CHECK_EQ(h5l_reader_read(r, 1, 1, s, c, buf, &e), H5L_EIO);
+    CHECK(strstr(e.msg, fx.path) != NULL);
+    uint64_t s1[2] = {0, 0}, c1[2] = {4, 4}; /* only the first record's box */
+    CHECK_EQ(h5l_reader_read(r, 1, 1, s1, c1, buf, &e), H5L_EIO);
+    uint64_t s2[2] = {3, 3}, c2[2] = {2, 3}; /* a partial piece: one span */
+    CHECK_EQ(h5l_reader_read(r, 1, 1, s2, c2, buf, &e), H5L_EIO);
+    uint64_t s3[2] = {7, 0}, c3[2] = {1, 2}; /* nothing written there: fill only */
+    CHECK_EQ(h5l_reader_read(r, 1, 1, s3, c3, buf, &e), H5L_OK);
+    CHECK(buf[0] == 0 && buf[1] == 0);
+    /* the file comes back: reads work again */
+    set_ub(&fx, &fx.file, 0, 0, 0);
+    write_file(fx.path, fx.file.p, fx.file.len);
+    CHECK(check_reads(r, &fx, 5));
+    h5l_reader_close(r);
+    fx_free(&fx);
+}
+
+/* A record whose boxes' byte count wraps 2^64 must not pass the size check:
+ * 2^31 x 2^31 int32 elements are 2^64 bytes, "equal" to a size of 0. */
+static void test_record_size_overflow(void)
+{
+    fx_t fx;
+    srand(19);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "a", 0, 1);
+    fx_dim(&fx, 1, "b", 0, 1);
+    fx_dimlen(&fx, 0, 1ull << 31);
+    fx_dimlen(&fx, 1, 1ull << 31);
+    int32_t fill = 0;
+    uint32_t di[2] = {0, 1};
+    uint64_t ch[2] = {1ull << 31, 1ull << 31};
+    fx_var(&fx, 1, "/v", I32, 1, 2, di, ch, &fill);
+    wr_t *w = fx_add_write(&fx, 0, 1, 1);
+    w->s[0][0] = w->s[0][1] = 0;
+    w->c[0][0] = w->c[0][1] = 1ull << 31;
+    w->size = 0; /* what the wrapped product says */
+    w->data = malloc(1);
+    w = fx_add_write(&fx, 0, 1, 1); /* a real write after it: the data region is not empty */
+    w->c[0][0] = w->c[0][1] = 2;
+    fx_write_data(&fx, w, NULL);
+    fx_commit(&fx, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(fx.path, &r, &e);
+    CHECK_EQ(rc, H5L_ECORRUPT);
+    if (r) {
+        /* if accepted, this read returns bytes of the user block as data */
+        int32_t buf[4];
+        uint64_t s[2] = {0, 0}, c[2] = {2, 2};
+        rc = h5l_reader_read(r, 1, 1, s, c, buf, &e);
+        fprintf(stderr, "  accepted; read rc %d, first word %08x\n", rc, (unsigned)buf[0]);
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
+TEST_MAIN(T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
+          T(test_live_refresh_and_torn_tail), T(test_flipped_middle_frame), T(test_bad_table_checksum),
+          T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file), T(test_sidecar_problems),
+          T(test_closed_journal_problems), T(test_truncated_after_load), T(test_failed_tick_leaves_no_trace),
+          T(test_embedded_journal_offset_wraps), T(test_record_size_overflow))

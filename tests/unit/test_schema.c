@@ -1,0 +1,386 @@
+/* test_schema.c — applying schema ops (schema.h) and answering "as of tick T".
+ *
+ * Why: the writer validates its own definitions with h5l_schema_apply and
+ * readers replay the journal through it, so it must accept exactly the valid
+ * op sequences of docs/format.md 3.3 and refuse the rest without changing
+ * anything. Covered: every op kind; the errors (duplicate path, missing
+ * parent, unknown dimension, unlimited dimension without chunking, DIMLEN of
+ * a fixed dimension, shrinking DIMLEN, ids out of sequence, bad paths/types);
+ * dimension length history by tick; which attribute value is current at each
+ * tick when replaced across and within ticks (checked against a brute-force
+ * scan); and the index slab shape of contiguous variables (<= 1 MiB, at least
+ * half of it when the variable is larger, one contiguous byte range). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "schema.h"
+#include "tharness.h"
+
+static const h5l_type_t I32 = {H5L_CLASS_INT, 4, 1, 0};
+static const h5l_type_t F64 = {H5L_CLASS_FLOAT, 8, 0, 0};
+static const h5l_type_t STR = {H5L_CLASS_STRING, 1, 0, 0};
+
+static h5l_op_t group(uint32_t id, const char *path)
+{
+    h5l_op_t op = {.kind = H5L_OP_GROUP, .id = id, .name = (char *)path};
+    return op;
+}
+static h5l_op_t dim(uint32_t id, const char *name, uint64_t len, int unlim)
+{
+    h5l_op_t op = {.kind = H5L_OP_DIM, .id = id, .name = (char *)name, .len = len, .flags = (uint32_t)unlim};
+    return op;
+}
+static h5l_op_t dimlen(uint32_t id, uint64_t len)
+{
+    h5l_op_t op = {.kind = H5L_OP_DIMLEN, .id = id, .len = len};
+    return op;
+}
+static h5l_op_t var(uint32_t id, const char *path, h5l_type_t t, int chunked, uint32_t nd, uint32_t *dimids,
+                    uint64_t *chunk, void *fill)
+{
+    h5l_op_t op = {.kind = H5L_OP_VAR, .id = id, .name = (char *)path, .type = t, .flags = (uint32_t)chunked,
+                   .ndims = nd, .dimids = dimids, .chunk = chunk, .data = fill, .data_len = t.size};
+    return op;
+}
+static h5l_op_t attr(uint32_t obj, const char *name, h5l_type_t t, uint64_t n, const void *v)
+{
+    h5l_op_t op = {.kind = H5L_OP_ATTR, .id = obj, .name = (char *)name, .type = t, .len = n,
+                   .data = (void *)v, .data_len = (size_t)n * t.size};
+    return op;
+}
+
+/* Apply and expect code; on an error, nothing may have changed. */
+static int apply_expect(h5l_schema_t *s, uint64_t tick, h5l_op_t op, int code, int line)
+{
+    size_t no = s->nobjs, nd = s->ndims, na = s->nattrs;
+    size_t nl = 0;
+    for (size_t i = 0; i < s->ndims; i++) nl += s->dims[i].nlens;
+    h5l_err_t e = {0};
+    int rc = h5l_schema_apply(s, tick, &op, &e);
+    int ok = rc == code;
+    if (rc != H5L_OK) {
+        size_t nl2 = 0;
+        for (size_t i = 0; i < s->ndims; i++) nl2 += s->dims[i].nlens;
+        if (s->nobjs != no || s->ndims != nd || s->nattrs != na || nl2 != nl) ok = 0;
+        if (e.code != rc || !e.msg[0]) ok = 0;
+    }
+    if (!ok) fprintf(stderr, "  line %d: apply kind %u gave %d (%s), want %d\n", line, op.kind, rc, e.msg, code);
+    return ok;
+}
+#define APPLY(s, t, op, code) CHECK(apply_expect(s, t, op, code, __LINE__))
+
+static void test_every_kind(void)
+{
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    CHECK_EQ(s.nobjs, 1);
+    CHECK(s.objs[0].kind == H5L_OBJ_GROUP && strcmp(s.objs[0].path, "/") == 0 && s.objs[0].tick == 0);
+    CHECK_EQ(h5l_schema_find(&s, "/"), 0);
+
+    APPLY(&s, 1, group(1, "/atm"), H5L_OK);
+    APPLY(&s, 1, group(2, "/atm/upper"), H5L_OK);
+    APPLY(&s, 1, dim(0, "time", 0, 1), H5L_OK);
+    APPLY(&s, 1, dim(1, "lat", 180, 0), H5L_OK);
+    uint32_t d2[2] = {0, 1};
+    uint64_t c2[2] = {1, 90};
+    double fill = -1e30;
+    APPLY(&s, 1, var(3, "/atm/t", F64, 1, 2, d2, c2, &fill), H5L_OK);
+    uint32_t d1[1] = {1};
+    uint64_t c1[1] = {180};
+    APPLY(&s, 2, var(4, "/lat", I32, 0, 1, d1, c1, NULL), H5L_OK); /* no fill: zeros */
+    int32_t vr[2] = {-90, 90};
+    APPLY(&s, 2, attr(4, "valid_range", I32, 2, vr), H5L_OK);
+    APPLY(&s, 2, attr(0, "title", STR, 5, "hello"), H5L_OK);
+    APPLY(&s, 3, dimlen(0, 12), H5L_OK);
+    uint32_t d0[1] = {0};
+    uint64_t c0[1] = {0};
+    int32_t sf = 5;
+    APPLY(&s, 3, var(5, "/atm/upper/scalar", I32, 0, 0, d0, c0, &sf), H5L_OK);
+
+    CHECK_EQ(s.nobjs, 6);
+    CHECK_EQ(s.ndims, 2);
+    CHECK_EQ(s.nattrs, 2);
+    CHECK_EQ(h5l_schema_find(&s, "/atm/upper"), 2);
+    CHECK_EQ(h5l_schema_find(&s, "/atm/t"), 3);
+    CHECK_EQ(h5l_schema_find(&s, "/atm/x"), -1);
+    CHECK_EQ(h5l_schema_find_dim(&s, "lat"), 1);
+    CHECK_EQ(h5l_schema_find_dim(&s, "lon"), -1);
+    const h5l_obj_t *t = &s.objs[3];
+    CHECK(t->kind == H5L_OBJ_VAR && t->tick == 1 && t->chunked == 1 && t->ndims == 2);
+    CHECK(t->dimids[0] == 0 && t->dimids[1] == 1 && t->chunk[0] == 1 && t->chunk[1] == 90);
+    CHECK(memcmp(t->fill, &fill, 8) == 0);
+    CHECK(t->type.cls == H5L_CLASS_FLOAT && t->type.size == 8);
+    CHECK(s.objs[4].chunked == 0 && s.objs[4].tick == 2);
+    CHECK(memcmp(s.objs[4].fill, "\0\0\0\0", 4) == 0);
+    CHECK(s.objs[5].ndims == 0 && memcmp(s.objs[5].fill, &sf, 4) == 0);
+    CHECK(s.objs[1].kind == H5L_OBJ_GROUP && s.objs[1].tick == 1);
+    CHECK(s.dims[0].unlimited && !s.dims[1].unlimited && s.dims[0].tick == 1);
+    CHECK(strcmp(s.dims[0].name, "time") == 0);
+    const h5l_attr_t *a = &s.attrs[0];
+    CHECK(a->objid == 4 && strcmp(a->name, "valid_range") == 0 && a->n == 2 && a->tick == 2);
+    CHECK(memcmp(a->value, vr, 8) == 0);
+    a = &s.attrs[1];
+    CHECK(a->objid == 0 && a->n == 5 && memcmp(a->value, "hello", 5) == 0);
+    CHECK(((char *)a->value)[5] == 0); /* strings come NUL-terminated */
+
+    uint64_t shape[2];
+    CHECK_EQ(h5l_schema_shape(&s, 3, 1, shape), H5L_OK);
+    CHECK(shape[0] == 0 && shape[1] == 180);
+    CHECK_EQ(h5l_schema_shape(&s, 3, 3, shape), H5L_OK);
+    CHECK(shape[0] == 12 && shape[1] == 180);
+    CHECK_EQ(h5l_schema_shape(&s, 1, 3, shape), H5L_EBADID); /* a group */
+    CHECK_EQ(h5l_schema_shape(&s, 99, 3, shape), H5L_EBADID);
+    h5l_schema_free(&s);
+    h5l_schema_free(&s); /* freeing twice is harmless (zeroed) */
+}
+
+static void test_errors(void)
+{
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    APPLY(&s, 1, group(1, "/g"), H5L_OK);
+    APPLY(&s, 1, dim(0, "x", 10, 0), H5L_OK);
+    APPLY(&s, 1, dim(1, "t", 0, 1), H5L_OK);
+    uint32_t dx[1] = {0}, dt[2] = {1, 0}, dbad[1] = {2};
+    uint64_t c1[1] = {10}, c2[2] = {4, 10}, cz[1] = {0}, cbig[1] = {1ull << 33};
+
+    /* duplicate path (group or var), also across kinds */
+    APPLY(&s, 1, group(2, "/g"), H5L_EEXIST);
+    APPLY(&s, 1, var(2, "/g", I32, 0, 1, dx, c1, NULL), H5L_EEXIST);
+    /* missing parent; parent that is a variable */
+    APPLY(&s, 1, group(2, "/nope/sub"), H5L_EBADID);
+    APPLY(&s, 1, var(2, "/g/h/v", I32, 0, 1, dx, c1, NULL), H5L_EBADID);
+    APPLY(&s, 1, var(2, "/g/v", I32, 0, 1, dx, c1, NULL), H5L_OK);
+    APPLY(&s, 1, group(3, "/g/v/w"), H5L_EBADID);
+    /* bad paths */
+    const char *bad[] = {"", "/", "rel", "/g/", "//g2", "/g//x", "/g/./x", "/g/..", "/.", "/g/../x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) APPLY(&s, 1, group(3, bad[i]), H5L_EINVAL);
+    APPLY(&s, 1, group(3, NULL), H5L_EINVAL);
+    APPLY(&s, 1, group(3, "/g/.hidden"), H5L_OK); /* a dot-name is a name */
+    /* ids out of sequence */
+    APPLY(&s, 1, group(9, "/h"), H5L_ECORRUPT);
+    APPLY(&s, 1, group(3, "/h"), H5L_ECORRUPT);
+    APPLY(&s, 1, dim(5, "y", 3, 0), H5L_ECORRUPT);
+    /* unknown dimension */
+    APPLY(&s, 1, var(4, "/v2", I32, 0, 1, dbad, c1, NULL), H5L_EBADID);
+    /* unlimited dimension without the chunk flag, then with it */
+    APPLY(&s, 1, var(4, "/v2", I32, 0, 2, dt, c2, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/v2", I32, 1, 2, dt, c2, NULL), H5L_OK);
+    /* zero chunk; chunked chunk beyond u32; a huge contiguous slab is fine */
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cz, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(5, "/v3", I32, 1, 1, dx, cbig, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cbig, NULL), H5L_OK);
+    /* a chunk never larger than a fixed dimension; unlimited ones may grow into it */
+    uint64_t c11[1] = {11}, c1000[2] = {1000, 10};
+    APPLY(&s, 1, var(6, "/v5", I32, 1, 1, dx, c11, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(6, "/v5", I32, 1, 2, dt, c1000, NULL), H5L_OK);
+    /* types: strings and invalid types are not variable types */
+    APPLY(&s, 1, var(7, "/v4", STR, 0, 1, dx, c1, NULL), H5L_ETYPE);
+    h5l_type_t i3 = {H5L_CLASS_INT, 3, 0, 0};
+    APPLY(&s, 1, var(7, "/v4", i3, 0, 1, dx, c1, NULL), H5L_ETYPE);
+    uint32_t many[H5L_MAX_DIMS + 1] = {0};
+    uint64_t manyc[H5L_MAX_DIMS + 1];
+    for (int i = 0; i <= H5L_MAX_DIMS; i++) manyc[i] = 1;
+    APPLY(&s, 1, var(7, "/v4", I32, 0, H5L_MAX_DIMS + 1, many, manyc, NULL), H5L_EINVAL);
+    /* dimensions: duplicate name, bad names */
+    APPLY(&s, 1, dim(2, "x", 3, 0), H5L_EEXIST);
+    APPLY(&s, 1, dim(2, "", 3, 0), H5L_EINVAL);
+    APPLY(&s, 1, dim(2, "a/b", 3, 0), H5L_EINVAL);
+    APPLY(&s, 1, dim(2, NULL, 3, 0), H5L_EINVAL);
+    /* DIMLEN: fixed dimension, unknown dimension, shrinking */
+    APPLY(&s, 2, dimlen(0, 11), H5L_ECORRUPT);
+    APPLY(&s, 2, dimlen(7, 11), H5L_EBADID);
+    APPLY(&s, 2, dimlen(1, 5), H5L_OK);
+    APPLY(&s, 3, dimlen(1, 4), H5L_ECORRUPT);
+    APPLY(&s, 3, dimlen(1, 5), H5L_OK); /* equal is not shrinking */
+    CHECK_EQ(h5l_schema_dimlen(&s, 1, 3), 5);
+    /* attributes: unknown object, empty name, bad type */
+    APPLY(&s, 2, attr(77, "a", I32, 0, NULL), H5L_EBADID);
+    APPLY(&s, 2, attr(0, "", I32, 0, NULL), H5L_EINVAL);
+    APPLY(&s, 2, attr(0, NULL, I32, 0, NULL), H5L_EINVAL);
+    APPLY(&s, 2, attr(0, "a", i3, 0, NULL), H5L_ETYPE);
+    APPLY(&s, 2, attr(0, "a", I32, 0, NULL), H5L_OK); /* empty value */
+    /* unknown kind */
+    h5l_op_t u = {.kind = 9};
+    APPLY(&s, 2, u, H5L_ECORRUPT);
+    h5l_schema_free(&s);
+}
+
+static void test_dimlen_history(void)
+{
+    h5l_schema_t s;
+    h5l_schema_init(&s);
+    APPLY(&s, 2, dim(0, "t", 0, 1), H5L_OK);
+    APPLY(&s, 2, dim(1, "x", 7, 0), H5L_OK);
+    APPLY(&s, 4, dimlen(0, 5), H5L_OK);
+    APPLY(&s, 4, dimlen(0, 7), H5L_OK); /* same tick: the last one stands */
+    APPLY(&s, 5, dimlen(0, 7), H5L_OK);
+    APPLY(&s, 8, dimlen(0, 1000000000000ull), H5L_OK);
+    APPLY(&s, 9, dim(2, "late", 3, 1), H5L_OK);
+    APPLY(&s, 9, dimlen(2, 4), H5L_OK); /* same tick as its DIM */
+    /* brute-force reference: length of dim at tick T */
+    const uint64_t want0[11] = {0, 0, 0, 0, 7, 7, 7, 7, 1000000000000ull, 1000000000000ull, 1000000000000ull};
+    for (uint64_t T = 0; T <= 10; T++) {
+        CHECK(h5l_schema_dimlen(&s, 0, T) == want0[T]);
+        CHECK_EQ(h5l_schema_dimlen(&s, 1, T), T >= 2 ? 7 : 0);
+        CHECK_EQ(h5l_schema_dimlen(&s, 2, T), T >= 9 ? 4 : 0);
+    }
+    CHECK(h5l_schema_dimlen(&s, 0, UINT64_MAX) == 1000000000000ull);
+    CHECK_EQ(h5l_schema_dimlen(&s, 3, 10), 0);
+    CHECK(h5l_schema_dimlen_now(&s, 0) == 1000000000000ull);
+    CHECK_EQ(h5l_schema_dimlen_now(&s, 2), 4);
+    CHECK_EQ(h5l_schema_dimlen_now(&s, 9), 0);
+    /* the history holds one entry per tick that changed it */
+    CHECK_EQ(s.dims[0].nlens, 4);
+    for (size_t i = 1; i < s.dims[0].nlens; i++) CHECK(s.dims[0].lens[i].tick > s.dims[0].lens[i - 1].tick);
+
+    uint32_t d[2] = {0, 1};
+    uint64_t c[2] = {1, 7};
+    APPLY(&s, 3, group(1, "/g"), H5L_OK);
+    APPLY(&s, 3, var(2, "/g/v", I32, 1, 2, d, c, NULL), H5L_OK);
+    uint64_t shape[2];
+    for (uint64_t T = 0; T <= 10; T++) {
+        CHECK_EQ(h5l_schema_shape(&s, 2, T, shape), H5L_OK);
+        CHECK(shape[0] == want0[T] && shape[1] == (T >= 2 ? 7u : 0u));
+    }
+    h5l_schema_free(&s);
+}
+
+/* Attribute history: "units" of obj 1 set at ticks 1, 3 (twice), 6;
+ * "units" of obj 2 at 2; "scale" of obj 1 at 1 and 3; "title" of root at 4.
+ * Checked for every tick against a scan: the current value of (obj, name)
+ * at T is the last definition with tick <= T. */
+static void test_attr_current(void)
+{
+    h5l_schema_t s;
+    h5l_schema_init(&s);
+    APPLY(&s, 1, group(1, "/a"), H5L_OK);
+    APPLY(&s, 1, group(2, "/b"), H5L_OK);
+    struct {
+        uint64_t tick;
+        uint32_t obj;
+        const char *name, *val;
+    } defs[] = {
+        {1, 1, "units", "m"},   {1, 1, "scale", "1"},   {2, 2, "units", "s"}, {3, 1, "units", "km"},
+        {3, 1, "scale", "2"},   {3, 1, "units", "cm"},  {4, 0, "title", "T"}, {6, 1, "units", "mm"},
+    };
+    const size_t ndefs = sizeof defs / sizeof defs[0];
+    for (size_t i = 0; i < ndefs; i++)
+        APPLY(&s, defs[i].tick, attr(defs[i].obj, defs[i].name, STR, strlen(defs[i].val), defs[i].val), H5L_OK);
+    /* the same-tick replacement of units@3 ("km" -> "cm") overwrote in place */
+    CHECK_EQ(s.nattrs, ndefs - 1);
+    for (uint64_t T = 0; T <= 7; T++) {
+        for (size_t i = 0; i < ndefs; i++) {
+            /* reference: the last def of this (obj, name) with tick <= T */
+            const char *want = NULL;
+            for (size_t j = 0; j < ndefs; j++)
+                if (defs[j].obj == defs[i].obj && strcmp(defs[j].name, defs[i].name) == 0 && defs[j].tick <= T)
+                    want = defs[j].val;
+            int ncur = 0;
+            const char *got = NULL;
+            for (size_t k = 0; k < s.nattrs; k++) {
+                if (s.attrs[k].objid != defs[i].obj || strcmp(s.attrs[k].name, defs[i].name) != 0) continue;
+                if (h5l_schema_attr_current(&s, k, T)) {
+                    ncur++;
+                    got = s.attrs[k].value;
+                }
+            }
+            if (want == NULL) {
+                CHECK_EQ(ncur, 0);
+            } else {
+                CHECK_EQ(ncur, 1);
+                CHECK(got && strcmp(got, want) == 0);
+            }
+        }
+    }
+    /* the in-place replacement kept its tick stamp */
+    for (size_t k = 0; k < s.nattrs; k++)
+        if (s.attrs[k].objid == 1 && strcmp(s.attrs[k].name, "units") == 0 && s.attrs[k].tick == 3)
+            CHECK(strcmp(s.attrs[k].value, "cm") == 0 && s.attrs[k].n == 2);
+    h5l_schema_free(&s);
+}
+
+/* Slab shape of a contiguous variable: 1 on leading dims, full on trailing
+ * dims, a count on one dim between; product * size <= 1 MiB, and >= 512 KiB
+ * when the variable is bigger than that. Because of the 1/partial/full
+ * pattern, the elements of a slab are one contiguous byte range. */
+static int slab_ok(h5l_type_t t, uint32_t nd, const uint64_t *dims, const uint64_t *slab)
+{
+    const uint64_t M = 1u << 20;
+    const unsigned __int128 CAP = (unsigned __int128)1 << 100; /* saturate, never wrap */
+    int ok = 1;
+    unsigned __int128 prod = t.size, total = t.size;
+    for (uint32_t i = 0; i < nd; i++) {
+        uint64_t full = dims[i] ? dims[i] : 1; /* a 0-length dim counts as 1 */
+        if (slab[i] < 1 || slab[i] > full) ok = 0;
+        prod = prod > CAP ? CAP : prod * slab[i];
+        total = total > CAP ? CAP : total * full;
+    }
+    /* leading 1s, then at most one partial count, then full lengths */
+    uint32_t d = 0;
+    while (d < nd && slab[d] == 1) d++;
+    if (d < nd && slab[d] != (dims[d] ? dims[d] : 1)) d++;
+    for (; d < nd; d++)
+        if (slab[d] != (dims[d] ? dims[d] : 1)) ok = 0;
+    if (prod > M) ok = 0;
+    if (total >= M / 2 && prod < M / 2) ok = 0;
+    if (total < M / 2 && prod != total) ok = 0;
+    return ok;
+}
+
+static void test_slab_shape(void)
+{
+    srand(2024);
+    const h5l_type_t types[] = {{H5L_CLASS_INT, 1, 0, 0}, {H5L_CLASS_INT, 2, 1, 0}, I32, F64};
+    for (int it = 0; it < 5000; it++) {
+        h5l_type_t t = types[rand() % 4];
+        uint32_t nd = 1 + (uint32_t)(rand() % 5);
+        uint64_t dims[5], slab[5];
+        for (uint32_t i = 0; i < nd; i++) {
+            int k = rand() % 10;
+            dims[i] = k == 0 ? 0 : k < 4 ? 1 + (uint64_t)(rand() % 8) : k < 8 ? 1 + (uint64_t)(rand() % 2000)
+                                                                                   : 1 + (uint64_t)rand() * 64;
+            slab[i] = 0xDEAD;
+        }
+        h5l_schema_slab_shape(t, nd, dims, slab);
+        if (!slab_ok(t, nd, dims, slab)) {
+            fprintf(stderr, "  size %u dims", t.size);
+            for (uint32_t i = 0; i < nd; i++) fprintf(stderr, " %llu", (unsigned long long)dims[i]);
+            fprintf(stderr, " -> slab");
+            for (uint32_t i = 0; i < nd; i++) fprintf(stderr, " %llu", (unsigned long long)slab[i]);
+            fprintf(stderr, "\n");
+            CHECK(0);
+            break;
+        }
+    }
+    /* worked examples from format.md: rows of a 2-D double array */
+    uint64_t d2[2] = {300, 600}, s2[2];
+    h5l_schema_slab_shape(F64, 2, d2, s2);
+    CHECK(s2[0] == (1u << 20) / (600 * 8) && s2[1] == 600);
+    /* one row bigger than 1 MiB: split the last dimension */
+    uint64_t d3[3] = {5, 4, 1u << 20}, s3[3];
+    h5l_schema_slab_shape(I32, 3, d3, s3);
+    CHECK(s3[0] == 1 && s3[1] == 1 && s3[2] == (1u << 18));
+    /* small variable: a single slab */
+    uint64_t d4[3] = {2, 3, 4}, s4[3];
+    h5l_schema_slab_shape(I32, 3, d4, s4);
+    CHECK(s4[0] == 2 && s4[1] == 3 && s4[2] == 4);
+}
+
+/* Dimensions so long that size * length overflows 64 bits must still give a
+ * slab of at most 1 MiB (the product must not wrap to a small number). */
+static void test_slab_shape_overflow(void)
+{
+    /* dimensions so long that size * length overflows 64 bits */
+    uint64_t d5[2] = {3, 1ull << 61}, s5[2];
+    h5l_schema_slab_shape(F64, 2, d5, s5);
+    CHECK(slab_ok(F64, 2, d5, s5));
+    uint64_t d6[2] = {1ull << 62, 1ull << 62}, s6[2];
+    h5l_schema_slab_shape(I32, 2, d6, s6);
+    CHECK(slab_ok(I32, 2, d6, s6));
+}
+
+TEST_MAIN(T(test_every_kind), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+          T(test_slab_shape), T(test_slab_shape_overflow))
