@@ -14,7 +14,7 @@ PY := /usr/bin/python3
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
 HDF5_LIBS := $(shell pkg-config --libs hdf5 2>/dev/null) -lhdf5_hl
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
-FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
+FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) $(shell pkg-config --libs libsystemd 2>/dev/null)
 XXH_LIBS := $(shell pkg-config --libs libxxhash 2>/dev/null)
 HDF5_HL_LIBDIR := $(shell pkg-config --variable=libdir hdf5 2>/dev/null)
 
@@ -54,7 +54,7 @@ help:
 
 # Install what is missing, once: a fresh Debian 12 machine needs only `make check`.
 deps-check:
-	@if ! pkg-config --exists hdf5 fuse3 libxxhash || ! command -v mpirun >/dev/null || \
+	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
 	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi

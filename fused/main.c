@@ -1,6 +1,10 @@
 /* main.c — h5logfs: option parsing, mount, the session loop, the ticker.
  *
  * Usage: h5logfs SRC MNT [-f] [-d] [-s] [-o tick=SECONDS,cache_size=SIZE,stats,...]
+ * SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly (libfuse's
+ * handlers); SIGUSR1 writes statistics to the log; a dead mount left by a
+ * crashed daemon is cleared before mounting; READY=1 goes to systemd once
+ * mounted.
  * The ticker thread polls every live log-layout file's journal once per
  * tick and invalidates the kernel's entry for each file that gained a tick,
  * from outside any request handler (DESIGN.md point 3). */
@@ -12,7 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/mount.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,6 +129,24 @@ static void raise_readahead(void)
     }
 }
 
+/* A daemon that crashed leaves its mount point dead ("Transport endpoint is
+ * not connected"); a restart (systemd Restart=on-failure) must clean it up
+ * instead of failing. Lazy unmount as root, else through fusermount3. */
+static void clear_stale_mount(const char *mnt)
+{
+    /* statfs, not stat: the root's attributes may still be cached */
+    struct statvfs sv;
+    if (statvfs(mnt, &sv) == 0 || errno != ENOTCONN) return;
+    hfs_log("%s: stale mount (transport endpoint not connected): unmounting it", mnt);
+    if (umount2(mnt, MNT_DETACH) == 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("fusermount3", "fusermount3", "-uz", mnt, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+}
+
 static void *ticker(void *arg)
 {
     (void)arg;
@@ -195,8 +221,10 @@ int main(int argc, char **argv)
     if (!se) goto out;
     g_se = se;
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
+    clear_stale_mount(cmd.mountpoint);
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
+    sd_notify(0, "READY=1"); /* systemd Type=notify; a no-op elsewhere */
     signal(SIGUSR1, on_usr1);
     pthread_t tk;
     int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
@@ -209,6 +237,9 @@ int main(int argc, char **argv)
         ret = fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
+    /* the loop returns the signal that ended it: a requested stop is success */
+    if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ret = 0;
+    sd_notify(0, "STOPPING=1");
     g_stop = 1;
     if (have_ticker) pthread_join(tk, NULL);
     if (o.stats) dump_stats();

@@ -1,0 +1,167 @@
+"""Daemon lifecycle: command line, signals, stale mounts, statistics.
+
+The daemon is started in the foreground (-f) in the background of the test
+and always unmounted in teardown, even when a test fails.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+BUILD = os.environ.get("H5LOG_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+DAEMON = os.path.join(BUILD, "bin", "h5logfs")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def mounted(mnt):
+    with open("/proc/mounts") as f:
+        return any(line.split()[1] == str(mnt) for line in f)
+
+
+def wait_for(pred, timeout=10.0):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def answers(mnt):
+    try:
+        os.listdir(mnt)
+        return True
+    except OSError:
+        return False
+
+
+def start(src, mnt, *opts, log=None):
+    """Start the daemon; ready when the mount is listed and answers (a dead
+    mount left by a crash is listed too)."""
+    p = subprocess.Popen([DAEMON, str(src), str(mnt), "-f"] + list(opts),
+                         stdout=subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
+    assert wait_for(lambda: (mounted(mnt) and answers(mnt)) or p.poll() is not None), "daemon did not mount"
+    assert p.poll() is None, "daemon exited"
+    return p
+
+
+def cleanup(p, mnt):
+    if mounted(mnt):
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    if mounted(mnt):
+        subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+    if p and p.poll() is None:
+        p.kill()
+        p.wait()
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "test_writer"),
+                    str(src), "--ticks", "3"], env=ENV, check=True, capture_output=True, timeout=300)
+    return src, mnt
+
+
+def test_version_and_help():
+    v = subprocess.run([DAEMON, "--version"], capture_output=True, text=True)
+    assert v.returncode == 0 and "h5logfs version" in v.stdout
+    h = subprocess.run([DAEMON, "--help"], capture_output=True, text=True)
+    assert h.returncode == 0 and "tick=SECONDS" in h.stdout
+
+
+@pytest.mark.parametrize("opt,msg", [("tick=0", "tick=0"), ("cache_size=lots", "not a size")])
+def test_bad_options_refused(dirs, opt, msg):
+    src, mnt = dirs
+    p = subprocess.run([DAEMON, str(src), str(mnt), "-f", "-o", opt], capture_output=True, text=True, timeout=10)
+    assert p.returncode != 0 and msg in p.stderr
+    assert not mounted(mnt)
+
+
+def test_missing_source_refused(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.run([DAEMON, str(tmp_path / "nope"), str(mnt), "-f"], capture_output=True, text=True, timeout=10)
+    assert p.returncode != 0 and "nope" in p.stderr
+    assert not mounted(mnt)
+
+
+def test_sigterm_unmounts_cleanly(dirs):
+    src, mnt = dirs
+    p = start(src, mnt)
+    try:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+        assert not mounted(mnt)
+    finally:
+        cleanup(p, mnt)
+
+
+def test_restart_after_crash_clears_stale_mount(dirs, tmp_path):
+    src, mnt = dirs
+    p = start(src, mnt)
+    p2 = None
+    try:
+        p.kill()
+        p.wait()
+        with pytest.raises(OSError):  # the dead mount: ENOTCONN
+            os.listdir(mnt)
+        log = open(tmp_path / "log", "w")
+        p2 = start(src, mnt, log=log)
+        with h5py.File(mnt / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+        assert "stale mount" in (tmp_path / "log").read_text()
+    finally:
+        cleanup(p2, mnt)
+        cleanup(p, mnt)
+
+
+def test_stats_file_and_sigusr1(dirs, tmp_path):
+    src, mnt = dirs
+    logpath = tmp_path / "log"
+    log = open(logpath, "w")
+    p = start(src, mnt, "-o", "stats,cache_size=64M", log=log)
+    try:
+        assert ".h5logfs-stats" not in os.listdir(mnt)  # not listed ...
+        with h5py.File(mnt / "t.h5", "r") as f:
+            a = f["a"][()]
+        with h5py.File(src / "t.h5", "r") as f:  # anchors give the shape only
+            assert a.shape == f["a"].shape
+        text = (mnt / ".h5logfs-stats").read_text()  # ... but readable
+        assert "limit 67108864 bytes" in text
+        assert str(src / "t.h5") in text
+        misses = int(text.split("misses ")[1].split(" ")[0])
+        assert misses > 0
+        p.send_signal(signal.SIGUSR1)
+        assert wait_for(lambda: "statistics" in logpath.read_text(), 5)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        p.wait(timeout=10)
+        cleanup(p, mnt)
+    assert "cache: hits" in logpath.read_text()  # -o stats at unmount
+
+
+def test_data_with_tiny_cache_equals_large_cache(dirs, tmp_path):
+    """The cache never changes bytes: a 64 KiB cache (most chunks uncached or
+    evicted at once) and a 1 GiB cache give the reference's values."""
+    src, mnt = dirs
+    subprocess.run([os.path.join(BUILD, "bin", "h5logreplay"), str(src / "t.h5"), str(tmp_path / "ref.h5")], check=True)
+    with h5py.File(tmp_path / "ref.h5", "r") as f:
+        ref = {k: f[k][()] for k in ["a", "c", "grp/b", "grp/sub/d", "s", "x"]}
+    for size in ["64K", "1G"]:
+        p = start(src, mnt, "-o", f"cache_size={size}")
+        try:
+            for _ in range(2):  # second pass: hits (large) or re-assembly (tiny)
+                with h5py.File(mnt / "t.h5", "r") as f:
+                    for k, want in ref.items():
+                        assert np.array_equal(f[k][()], want), (size, k)
+                subprocess.run(["sh", "-c", "echo 3 > /proc/sys/vm/drop_caches"], capture_output=True)
+        finally:
+            cleanup(p, mnt)
+            p.wait(timeout=10)
