@@ -40,7 +40,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev
 
-.PHONY: all deps deps-check check asan tsan bench-write clean help lib tools tests daemon
+.PHONY: all deps deps-check check asan tsan bench-write bench-memory clean help lib tools tests daemon
 
 all: deps-check lib tools daemon tests
 
@@ -50,6 +50,7 @@ help:
 	@echo "make check      build and run every test suite; ends with 'N passed, N failed'"
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
+	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make clean      remove build trees"
 
 # Install what is missing, once: a fresh Debian 12 machine needs only `make check`.
@@ -125,6 +126,9 @@ tsan:
 
 bench-write: all $(BENCH)
 	@bash bench/bench_write.sh $(BUILD)
+
+bench-memory: all $(BUILD)/bench/mkrecords
+	@bash bench/bench_memory.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-tsan
