@@ -496,4 +496,6 @@ void hfs_lfile_shutdown(void)
         hfs_lfile_unref(lf);
     }
     pthread_mutex_unlock(&reg_mu);
+    hfs_cache_free(g_cache);
+    g_cache = NULL;
 }

@@ -173,43 +173,47 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     opts_t o = {.tick = 0.1};
     struct fuse_cmdline_opts cmd;
+    memset(&cmd, 0, sizeof cmd);
     int ret = 1;
-    if (fuse_opt_parse(&args, &o, spec, opt_proc) != 0) return 1;
-    if (fuse_parse_cmdline(&args, &cmd) != 0) return 1;
+    if (fuse_opt_parse(&args, &o, spec, opt_proc) != 0) goto done;
+    if (fuse_parse_cmdline(&args, &cmd) != 0) goto done;
     if (cmd.show_help) {
         usage(argv[0]);
         fuse_cmdline_help();
         fuse_lowlevel_help();
-        return 0;
+        ret = 0;
+        goto done;
     }
     if (cmd.show_version) {
         printf("h5logfs version %s\n", H5L_VERSION_STRING);
+        fflush(stdout);
         fuse_lowlevel_version();
-        return 0;
+        ret = 0;
+        goto done;
     }
     if (!o.source || !cmd.mountpoint) {
         fprintf(stderr, "usage: %s SRC MNT [options]  (try --help)\n", argv[0]);
-        return 1;
+        goto done;
     }
     if (!(o.tick > 0 && o.tick <= 3600)) {
         fprintf(stderr, "h5logfs: tick=%g: must be between 0 and 3600 seconds\n", o.tick);
-        return 1;
+        goto done;
     }
     hfs_config_t c = {.source = o.source, .tick = o.tick, .stats = o.stats};
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     c.cache_size = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 8 : (size_t)1 << 30;
     if (o.cache_size && parse_size(o.cache_size, &c.cache_size) != 0) {
         fprintf(stderr, "h5logfs: cache_size=%s: not a size (e.g. 512M, 2G)\n", o.cache_size);
-        return 1;
+        goto done;
     }
     char err[512];
     if (hfs_lfile_init(c.cache_size) != 0) {
         fprintf(stderr, "h5logfs: out of memory\n");
-        return 1;
+        goto done;
     }
     if (hfs_fs_init(&c, err, sizeof err) != 0) {
         fprintf(stderr, "h5logfs: %s\n", err);
-        return 1;
+        goto done;
     }
     /* read-only at the kernel too: mutations fail with EROFS before us */
     char fsname[4200];
@@ -251,9 +255,11 @@ out_destroy:
 out:
     hfs_lfile_shutdown();
     hfs_fs_fini();
+    ret = ret ? 1 : 0;
+done:
     free(cmd.mountpoint);
     free(o.source);
     free(o.cache_size);
     fuse_opt_free_args(&args);
-    return ret ? 1 : 0;
+    return ret;
 }

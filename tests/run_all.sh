@@ -10,6 +10,10 @@ BUILD=${BUILD:-build}
 PY=${PY:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export H5LOG_BUILD=$(cd "$BUILD" && pwd)
+# Under `make asan`: OpenMPI's own never-freed allocations are suppressed by
+# library name (tests/lsan.supp); full unwinding so the names are visible.
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 total_pass=0 total_fail=0
 log=$(mktemp -d /tmp/h5log-check.XXXXXX)
 trap 'rm -rf "$log"' EXIT
