@@ -40,13 +40,14 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev
 
-.PHONY: all deps deps-check check asan tsan bench-write bench-memory clean help lib tools tests daemon
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-memory clean help lib tools tests daemon
 
 all: deps-check lib tools daemon tests
 
 help:
 	@echo "make            build libcore (libh5log), tools and tests into $(BUILD)/"
 	@echo "make deps       apt-get install every Debian package the build, tests and benchmarks need"
+	@echo "make demo       an MPI job writes a file for a few seconds; mount it and read it while it grows"
 	@echo "make check      build and run every test suite; ends with 'N passed, N failed'"
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
@@ -110,6 +111,17 @@ $(DAEMON): $(FUSED_OBJS) $(BUILD)/libh5log.a
 $(BUILD)/tests/test_memvfd: tests/fused/test_memvfd.c $(BUILD)/fused/memvfd.o fused/memvfd.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/memvfd.o -o $@ $(LDFLAGS) $(HDF5_LIBS) -lm
+
+$(BUILD)/tests/test_cache: tests/fused/test_cache.c $(BUILD)/fused/cache.o fused/cache.h tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/cache.o -o $@ $(LDFLAGS) $(XXH_LIBS) -lpthread
+
+$(BUILD)/demo/%: demo/%.c $(BUILD)/libh5log.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_LIB)
+
+demo: all $(BUILD)/demo/demo_writer
+	@bash demo/run_demo.sh $(BUILD)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
