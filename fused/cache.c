@@ -44,7 +44,8 @@ struct hfs_cds {
     hfs_centry_t **tab;
     size_t nslots, n;
     int closed;
-    int refs;            /* owner (1) + entries; guarded by mu */
+    int refs;            /* owner (1) + entries + evictions in flight; guarded by mu */
+    int busy;            /* evicted callbacks running; close waits for 0 */
 };
 
 typedef struct seg {
@@ -110,6 +111,14 @@ static void cds_free(hfs_cds_t *d)
     pthread_cond_destroy(&d->cv);
     free(d->tab);
     free(d);
+}
+
+static void cds_unref(hfs_cds_t *d)
+{
+    pthread_mutex_lock(&d->mu);
+    int last = --d->refs == 0;
+    pthread_mutex_unlock(&d->mu);
+    if (last) cds_free(d);
 }
 
 /* Index operations, under d->mu. */
@@ -193,10 +202,7 @@ static void entry_free(hfs_centry_t *e)
     }
     free(e->data);
     free(e);
-    pthread_mutex_lock(&d->mu);
-    int last = --d->refs == 0;
-    pthread_mutex_unlock(&d->mu);
-    if (last) cds_free(d);
+    cds_unref(d);
 }
 
 /* Choose victims to make room for `need` bytes, under c->mu: unpinned
@@ -233,8 +239,12 @@ static void make_room(hfs_cache_t *c, size_t need, hfs_centry_t **victims)
 }
 
 /* Finish victims outside c->mu: out of their index, freed unless pinned
- * (then freed at the last release). */
-static void finish_victims(hfs_cache_t *c, hfs_centry_t *v)
+ * (then freed at the last release). A victim pinned in the window can be
+ * freed by its reader as soon as d->mu is dropped, so the callback gets a
+ * copy of its key, and d (owner, layout) is held by a reference of our own.
+ * The owner is told only while it is open (or by its own close, `closing`);
+ * close waits for callbacks already running (d->busy). */
+static void finish_victims(hfs_cache_t *c, hfs_centry_t *v, hfs_cds_t *closing)
 {
     while (v) {
         hfs_centry_t *e = v;
@@ -244,10 +254,19 @@ static void finish_victims(hfs_cache_t *c, hfs_centry_t *v)
         idx_del(d, e);
         e->state = E_DEAD;
         int pinned = atomic_load(&e->pins) > 0; /* pinned in the window: freed at release */
+        int notify = d->layout->evicted && (!d->closed || d == closing);
+        hfs_ckey_t key = e->key;
+        size_t len = e->len;
+        d->refs++;
+        d->busy += notify;
         pthread_mutex_unlock(&d->mu);
         atomic_fetch_add(&c->evictions, 1);
-        if (d->layout->evicted) d->layout->evicted(d->owner, &e->key, e->len);
+        if (notify) d->layout->evicted(d->owner, &key, len);
         if (!pinned) entry_free(e);
+        pthread_mutex_lock(&d->mu);
+        if (notify && --d->busy == 0) pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        cds_unref(d);
     }
 }
 
@@ -268,8 +287,10 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
         }
         int failed = e->state != E_READY;
         pthread_mutex_unlock(&d->mu);
-        if (failed) { /* the loader failed; its error is ours */
+        if (failed) { /* the loader failed (its error is ours) or could not cache */
             *rc = e->rc;
+            atomic_fetch_add(&c->misses, 1); /* every lookup is a hit, a wait or a miss */
+            if (!*rc) atomic_fetch_add(&c->uncached, 1);
             hfs_cache_release(e);
             return NULL;
         }
@@ -317,7 +338,7 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
     pthread_mutex_lock(&c->mu);
     make_room(c, len, &victims);
     pthread_mutex_unlock(&c->mu);
-    finish_victims(c, victims);
+    finish_victims(c, victims, NULL);
     pthread_mutex_lock(&c->mu);
     int room = c->mem + len <= c->limit; /* charge only what fits */
     if (room) {
@@ -341,20 +362,18 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
     int arc = d->layout->assemble(ctx, key, e->data, len);
     atomic_fetch_add(&c->bytes_assembled, len);
     pthread_mutex_lock(&d->mu);
-    if (arc) {
+    if (arc || d->closed) { /* failed, or the owner closed meanwhile: not cached */
         idx_del(d, e);
-        e->state = E_DEAD;
+        e->state = E_DEAD; /* ours alone now: freed (and uncharged) at release */
         e->rc = arc;
     } else {
         e->state = E_READY;
-    }
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    if (!arc) {
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->mu); /* in a segment before close can look for it */
         seg_push(&c->prob, e, SEG_PROB);
         pthread_mutex_unlock(&c->mu);
     }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
     if (arc) {
         *rc = arc;
         hfs_cache_release(e);
@@ -394,8 +413,9 @@ void hfs_cds_close(hfs_cds_t *d)
         }
     }
     pthread_mutex_unlock(&c->mu);
-    finish_victims(c, victims);
+    finish_victims(c, victims, d);
     pthread_mutex_lock(&d->mu);
+    while (d->busy) pthread_cond_wait(&d->cv, &d->mu); /* other threads' callbacks to the owner */
     int last = --d->refs == 0;
     pthread_mutex_unlock(&d->mu);
     if (last) cds_free(d);
