@@ -50,6 +50,7 @@ help:
 	@echo "make demo       an MPI job writes a file for a few seconds; mount it and read it while it grows"
 	@echo "make check      build and run every test suite; ends with 'N passed, N failed'"
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
+	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make clean      remove build trees"
@@ -133,8 +134,18 @@ check: all
 asan:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" CFLAGS="-O1 -g" check
 
+# ThreadSanitizer over the multi-threaded modules (cache, reader): their
+# unit tests run many threads; MPI programs are not run under TSan.
+TSAN_TESTS := test_cache test_reader test_index
 tsan:
-	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" CFLAGS="-O1 -g" check
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" CFLAGS="-O1 -g" $(TSAN_TESTS:%=build-tsan/tests/%)
+	@p=0; f=0; for t in $(TSAN_TESTS); do \
+		out=$$(TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t 2>&1); rc=$$?; \
+		line=$$(echo "$$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$$' | tail -1); \
+		echo "== tsan $$t: $${line:-no result (rc $$rc)}"; \
+		if [ $$rc -ne 0 ] || [ -z "$$line" ]; then echo "$$out" | tail -30; f=$$((f+1)); \
+		else p=$$((p+$${line%% *})); fi; done; \
+		echo "$$p passed, $$f failed"; [ $$f -eq 0 ]
 
 bench-write: all $(BENCH)
 	@bash bench/bench_write.sh $(BUILD)
