@@ -114,6 +114,9 @@ static void unref_inode(hfs_inode_t *n, uint64_t k)
     if (dead) inode_free(n);
 }
 
+/* A journal sidecar is hidden: its name is BASE.h5lj and either BASE exists
+ * or the file starts with the journal magic (the writer creates the sidecar
+ * just before BASE, so BASE may not exist yet). */
 static int is_sidecar_of_existing(int dirfd, const char *name)
 {
     size_t n = strlen(name), s = strlen(H5L_SIDECAR_SUFFIX);
@@ -122,7 +125,13 @@ static int is_sidecar_of_existing(int dirfd, const char *name)
     if (n - s > NAME_MAX) return 0;
     memcpy(base, name, n - s);
     base[n - s] = 0;
-    return faccessat(dirfd, base, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    if (faccessat(dirfd, base, F_OK, AT_SYMLINK_NOFOLLOW) == 0) return 1;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t m[8];
+    int is = pread(fd, m, sizeof m, 0) == (ssize_t)sizeof m && memcmp(m, h5l_jhdr_magic, 8) == 0;
+    close(fd);
+    return is;
 }
 
 static void snap_attr(const hfs_inode_t *n, struct stat *st)
