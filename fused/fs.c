@@ -47,13 +47,19 @@ typedef struct hfs_inode {
     uint64_t nlookup; /* guarded by tab_mu */
     hfs_snap_t *snap; /* K_SNAP */
     struct stat bad_st; /* K_BAD: the source's attributes */
-    struct hfs_inode *next, *prev;
+    struct hfs_inode *next, *prev; /* every inode (for destroy) */
+    struct hfs_inode *hnext;       /* hash chain: mirrors by (dev, ino), snapshots by snap */
+    int hashed;
 } hfs_inode_t;
 
 static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_inode_t root;
 static hfs_inode_t stats_ino = {.kind = K_STATS, .fd = -1, .mode = S_IFREG | 0444};
 static hfs_inode_t *tab_head; /* every inode but the root */
+/* Hash index over the table, so a lookup costs O(1), not O(inodes): a
+ * directory of many files is listed with one lookup each. */
+static hfs_inode_t **htab;
+static size_t hslots, hcount;
 static hfs_config_t cfg;
 
 static hfs_inode_t *ino_of(fuse_ino_t ino)
@@ -70,6 +76,66 @@ static int errno_of(int code)
     case H5L_ENOTFOUND: return ENOENT;
     default: return EIO;
     }
+}
+
+static size_t hkey(int kind, dev_t dev, ino_t ino, const void *snap)
+{
+    uint64_t k = kind == K_SNAP ? (uint64_t)(uintptr_t)snap
+                                : ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino ^ (uint64_t)kind;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static size_t hkey_of(const hfs_inode_t *n) { return hkey(n->kind, n->dev, n->sino, n->snap); }
+
+/* Under tab_mu. Failure to grow only makes chains longer. */
+static void hash_insert(hfs_inode_t *n)
+{
+    if (hcount + 1 > hslots) {
+        size_t ns = hslots ? hslots * 2 : 1024;
+        hfs_inode_t **t = calloc(ns, sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < hslots; i++) {
+                for (hfs_inode_t *x = htab[i], *nx; x; x = nx) {
+                    nx = x->hnext;
+                    x->hnext = t[hkey_of(x) & (ns - 1)];
+                    t[hkey_of(x) & (ns - 1)] = x;
+                }
+            }
+            free(htab);
+            htab = t;
+            hslots = ns;
+        }
+    }
+    if (!hslots) return;
+    size_t b = hkey_of(n) & (hslots - 1);
+    n->hnext = htab[b];
+    htab[b] = n;
+    n->hashed = 1;
+    hcount++;
+}
+
+static void hash_remove(hfs_inode_t *n)
+{
+    if (!n->hashed) return;
+    hfs_inode_t **pp = &htab[hkey_of(n) & (hslots - 1)];
+    while (*pp && *pp != n) pp = &(*pp)->hnext;
+    if (*pp) *pp = n->hnext;
+    n->hashed = 0;
+    hcount--;
+}
+
+/* Under tab_mu: the mirror inode of (dev, ino), or the snapshot inode. */
+static hfs_inode_t *hash_find(int kind, dev_t dev, ino_t ino, const void *snap)
+{
+    if (!hslots) return NULL;
+    for (hfs_inode_t *n = htab[hkey(kind, dev, ino, snap) & (hslots - 1)]; n; n = n->hnext) {
+        if (n->kind != kind) continue;
+        if (kind == K_SNAP ? n->snap == snap : (n->dev == dev && n->sino == ino)) return n;
+    }
+    return NULL;
 }
 
 static void inode_free(hfs_inode_t *n)
@@ -106,6 +172,7 @@ static void unref_inode(hfs_inode_t *n, uint64_t k)
     n->nlookup -= k < n->nlookup ? k : n->nlookup;
     int dead = n->nlookup == 0;
     if (dead) {
+        hash_remove(n);
         if (n->prev) n->prev->next = n->next;
         else tab_head = n->next;
         if (n->next) n->next->prev = n->prev;
@@ -182,6 +249,16 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
     hfs_lfile_t *lf = NULL;
     hfs_snap_t *snap = NULL;
     h5l_err_t e = {0};
+    /* a file already found bad and unchanged since: same inode, no new log */
+    pthread_mutex_lock(&tab_mu);
+    hfs_inode_t *b = hash_find(K_BAD, st->st_dev, st->st_ino, NULL);
+    if (b && b->bad_st.st_size == st->st_size && b->bad_st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+        b->bad_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec) {
+        b->nlookup++;
+        pthread_mutex_unlock(&tab_mu);
+        return b;
+    }
+    pthread_mutex_unlock(&tab_mu);
     int rc = hfs_lfile_get(path, st->st_dev, st->st_ino, &lf, &e);
     if (!rc) {
         hfs_lfile_set_entry(lf, parent, name);
@@ -189,17 +266,14 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
     }
     hfs_lfile_unref(lf);
     pthread_mutex_lock(&tab_mu);
-    if (!rc) { /* the inode of this snapshot, if the kernel still has it */
-        for (hfs_inode_t *n = tab_head; n; n = n->next) {
-            if (n->kind == K_SNAP && n->snap == snap) {
-                n->nlookup++;
-                pthread_mutex_unlock(&tab_mu);
-                hfs_snap_unref(snap);
-                return n;
-            }
-        }
+    hfs_inode_t *n = rc ? NULL : hash_find(K_SNAP, 0, 0, snap);
+    if (n) { /* the inode of this snapshot, if the kernel still has it */
+        n->nlookup++;
+        pthread_mutex_unlock(&tab_mu);
+        hfs_snap_unref(snap);
+        return n;
     }
-    hfs_inode_t *n = inode_new(rc ? K_BAD : K_SNAP, path);
+    n = inode_new(rc ? K_BAD : K_SNAP, path);
     if (n) {
         n->snap = snap;
         n->mode = st->st_mode;
@@ -207,6 +281,7 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
         n->dev = st->st_dev;
         n->sino = st->st_ino;
         snap = NULL;
+        hash_insert(n);
     }
     pthread_mutex_unlock(&tab_mu);
     hfs_snap_unref(snap);
@@ -265,19 +340,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         e.attr_timeout = n && n->kind == K_SNAP ? 86400.0 : 0; /* snapshots never change */
     } else {
         pthread_mutex_lock(&tab_mu);
-        for (hfs_inode_t *m = tab_head; m; m = m->next) {
-            if (m->kind == K_MIRROR && m->dev == st.st_dev && m->sino == st.st_ino) {
-                m->nlookup++;
-                n = m;
-                break;
-            }
-        }
-        if (!n && (n = inode_new(K_MIRROR, path))) {
+        n = hash_find(K_MIRROR, st.st_dev, st.st_ino, NULL);
+        if (n) {
+            n->nlookup++;
+        } else if ((n = inode_new(K_MIRROR, path))) {
             n->fd = fd;
             fd = -1;
             n->dev = st.st_dev;
             n->sino = st.st_ino;
             n->mode = st.st_mode;
+            hash_insert(n);
         }
         pthread_mutex_unlock(&tab_mu);
         if (fd >= 0) close(fd);
@@ -548,6 +620,9 @@ static void op_destroy(void *userdata)
         tab_head = n->next;
         inode_free(n);
     }
+    free(htab);
+    htab = NULL;
+    hslots = hcount = 0;
     pthread_mutex_unlock(&tab_mu);
 }
 
