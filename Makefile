@@ -38,7 +38,7 @@ BENCH := $(BUILD)/bench/bench_write
 
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
-	python3-pytest python3-numpy netcdf-bin libsystemd-dev
+	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-memory clean help lib tools tests daemon
 
@@ -53,6 +53,8 @@ help:
 	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
+	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages"
+	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
 	@echo "make clean      remove build trees"
 
 # Install what is missing, once: a fresh Debian 12 machine needs only `make check`.
@@ -82,7 +84,7 @@ $(BUILD)/libh5log.a: $(CORE_OBJS) $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/libh5log.so: $(CORE_OBJS) $(LIB_OBJS)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(HDF5_LIBS) $(XXH_LIBS) -lpthread
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libh5log.so.0 -o $@ $^ $(HDF5_LIBS) $(XXH_LIBS) -lpthread
 
 LINK_LIB = $(BUILD)/libh5log.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 LINK_CORE = $(BUILD)/libh5lcore.a $(XXH_LIBS) -lpthread -lm
@@ -155,3 +157,5 @@ bench-memory: all $(BUILD)/bench/mkrecords
 
 clean:
 	rm -rf build build-asan build-tsan
+
+include mk/install.mk

@@ -587,6 +587,38 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     else fuse_reply_statfs(req, &s);
 }
 
+/* Snapshot files tell what they are through extended attributes: a
+ * monitor reading through the mount (h5logtail) learns the tick and whether
+ * the writer has closed the file. */
+static int snap_xattr(const hfs_inode_t *n, const char *name, char *buf, size_t cap)
+{
+    if (strcmp(name, "user.h5logfs.tick") == 0)
+        return snprintf(buf, cap, "%llu", (unsigned long long)n->snap->tick);
+    if (strcmp(name, "user.h5logfs.closed") == 0) return snprintf(buf, cap, "%d", n->snap->closed);
+    if (strcmp(name, "user.h5logfs.source") == 0) return snprintf(buf, cap, "%s", hfs_snap_source(n->snap));
+    return -1;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    hfs_inode_t *n = ino_of(ino);
+    char buf[PATH_MAX + 64];
+    int len = n->kind == K_SNAP ? snap_xattr(n, name, buf, sizeof buf) : -1;
+    if (len < 0) fuse_reply_err(req, ENODATA);
+    else if (size == 0) fuse_reply_xattr(req, (size_t)len);
+    else if ((size_t)len > size) fuse_reply_err(req, ERANGE);
+    else fuse_reply_buf(req, buf, (size_t)len);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    static const char names[] = "user.h5logfs.tick\0user.h5logfs.closed\0user.h5logfs.source";
+    size_t len = ino_of(ino)->kind == K_SNAP ? sizeof names : 0;
+    if (size == 0) fuse_reply_xattr(req, len);
+    else if (len > size) fuse_reply_err(req, ERANGE);
+    else fuse_reply_buf(req, names, len);
+}
+
 /* Everything that would change the tree. */
 static void rofs_entry(fuse_req_t req) { fuse_reply_err(req, EROFS); }
 static void op_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int s, struct fuse_file_info *f) { (void)i; (void)a; (void)s; (void)f; rofs_entry(req); }
@@ -641,6 +673,8 @@ static const struct fuse_lowlevel_ops ops = {
     .read = op_read,
     .release = op_release,
     .statfs = op_statfs,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
     .setattr = op_setattr,
     .mknod = op_mknod,
     .mkdir = op_mkdir,

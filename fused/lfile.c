@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ struct hfs_lfile {
     uint64_t parent;
     char *name;
     double last_use;
+    int closed_seen;     /* ticker: the CLOSE record was announced */
     hfs_cds_t **cds;     /* per object id: this file's cache index */
     size_t ncds;
     _Atomic uint64_t st_reads, st_hits, st_misses, st_skipped, st_assembled, st_evictions;
@@ -60,6 +62,14 @@ int hfs_lfile_init(size_t cache_limit)
     return g_cache ? 0 : -1;
 }
 
+static atomic_int use_syslog;
+
+void hfs_log_to_syslog(void)
+{
+    openlog("h5logfs", LOG_PID, LOG_DAEMON);
+    atomic_store(&use_syslog, 1);
+}
+
 void hfs_log(const char *fmt, ...)
 {
     char line[1024];
@@ -67,6 +77,10 @@ void hfs_log(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (atomic_load(&use_syslog)) {
+        syslog(LOG_WARNING, "%s", line);
+        return;
+    }
     fprintf(stderr, "h5logfs: %s\n", line);
     fflush(stderr);
 }
@@ -165,6 +179,8 @@ void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name)
     pthread_mutex_unlock(&lf->mu);
 }
 
+const char *hfs_snap_source(const hfs_snap_t *s) { return s->lf->path; }
+
 void hfs_snap_unref(hfs_snap_t *s)
 {
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
@@ -184,7 +200,8 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         goto out;
     }
     uint64_t tick = h5l_reader_ntick(lf->reader);
-    if (lf->snap && lf->snap->tick == tick) {
+    int closed = h5l_reader_closed(lf->reader);
+    if (lf->snap && lf->snap->tick == tick && lf->snap->closed == closed) {
         atomic_fetch_add(&lf->snap->refs, 1);
         *out = lf->snap;
         goto out;
@@ -208,6 +225,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
     atomic_fetch_add(&lf->refs, 1);
     s->lf = lf;
     s->tick = tick;
+    s->closed = closed;
     s->skel = hfs_skel_ref(lf->skel);
     h5l_tick_info_t ti;
     s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
@@ -427,6 +445,20 @@ char *hfs_lfile_stats_text(void)
     return (char *)b.p;
 }
 
+/* Break the cycle lf->snap <-> snap->lf when nothing else holds either:
+ * then the file's references are the registry's and its snapshot's. Under
+ * reg_mu, so no lookup can take a new reference meanwhile. */
+static int release_if_idle(hfs_lfile_t *lf)
+{
+    pthread_mutex_lock(&lf->mu);
+    hfs_snap_t *s = lf->snap;
+    int idle = s ? atomic_load(&s->refs) == 1 && atomic_load(&lf->refs) == 2 : atomic_load(&lf->refs) == 1;
+    if (idle) lf->snap = NULL;
+    pthread_mutex_unlock(&lf->mu);
+    hfs_snap_unref(s == NULL || !idle ? NULL : s); /* drops the snapshot's reference to lf */
+    return idle;
+}
+
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
 {
     typedef struct { uint64_t parent; char *name; } note_t;
@@ -437,24 +469,29 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
     hfs_lfile_t **pp = &reg_head;
     while (*pp) {
         hfs_lfile_t *lf = *pp;
-        /* drop files nobody but the registry holds, unused for a while */
-        if (atomic_load(&lf->refs) == 1 && now - lf->last_use > idle_s) {
+        /* drop files unused for a while that nobody holds but the registry
+         * and the file's own newest snapshot (which points back at it) */
+        if (now - lf->last_use > idle_s && release_if_idle(lf)) {
             *pp = lf->next;
             hfs_lfile_unref(lf);
             continue;
         }
         pp = &lf->next;
-        if (h5l_reader_closed(lf->reader)) continue;
+        if (lf->closed_seen) continue;
         int nnew = 0;
         h5l_err_t e = {0};
         int rc = h5l_reader_refresh(lf->reader, &nnew, &e);
         pthread_mutex_lock(&lf->mu);
+        if (h5l_reader_closed(lf->reader)) { /* the name's snapshot changes: closed */
+            lf->closed_seen = 1;
+            if (!nnew) nnew = -1;
+        }
         if (rc && rc != H5L_EIO && !lf->failed) {
             lf->failed = 1;
             lf->ferr = e;
             hfs_log("%s", e.msg);
         }
-        if (nnew && lf->name && nnew > 0) {
+        if (nnew && lf->name) {
             if (nnotes == cap) {
                 cap = cap ? cap * 2 : 16;
                 note_t *n = realloc(notes, cap * sizeof *n);
@@ -493,6 +530,11 @@ void hfs_lfile_shutdown(void)
     while (reg_head) {
         hfs_lfile_t *lf = reg_head;
         reg_head = lf->next;
+        pthread_mutex_lock(&lf->mu); /* break the lf <-> newest snapshot cycle */
+        hfs_snap_t *s = lf->snap;
+        lf->snap = NULL;
+        pthread_mutex_unlock(&lf->mu);
+        hfs_snap_unref(s);
         hfs_lfile_unref(lf);
     }
     pthread_mutex_unlock(&reg_mu);

@@ -23,8 +23,12 @@ typedef struct hfs_snap {
     atomic_int refs;
     hfs_lfile_t *lf;
     uint64_t tick, time_ns;
+    int closed;        /* the writer had closed the file: this is its last tick */
     hfs_skel_t *skel;
 } hfs_snap_t;
+
+/* The source path of a snapshot's file. */
+const char *hfs_snap_source(const hfs_snap_t *s);
 
 /* Create the shared chunk cache (limit in bytes). Call once before use. */
 int hfs_lfile_init(size_t cache_limit);
@@ -65,7 +69,9 @@ char *hfs_lfile_stats_text(void);
 /* Free every file (at unmount). */
 void hfs_lfile_shutdown(void);
 
-/* One log line naming the file, to stderr. */
+/* One log line naming the file: to stderr, or to syslog (daemon facility)
+ * after hfs_log_to_syslog (the daemon in the background). */
 void hfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hfs_log_to_syslog(void);
 
 #endif

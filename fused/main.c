@@ -34,13 +34,21 @@ typedef struct opts {
     int stats;
     char *source;
     int nonopt;
+    int has_fsname, has_subtype, allow, defperm;
 } opts_t;
+
+enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM };
 
 #define OPT(t, p, v) {t, offsetof(opts_t, p), v}
 static const struct fuse_opt spec[] = {
     OPT("tick=%lf", tick, 0),
     OPT("cache_size=%s", cache_size, 0),
     OPT("stats", stats, 1),
+    FUSE_OPT_KEY("fsname=", K_FSNAME),
+    FUSE_OPT_KEY("subtype=", K_SUBTYPE),
+    FUSE_OPT_KEY("allow_other", K_ALLOW),
+    FUSE_OPT_KEY("allow_root", K_ALLOW),
+    FUSE_OPT_KEY("default_permissions", K_DEFPERM),
     FUSE_OPT_END,
 };
 
@@ -61,6 +69,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
     (void)outargs;
     opts_t *o = data;
+    switch (key) { /* noted, and passed on to libfuse */
+    case K_FSNAME: o->has_fsname = 1; return 1;
+    case K_SUBTYPE: o->has_subtype = 1; return 1;
+    case K_ALLOW: o->allow = 1; return 1;
+    case K_DEFPERM: o->defperm = 1; return 1;
+    default: break;
+    }
     if (key == FUSE_OPT_KEY_NONOPT && o->nonopt++ == 0) {
         o->source = strdup(arg);
         return 0;
@@ -100,8 +115,9 @@ static void dump_stats(void)
 {
     char *t = hfs_lfile_stats_text();
     if (t) {
-        fprintf(stderr, "h5logfs: statistics\n%s", t);
-        fflush(stderr);
+        hfs_log("statistics");
+        char *save = NULL;
+        for (char *line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) hfs_log("%s", line);
     }
     free(t);
 }
@@ -216,9 +232,14 @@ int main(int argc, char **argv)
         goto done;
     }
     /* read-only at the kernel too: mutations fail with EROFS before us */
-    char fsname[4200];
-    snprintf(fsname, sizeof fsname, "-oro,subtype=h5logfs,fsname=%s", o.source);
-    fuse_opt_add_arg(&args, fsname);
+    /* read-only at the kernel too (mutations fail with EROFS before us);
+     * our subtype and fsname unless given; with allow_other the kernel
+     * checks the source's permissions (the daemon runs as its owner) */
+    char extra[4300];
+    snprintf(extra, sizeof extra, "-oro%s%s%s%s", o.has_subtype ? "" : ",subtype=h5logfs",
+             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : o.source,
+             o.allow && !o.defperm ? ",default_permissions" : "");
+    fuse_opt_add_arg(&args, extra);
     g_tick = o.tick;
     g_mnt = cmd.mountpoint;
     struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), NULL);
@@ -228,6 +249,7 @@ int main(int argc, char **argv)
     clear_stale_mount(cmd.mountpoint);
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
+    if (!cmd.foreground) hfs_log_to_syslog(); /* stderr is /dev/null now */
     sd_notify(0, "READY=1"); /* systemd Type=notify; a no-op elsewhere */
     signal(SIGUSR1, on_usr1);
     pthread_t tk;

@@ -19,9 +19,12 @@
  *   - any other HDF5 file (for instance a log-layout file seen through an
  *     h5logfs mount) is reopened read-only with libhdf5 at every poll, so a
  *     mounted file shows its newest snapshot, and the slice [old, new) along
- *     the growing dimension is printed. A plain HDF5 file does not say when
- *     its writer is done: h5logtail follows it until interrupted, or exits 0
- *     after --idle SECONDS without growth.
+ *     the growing dimension is printed. Through an h5logfs mount the file
+ *     tells when its writer closed it (extended attribute
+ *     user.h5logfs.closed): h5logtail then prints the rest and exits 0. Any
+ *     other HDF5 file does not say when its writer is done: h5logtail
+ *     follows it until interrupted, or exits 0 after --idle SECONDS without
+ *     growth.
  * --idle applies to both backends (a log-layout file whose writer died is
  * never closed); --follow disables both ways of exiting.
  *
@@ -34,6 +37,7 @@
  * Exit status: 0 done (writer closed, idle, or SIGINT/SIGTERM), 1 error
  * (message names the file and the reason), 2 usage. */
 #include <errno.h>
+#include <sys/xattr.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -132,8 +136,9 @@ static void usage(FILE *o)
         "  -V, --version           version\n\n"
         "A log-layout file is read through libcore and " PROG " exits 0 once its writer has\n"
         "closed it and every record is printed. Any other HDF5 file (e.g. one seen through\n"
-        "an h5logfs mount) is reopened at every poll; its end cannot be known, so " PROG "\n"
-        "follows it until interrupted or until --idle expires.\n"
+        "an h5logfs mount) is reopened at every poll. Through a mount, " PROG " also exits\n"
+        "once the writer closed the file (the file's user.h5logfs.closed attribute); a\n"
+        "plain HDF5 file is followed until interrupted or until --idle expires.\n"
         "Exit status: 0 done or interrupted, 1 error, 2 usage.\n");
 }
 
@@ -836,6 +841,11 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
     while (!g_stop) {
         problem[0] = 0;
         int grew = 0;
+        /* Through an h5logfs mount the file says whether its writer closed
+         * it (user.h5logfs.closed). Asked before the open: if it says so,
+         * this open is of the final snapshot. */
+        char xc[4] = {0};
+        int writer_closed = getxattr(file, "user.h5logfs.closed", xc, sizeof xc - 1) == 1 && xc[0] == '1';
         hid_t f = h5_open(file, fapl);
         if (f < 0) {
             if (first) die("%s: cannot open as an HDF5 file", file);
@@ -892,6 +902,7 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
         double t = now_s();
         if (grew) last_growth = t;
         if (g_stop) break;
+        if (!O.follow && writer_closed && !problem[0]) break;
         if (!O.follow && O.idle >= 0 && t - last_growth >= O.idle) break;
         nap(O.interval);
     }

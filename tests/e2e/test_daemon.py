@@ -203,3 +203,64 @@ def test_concurrent_readers_tiny_cache(dirs, tmp_path):
         assert "evictions 0," not in stats.splitlines()[1]  # the tiny cache really evicted
     finally:
         cleanup(p, mnt)
+
+
+def test_xattrs_tell_tick_and_close(tmp_path):
+    """Through the mount a monitor learns the tick of what it opened and
+    whether the writer has closed the file (user.h5logfs.* attributes)."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    p = start(src, mnt)
+    w = None
+    try:
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "live_writer"),
+                              str(src / "live.h5"), "--ticks", "12", "--interval", "0.1"],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        path = mnt / "live.h5"
+        assert wait_for(lambda: path.exists() and int(os.getxattr(path, "user.h5logfs.tick")) >= 1, 30)
+        ticks = []
+        while w.poll() is None:
+            ticks.append(int(os.getxattr(path, "user.h5logfs.tick")))
+            assert os.getxattr(path, "user.h5logfs.closed") in (b"0", b"1")
+            time.sleep(0.05)
+        assert w.returncode == 0
+        assert ticks == sorted(ticks), "ticks went backwards"
+        assert wait_for(lambda: os.getxattr(path, "user.h5logfs.closed") == b"1", 3)
+        assert os.getxattr(path, "user.h5logfs.tick") == b"12"
+        assert os.getxattr(path, "user.h5logfs.source") == str(src / "live.h5").encode()
+        assert "user.h5logfs.closed" in os.listxattr(path)
+        with h5py.File(path, "r") as f:
+            assert int(f["stamp"][0]) == 12
+    finally:
+        if w and w.poll() is None:
+            w.kill()
+        cleanup(p, mnt)
+
+
+def mount_options(mnt):
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if parts[1] == str(mnt):
+                return parts[0], parts[2], parts[3].split(",")
+    return None
+
+
+def test_mount_options_fsname_and_permissions(dirs):
+    """allow_other always brings default_permissions (the daemon checks no
+    permissions itself); a given fsname is kept, else it is SRC."""
+    src, mnt = dirs
+    p = start(src, mnt, "-o", "allow_other")
+    try:
+        fsname, fstype, opts = mount_options(mnt)
+        assert fstype == "fuse.h5logfs" and fsname == str(src)
+        assert "ro" in opts and "default_permissions" in opts and "allow_other" in opts
+    finally:
+        cleanup(p, mnt)
+    p = start(src, mnt, "-o", "fsname=myruns")
+    try:
+        fsname, _, opts = mount_options(mnt)
+        assert fsname == "myruns" and "default_permissions" not in opts
+    finally:
+        cleanup(p, mnt)

@@ -372,23 +372,28 @@ def test_through_mount(mount, procs):
     mpath = os.path.join(mnt, "run.h5")
     wait_for(lambda: mounted_rows(mpath) > 0 or not w.running(), 60, f"{mpath}/v")
     assert w.running(), f"live_writer ended before the file could be watched:\n{w.stdout()}{w.stderr()}"
-    # through a mount the end is not visible: --idle ends it
-    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.1", "--idle", "2", mpath + "/v"])
+    # through a mount the file's user.h5logfs.closed attribute ends it
+    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.1", mpath + "/v"])
     wrc = w.wait(60)
     w_end = time.monotonic()
     assert wrc == 0, f"live_writer failed ({wrc}):\n{w.stdout()}{w.stderr()}"
     rc = t.wait(20)
-    assert rc is not None, f"h5logtail --idle 2 still running 20 s after the writer closed:\n{t.stderr()}"
+    assert rc is not None, f"h5logtail still running 20 s after the writer closed:\n{t.stderr()}"
     assert rc == 0, f"h5logtail exited {rc}:\n{t.stderr()}"
     recs = parse_csv(t.stdout())
     assert sequence_problems(recs, TICKS * ROWS) == [], t.stderr()
     assert t.lines[1][0] < w_end, "no record was printed before the writer finished (output not streamed?)"
 
-    # without --idle it follows the mounted file until interrupted, then exits 0
-    t = procs([TAIL, "-n", 3, "-i", "0.1", mpath + "/v"])
+    # --idle also ends it (a plain HDF5 file gives no close signal)
+    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.1", "--idle", "1", mpath + "/v"])
+    assert t.wait(20) == 0, t.stderr()
+    assert sequence_problems(parse_csv(t.stdout()), TICKS * ROWS) == [], t.stderr()
+
+    # with --follow it follows the mounted file until interrupted, then exits 0
+    t = procs([TAIL, "-n", 3, "-i", "0.1", "--follow", mpath + "/v"])
     wait_for(lambda: len(t.lines) >= 3 or not t.running(), 20, "3 lines from h5logtail -n 3")
     time.sleep(0.5)
-    assert t.running(), f"h5logtail exited ({t.proc.returncode}) on a mounted file without --idle:\n{t.stderr()}"
+    assert t.running(), f"h5logtail --follow exited ({t.proc.returncode}) on a closed mounted file:\n{t.stderr()}"
     t.proc.send_signal(signal.SIGINT)
     rc = t.wait(10)
     assert rc == 0, f"h5logtail after SIGINT: {rc}\n{t.stderr()}"
