@@ -25,8 +25,11 @@ extern "C" {
 
 /* Durability of a tick (h5l_opts_t.sync). */
 enum h5l_sync {
-    H5L_SYNC_NONE = 0, /* order writes before the commit; no fsync (default) */
-    H5L_SYNC_TICK = 1  /* MPI_File_sync the data and fsync the journal per tick */
+    H5L_SYNC_NONE = 0, /* order writes before each commit; never fsync (default):
+                        * safe against a killed process, like H5Fclose */
+    H5L_SYNC_TICK = 1  /* also MPI_File_sync the data and fsync the journal per
+                        * tick, and fsync each step of close: safe against a
+                        * node crash */
 };
 
 typedef struct h5l_opts {
@@ -91,8 +94,9 @@ int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
  * the buffered writes are kept, so the caller may retry. */
 int h5l_flush(h5l_file_t *f);
 
-/* Collective. Flush, embed the journal in the file, remove the sidecar and
- * free f (also on failure). */
+/* Collective. Flush (if anything is pending), embed the journal in the file,
+ * remove the sidecar and free f (also on failure: then h5l_errmsg(NULL)
+ * tells why). */
 int h5l_close(h5l_file_t *f);
 
 /* Number of ticks published so far. */

@@ -159,7 +159,7 @@ static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5
 }
 
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, h5l_err_t *err)
+                      const void *journal, size_t jlen, int sync, h5l_err_t *err)
 {
     uint64_t joff = 0;
     int rc = set_extents(a, s, tick, err);
@@ -169,12 +169,15 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
     if (!rc) {
         int fd = open(a->path, O_WRONLY | O_CLOEXEC);
         int e = fd < 0 ? -errno : h5l_pwrite_full(fd, journal, jlen, joff);
-        if (!e && fsync(fd) != 0) e = -errno;
+        if (!e && sync && fsync(fd) != 0) e = -errno;
         if (fd >= 0) close(fd);
         if (e) rc = h5l_err_set(err, H5L_EIO, "%s: embedding the journal: %s", a->path, strerror(-e));
     }
-    /* the commit point of close: after it the file is self-contained */
-    if (!rc) rc = write_ub(a->path, a->id, joff, jlen, H5L_UB_CLOSED, 1, err);
+    /* the commit point of close: after it the file is self-contained.
+     * Without sync the order still holds for every reader on this node
+     * (page cache); a node crash may lose the close, and then the sidecar,
+     * whose unlink comes after, is still there: nothing is lost. */
+    if (!rc) rc = write_ub(a->path, a->id, joff, jlen, H5L_UB_CLOSED, sync, err);
     free(a->path);
     free(a);
     return rc;

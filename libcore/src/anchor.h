@@ -29,10 +29,11 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
                      uint64_t *off, h5l_err_t *err);
 
 /* Close: anchors get their final extents, the journal bytes go into
- * /_h5log/journal, the HDF5 file is closed and synced, then the user block
- * is rewritten as closed and synced. Frees a (also on failure). */
+ * /_h5log/journal, the HDF5 file is closed, then the user block is
+ * rewritten as closed; with sync, each step is fsynced before the next.
+ * Frees a (also on failure). */
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, h5l_err_t *err);
+                      const void *journal, size_t jlen, int sync, h5l_err_t *err);
 
 /* Error-path close: close the HDF5 file, leave the user block live (the
  * sidecar journal stays the truth). Frees a. Accepts NULL. */

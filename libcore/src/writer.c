@@ -88,6 +88,33 @@ struct h5l_file {
 
 static _Thread_local char create_err[512];
 
+/* The flush's one MPI_Allreduce: data bytes, record bytes and records are
+ * summed; the ops hash, its complement, the error flag and the number of
+ * dimensions are maximised (hash == ~max(~hash) iff every rank agrees). */
+enum { AGG_N = 7, AGG_SUMS = 3 };
+static MPI_Datatype agg_type = MPI_DATATYPE_NULL;
+static MPI_Op agg_op = MPI_OP_NULL;
+
+static void agg_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    uint64_t *a = in, *b = inout;
+    for (int k = 0; k < *len; k++, a += AGG_N, b += AGG_N) {
+        for (int i = 0; i < AGG_SUMS; i++) b[i] += a[i];
+        for (int i = AGG_SUMS; i < AGG_N; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
+    }
+}
+
+/* Create the op and its type once per process (freed by MPI_Finalize). */
+static int agg_init(void)
+{
+    if (agg_op != MPI_OP_NULL) return MPI_SUCCESS;
+    int rc = MPI_Type_contiguous(AGG_N, MPI_UINT64_T, &agg_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&agg_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(agg_fn, 1, &agg_op);
+    return rc;
+}
+
 static int fail(h5l_file_t *f, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(h5l_file_t *f, int code, const char *fmt, ...)
@@ -191,6 +218,10 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     }
     MPI_Comm_rank(f->comm, &f->rank);
     MPI_Comm_size(f->comm, &f->size);
+    if (agg_init() != MPI_SUCCESS) {
+        free_file(f);
+        return fail(NULL, H5L_EMPI, "%s: cannot create the flush reduction", path);
+    }
     f->path = strdup(path);
     if (f->path && asprintf(&f->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) f->jpath = NULL;
     if (!f->path || !f->jpath || h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
@@ -712,31 +743,39 @@ int h5l_flush(h5l_file_t *f)
     size_t ngrown = 0;
     uint64_t *want = NULL;
 
-    /* 1. agree on the definitions (hash of the encoded ops) */
+    /* 1. one MPI_Exscan places this rank's bytes; one MPI_Allreduce (a
+     * custom op: sums, then maxima) gives the totals and checks that every
+     * rank made the same definitions and had no local error */
     for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&opsb, &f->ops[i]);
-    uint64_t h = h5l_hash(opsb.p, opsb.len, 0);
-    uint64_t mx[3] = {f->opts.check_collective ? h : 0, f->opts.check_collective ? ~h : 0, opsb.oom ? 1u : 0u};
-    if (MPI_Allreduce(MPI_IN_PLACE, mx, 3, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS) {
-        rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+    want = calloc(nd + 1, sizeof *want);
+    grown = calloc(nd + 1, sizeof *grown);
+    uint64_t h = f->opts.check_collective ? h5l_hash(opsb.p, opsb.len, 0) : 0;
+    uint64_t mine[2] = {f->data_bytes, f->recs.len}, pre[2] = {0, 0};
+    uint64_t agg[AGG_N] = {f->data_bytes, f->recs.len, f->nrec, h, ~h, (opsb.oom || !want || !grown) ? 1u : 0u, nd};
+    if (MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(MPI_IN_PLACE, agg, 1, agg_type, agg_op, f->comm) != MPI_SUCCESS) {
+        rc = fail(f, H5L_EMPI, "%s: MPI_Exscan/MPI_Allreduce failed", f->path);
         goto out;
     }
-    if (mx[2]) {
-        rc = fail(f, H5L_ENOMEM, "%s: out of memory encoding definitions (on some rank)", f->path);
+    if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
+    uint64_t tot[3] = {agg[0], agg[1], agg[2]};
+    if (agg[5]) {
+        rc = fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu (on some rank)", f->path,
+                  (unsigned long long)tick);
         goto out;
     }
-    if (mx[0] != ~mx[1]) {
+    if (agg[3] != ~agg[4] || agg[6] != nd) {
         rc = fail(f, H5L_EMISMATCH,
                   "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
                   f->path, (unsigned long long)tick);
         goto out;
     }
 
-    /* 2. grown unlimited dimensions: the largest extent any rank wrote */
-    want = calloc(nd + 1, sizeof *want);
-    grown = calloc(nd + 1, sizeof *grown);
-    if (!want || !grown) rc = fail(f, H5L_ENOMEM, "out of memory");
-    if ((rc = agree(f, rc))) goto out;
-    if (nd) {
+    /* 2. grown unlimited dimensions: the largest extent any rank wrote
+     * (ranks agree on nd now, so the counts match) */
+    int any_unlim = 0;
+    for (size_t d = 0; d < nd; d++) any_unlim |= f->schema.dims[d].unlimited;
+    if (any_unlim) {
         memcpy(want, f->want, nd * sizeof *want);
         if (MPI_Allreduce(MPI_IN_PLACE, want, (int)nd, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS) {
             rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
@@ -749,16 +788,6 @@ int h5l_flush(h5l_file_t *f)
             h5l_op_encode(&opsb, &grown[ngrown - 1]);
         }
     }
-
-    /* 3. place every rank's bytes */
-    uint64_t mine[2] = {f->data_bytes, f->recs.len}, pre[2] = {0, 0};
-    uint64_t tot[3] = {f->data_bytes, f->recs.len, f->nrec};
-    if (MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(MPI_IN_PLACE, tot, 3, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS) {
-        rc = fail(f, H5L_EMPI, "%s: MPI_Exscan/MPI_Allreduce failed", f->path);
-        goto out;
-    }
-    if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
 
     /* 4. rank 0 allocates the tick's datasets */
     bstat_t st = {0};
@@ -785,11 +814,22 @@ int h5l_flush(h5l_file_t *f)
     if (!wrc) wrc = trc;
     if (f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS && !wrc)
         wrc = fail(f, H5L_EIO, "%s: MPI_File_sync failed", f->path);
-    if ((rc = agree(f, wrc))) goto out;
+    /* every rank's write has returned once rank 0 has all statuses: only
+     * then may the commit happen (the broadcast below carries the verdict) */
+    int worst = wrc;
+    if (MPI_Reduce(&wrc, &worst, 1, MPI_INT, MPI_MIN, 0, f->comm) != MPI_SUCCESS) {
+        rc = fail(f, H5L_EMPI, "%s: MPI_Reduce failed", f->path);
+        goto out;
+    }
 
     /* 7. commit: rank 0 appends the TICK record */
     memset(&st, 0, sizeof st);
-    if (f->rank == 0) {
+    if (f->rank == 0 && worst) {
+        st.code = worst;
+        if (wrc) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+        else snprintf(st.msg, sizeof st.msg, "%s: writing tick %llu failed on another rank: %s", f->path,
+                      (unsigned long long)tick, h5l_strerror(worst));
+    } else if (f->rank == 0) {
         /* test hook (tests/e2e): die with every byte of this tick written
          * but not committed, to prove readers never see it */
         const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
@@ -847,9 +887,11 @@ int h5l_close(h5l_file_t *f)
         h5l_err_t e = {0};
         int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
         if (c) snprintf(e.msg, sizeof e.msg, "%s", f->errmsg);
-        if (!c && f->jfd >= 0 && fsync(f->jfd) != 0) c = h5l_err_set(&e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+        int sync = f->opts.sync == H5L_SYNC_TICK;
+        if (!c && sync && f->jfd >= 0 && fsync(f->jfd) != 0)
+            c = h5l_err_set(&e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
         if (!c) {
-            c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, &e);
+            c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &e);
             f->anc = NULL;
         }
         if (!c && unlink(f->jpath) != 0)

@@ -329,6 +329,51 @@ static void check_errors(h5l_file_t *f, int varb)
     EXPECT(rc == H5L_ESTATE, "late fill gave %d", rc);
 }
 
+/* H5L_SYNC_TICK, and a collective misuse: rank 0 defines something the
+ * others do not. Every rank gets H5L_EMISMATCH, nothing of that flush is
+ * committed, and close still leaves the committed tick readable. */
+static void check_mismatch(const char *dir, int rank, int size)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/m.h5", dir);
+    h5l_opts_t o;
+    h5l_opts_init(&o);
+    o.sync = H5L_SYNC_TICK;
+    h5l_file_t *m;
+    int rc = h5l_create(path, MPI_COMM_WORLD, &o, &m);
+    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
+    if (rc) return;
+    int d, v, one = 7;
+    uint64_t st = 0, ct = 1;
+    h5l_def_dim(m, "a", 4, &d);
+    h5l_def_var(m, "/v", H5T_NATIVE_INT, 1, &d, NULL, &v);
+    h5l_put(m, v, &st, &ct, &one);
+    rc = h5l_flush(m);
+    EXPECT(rc == 0, "synced flush: %s", h5l_errmsg(m));
+    if (size > 1) {
+        int extra;
+        if (rank == 0) h5l_def_dim(m, "extra", 2, &extra);
+        rc = h5l_flush(m);
+        EXPECT(rc == H5L_EMISMATCH, "rank-dependent definitions gave %d", rc);
+        EXPECT(strstr(h5l_errmsg(m), "different definitions") != NULL, "message: %s", h5l_errmsg(m));
+    }
+    rc = h5l_close(m);
+    EXPECT(size > 1 ? rc == H5L_EMISMATCH : rc == 0, "close gave %d: %s", rc, h5l_errmsg(NULL));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    h5l_reader_t *r;
+    h5l_err_t e = {0};
+    rc = h5l_reader_open(path, &r, &e);
+    EXPECT(rc == 0, "open %s: %s", path, e.msg);
+    if (rc) return;
+    EXPECT(h5l_reader_ntick(r) == 1 && h5l_reader_closed(r), "ticks %llu closed %d",
+           (unsigned long long)h5l_reader_ntick(r), h5l_reader_closed(r));
+    int got = 0;
+    rc = h5l_reader_read(r, 1, (uint32_t)v, &st, &ct, &got, &e);
+    EXPECT(rc == 0 && got == 7, "v[0] = %d (%s)", got, e.msg);
+    h5l_reader_close(r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -448,6 +493,7 @@ int main(int argc, char **argv)
         check_all(path, g_ticks, refs, objids, 1);
         write_ref(dir, &refs[g_ticks]);
     }
+    check_mismatch(dir, rank, size);
     int fails = g_fail, all = 0;
     MPI_Reduce(&fails, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     int passes = g_pass, allp = 0;
