@@ -52,6 +52,7 @@ typedef struct h5l_obj {
     uint32_t *dimids;   /* ndims */
     uint64_t *chunk;    /* ndims: chunk shape or index slab shape */
     void *fill;         /* type.size bytes */
+    uint32_t pnext_;    /* internal: path-index chain */
 } h5l_obj_t;
 
 typedef struct h5l_dimlen {
@@ -80,6 +81,7 @@ typedef struct h5l_schema {
     h5l_obj_t *objs;   size_t nobjs, cap_objs;
     h5l_dim_t *dims;   size_t ndims, cap_dims;
     h5l_attr_t *attrs; size_t nattrs, cap_attrs; /* definition order */
+    uint32_t *pbucket_; size_t npbucket_;         /* internal: path index */
 } h5l_schema_t;
 
 /* Length of dimension dimid as of tick (0 if defined later). */

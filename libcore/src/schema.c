@@ -1,12 +1,14 @@
 /* schema.c — the definitions of a file as of any tick (see schema.h).
  * Nothing is ever removed: every object, dimension length and attribute
  * value carries the tick that made it, so one structure answers "as of tick
- * T" for every T without copies. Lookups by name are linear: files have
- * thousands of objects at most and definitions are rare. */
+ * T" for every T without copies. Objects are found by path through a
+ * chained hash index (defining N variables is O(N), not O(N^2)); dimensions
+ * by a linear search (files have few). */
 #include "schema.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #define SLAB_TARGET (1u << 20) /* bytes of an index slab of a contiguous var */
 
@@ -23,13 +25,62 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+#define PNONE UINT32_MAX
+
+static size_t pslot(const h5l_schema_t *s, const char *path)
+{
+    return (size_t)XXH3_64bits(path, strlen(path)) & (s->npbucket_ - 1);
+}
+
+/* Index objs[id] by its path; grows the bucket array to keep chains short.
+ * Returns 0, or -1 when out of memory (the index then stays consistent). */
+static int pindex_add(h5l_schema_t *s, size_t id)
+{
+    if (id + 1 > s->npbucket_) {
+        size_t n = s->npbucket_ ? s->npbucket_ * 2 : 64;
+        while (n < id + 1) n *= 2;
+        uint32_t *b = malloc(n * sizeof *b);
+        if (!b) return -1;
+        for (size_t i = 0; i < n; i++) b[i] = PNONE;
+        free(s->pbucket_);
+        s->pbucket_ = b;
+        s->npbucket_ = n;
+        for (size_t i = 0; i < id; i++) { /* rebuild, oldest first: chains keep newest first */
+            if (!s->objs[i].kind) continue;
+            size_t k = pslot(s, s->objs[i].path);
+            s->objs[i].pnext_ = s->pbucket_[k];
+            s->pbucket_[k] = (uint32_t)i;
+        }
+    }
+    size_t k = pslot(s, s->objs[id].path);
+    s->objs[id].pnext_ = s->pbucket_[k];
+    s->pbucket_[k] = (uint32_t)id;
+    return 0;
+}
+
+/* Remove the newest object from the index (it heads its chain). */
+static void pindex_pop(h5l_schema_t *s, size_t id)
+{
+    size_t k = pslot(s, s->objs[id].path);
+    if (s->pbucket_[k] == id) s->pbucket_[k] = s->objs[id].pnext_;
+}
+
+/* Append o (owned) as the next object; on failure frees nothing of o. */
+static int obj_push(h5l_schema_t *s, const h5l_obj_t *o)
+{
+    s->objs[s->nobjs] = *o;
+    if (pindex_add(s, s->nobjs)) return -1;
+    s->nobjs++;
+    return 0;
+}
+
 int h5l_schema_init(h5l_schema_t *s)
 {
     memset(s, 0, sizeof *s);
     if (grow((void **)&s->objs, &s->cap_objs, 1, sizeof *s->objs)) return H5L_ENOMEM;
     s->objs[0].kind = H5L_OBJ_GROUP;
     s->objs[0].path = strdup("/");
-    if (!s->objs[0].path) return H5L_ENOMEM;
+    if (!s->objs[0].path || pindex_add(s, 0)) return H5L_ENOMEM;
     s->nobjs = 1;
     return H5L_OK;
 }
@@ -54,12 +105,14 @@ void h5l_schema_free(h5l_schema_t *s)
     free(s->objs);
     free(s->dims);
     free(s->attrs);
+    free(s->pbucket_);
     memset(s, 0, sizeof *s);
 }
 
 long h5l_schema_find(const h5l_schema_t *s, const char *path)
 {
-    for (size_t i = 0; i < s->nobjs; i++)
+    if (!s->npbucket_) return -1;
+    for (uint32_t i = s->pbucket_[pslot(s, path)]; i != PNONE; i = s->objs[i].pnext_)
         if (s->objs[i].kind && strcmp(s->objs[i].path, path) == 0) return (long)i;
     return -1;
 }
@@ -218,7 +271,10 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     memcpy(o.chunk, op->chunk, op->ndims * sizeof *o.chunk);
     if (op->data) memcpy(o.fill, op->data, op->type.size);
     else memset(o.fill, 0, op->type.size);
-    s->objs[s->nobjs++] = o;
+    if (obj_push(s, &o)) {
+        free(o.path); free(o.dimids); free(o.chunk); free(o.fill);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
     return H5L_OK;
 }
 
@@ -311,6 +367,7 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
 {
     /* Everything is appended in tick order and stamped: drop the tail. */
     while (s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
+        pindex_pop(s, s->nobjs - 1);
         h5l_obj_t *o = &s->objs[--s->nobjs];
         free(o->path);
         free(o->dimids);
@@ -345,8 +402,10 @@ int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
         o.kind = H5L_OBJ_GROUP;
         o.tick = tick;
         o.path = strdup(op->name);
-        if (!o.path) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
-        s->objs[s->nobjs++] = o;
+        if (!o.path || obj_push(s, &o)) {
+            free(o.path);
+            return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        }
         return H5L_OK;
     }
     case H5L_OP_DIM: return apply_dim(s, tick, op, err);

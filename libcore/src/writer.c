@@ -79,6 +79,9 @@ struct h5l_file {
     uint64_t seed;
     MPI_File fh;
     int fh_open;
+    size_t ndims_committed;   /* dimensions of the last published tick */
+    MPI_Datatype agg_type;    /* flush reduction element (agg_type_for) */
+    size_t agg_n;
     /* rank 0 only */
     h5l_anchor_t *anc;
     int jfd;
@@ -87,33 +90,6 @@ struct h5l_file {
 };
 
 static _Thread_local char create_err[512];
-
-/* The flush's one MPI_Allreduce: data bytes, record bytes and records are
- * summed; the ops hash, its complement, the error flag and the number of
- * dimensions are maximised (hash == ~max(~hash) iff every rank agrees). */
-enum { AGG_N = 7, AGG_SUMS = 3 };
-static MPI_Datatype agg_type = MPI_DATATYPE_NULL;
-static MPI_Op agg_op = MPI_OP_NULL;
-
-static void agg_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    (void)dt;
-    uint64_t *a = in, *b = inout;
-    for (int k = 0; k < *len; k++, a += AGG_N, b += AGG_N) {
-        for (int i = 0; i < AGG_SUMS; i++) b[i] += a[i];
-        for (int i = AGG_SUMS; i < AGG_N; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
-    }
-}
-
-/* Create the op and its type once per process (freed by MPI_Finalize). */
-static int agg_init(void)
-{
-    if (agg_op != MPI_OP_NULL) return MPI_SUCCESS;
-    int rc = MPI_Type_contiguous(AGG_N, MPI_UINT64_T, &agg_type);
-    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&agg_type);
-    if (rc == MPI_SUCCESS) rc = MPI_Op_create(agg_fn, 1, &agg_op);
-    return rc;
-}
 
 static int fail(h5l_file_t *f, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -124,6 +100,53 @@ static int fail(h5l_file_t *f, int code, const char *fmt, ...)
     vsnprintf(f ? f->errmsg : create_err, sizeof create_err, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* The flush's one MPI_Allreduce: data bytes, record bytes and records are
+ * summed; the ops hash, its complement, the error flag, the number of
+ * dimensions and then the extents wanted along every dimension committed
+ * before this flush are maximised (hash == ~max(~hash) iff every rank
+ * agrees). The element is a contiguous type of all of them, so MPI never
+ * splits one and the op knows the layout from the type's size. */
+enum { AGG_N = 7, AGG_SUMS = 3 };
+static MPI_Op agg_op = MPI_OP_NULL;
+
+static void agg_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    int bytes = 0;
+    MPI_Type_size(*dt, &bytes);
+    size_t n = (size_t)bytes / sizeof(uint64_t);
+    uint64_t *a = in, *b = inout;
+    for (int k = 0; k < *len; k++, a += n, b += n) {
+        for (size_t i = 0; i < AGG_SUMS; i++) b[i] += a[i];
+        for (size_t i = AGG_SUMS; i < n; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
+    }
+}
+
+/* Create the op once per process (freed by MPI_Finalize). */
+static int agg_init(void)
+{
+    if (agg_op != MPI_OP_NULL) return MPI_SUCCESS;
+    return MPI_Op_create(agg_fn, 1, &agg_op);
+}
+
+/* The element type for n values (cached per file: n changes rarely). */
+static int agg_type_for(h5l_file_t *f, size_t n, MPI_Datatype *t)
+{
+    if (f->agg_type != MPI_DATATYPE_NULL && f->agg_n == n) {
+        *t = f->agg_type;
+        return MPI_SUCCESS;
+    }
+    if (f->agg_type != MPI_DATATYPE_NULL) MPI_Type_free(&f->agg_type);
+    int rc = MPI_Type_contiguous((int)n, MPI_UINT64_T, &f->agg_type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&f->agg_type);
+    if (rc != MPI_SUCCESS) {
+        f->agg_type = MPI_DATATYPE_NULL;
+        return rc;
+    }
+    f->agg_n = n;
+    *t = f->agg_type;
+    return MPI_SUCCESS;
 }
 
 void h5l_opts_init(h5l_opts_t *o)
@@ -166,6 +189,7 @@ static void free_file(h5l_file_t *f)
     if (f->arena) munmap(f->arena, f->arena_cap);
     if (f->jfd >= 0) close(f->jfd);
     h5l_anchor_abort(f->anc);
+    if (f->agg_type != MPI_DATATYPE_NULL) MPI_Type_free(&f->agg_type);
     if (f->comm != MPI_COMM_NULL) MPI_Comm_free(&f->comm);
     free(f->path);
     free(f->jpath);
@@ -209,6 +233,7 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     if (!f) return fail(NULL, H5L_ENOMEM, "%s: out of memory", path);
     f->jfd = -1;
     f->comm = MPI_COMM_NULL;
+    f->agg_type = MPI_DATATYPE_NULL;
     if (opts) f->opts = *opts;
     else h5l_opts_init(&f->opts);
     int rc = H5L_OK;
@@ -744,40 +769,62 @@ int h5l_flush(h5l_file_t *f)
     uint64_t *want = NULL;
 
     /* 1. one MPI_Exscan places this rank's bytes; one MPI_Allreduce (a
-     * custom op: sums, then maxima) gives the totals and checks that every
-     * rank made the same definitions and had no local error */
+     * custom op) gives the totals, checks that every rank made the same
+     * definitions and had no local error, and agrees on the extents along
+     * the dimensions that existed before this flush */
     for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&opsb, &f->ops[i]);
     want = calloc(nd + 1, sizeof *want);
     grown = calloc(nd + 1, sizeof *grown);
+    size_t nold = f->ndims_committed, nagg = AGG_N + nold;
+    uint64_t *agg = calloc(nagg, sizeof *agg);
     uint64_t h = f->opts.check_collective ? h5l_hash(opsb.p, opsb.len, 0) : 0;
     uint64_t mine[2] = {f->data_bytes, f->recs.len}, pre[2] = {0, 0};
-    uint64_t agg[AGG_N] = {f->data_bytes, f->recs.len, f->nrec, h, ~h, (opsb.oom || !want || !grown) ? 1u : 0u, nd};
-    if (MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(MPI_IN_PLACE, agg, 1, agg_type, agg_op, f->comm) != MPI_SUCCESS) {
-        rc = fail(f, H5L_EMPI, "%s: MPI_Exscan/MPI_Allreduce failed", f->path);
+    MPI_Datatype at;
+    if (agg_type_for(f, nagg, &at) != MPI_SUCCESS) {
+        free(agg);
+        agg = NULL; /* a local failure: the collective below is still needed */
+    }
+    uint64_t local[AGG_N] = {f->data_bytes, f->recs.len, f->nrec, h, ~h,
+                             (opsb.oom || !want || !grown || !agg) ? 1u : 0u, nd};
+    if (agg) {
+        memcpy(agg, local, sizeof local);
+        memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
+    }
+    int mrc = MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm);
+    if (mrc == MPI_SUCCESS)
+        mrc = agg ? MPI_Allreduce(MPI_IN_PLACE, agg, 1, at, agg_op, f->comm)
+                  : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
+    if (mrc != MPI_SUCCESS || !agg) {
+        free(agg);
+        rc = fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
+                  (unsigned long long)tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
         goto out;
     }
     if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
     uint64_t tot[3] = {agg[0], agg[1], agg[2]};
-    if (agg[5]) {
+    int oom = agg[5] != 0, mismatch = agg[3] != ~agg[4] || agg[6] != nd;
+    memcpy(want, agg + AGG_N, nold * sizeof *want);
+    free(agg);
+    if (oom) {
         rc = fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu (on some rank)", f->path,
                   (unsigned long long)tick);
         goto out;
     }
-    if (agg[3] != ~agg[4] || agg[6] != nd) {
+    if (mismatch) {
         rc = fail(f, H5L_EMISMATCH,
                   "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
                   f->path, (unsigned long long)tick);
         goto out;
     }
 
-    /* 2. grown unlimited dimensions: the largest extent any rank wrote
-     * (ranks agree on nd now, so the counts match) */
-    int any_unlim = 0;
-    for (size_t d = 0; d < nd; d++) any_unlim |= f->schema.dims[d].unlimited;
-    if (any_unlim) {
-        memcpy(want, f->want, nd * sizeof *want);
-        if (MPI_Allreduce(MPI_IN_PLACE, want, (int)nd, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS) {
+    /* 2. dimensions defined in this flush: their extents in a second,
+     * rare MPI_Allreduce (ranks agree on nd now, so the counts match) */
+    int new_unlim = 0;
+    for (size_t d = nold; d < nd; d++) new_unlim |= f->schema.dims[d].unlimited;
+    if (new_unlim) {
+        memcpy(want + nold, f->want + nold, (nd - nold) * sizeof *want);
+        if (MPI_Allreduce(MPI_IN_PLACE, want + nold, (int)(nd - nold), MPI_UINT64_T, MPI_MAX, f->comm) !=
+            MPI_SUCCESS) {
             rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
             goto out;
         }
@@ -809,9 +856,14 @@ int h5l_flush(h5l_file_t *f)
     /* 6. move the bytes; every rank takes part in every call */
     int wrc = H5L_OK;
     if (tot[0]) wrc = write_pieces(f, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces);
-    piece_t tp = {f->recs.p, f->recs.len};
-    int trc = write_pieces(f, (MPI_Offset)(moff + pre[1]), &tp, 1);
-    if (!wrc) wrc = trc;
+    /* the record block: small, so an independent write (no collective) */
+    MPI_Status mst;
+    if (f->recs.len > INT_MAX ||
+        MPI_File_write_at(f->fh, (MPI_Offset)(moff + pre[1]), f->recs.p, (int)f->recs.len, MPI_BYTE, &mst) !=
+            MPI_SUCCESS) {
+        if (!wrc) wrc = fail(f, H5L_EIO, "%s: writing the record block of tick %llu failed", f->path,
+                             (unsigned long long)tick);
+    }
     if (f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS && !wrc)
         wrc = fail(f, H5L_EIO, "%s: MPI_File_sync failed", f->path);
     /* every rank's write has returned once rank 0 has all statuses: only
@@ -854,6 +906,7 @@ int h5l_flush(h5l_file_t *f)
     f->nrec = f->data_bytes = 0;
     f->arena_used = 0;
     if (nd) memset(f->want, 0, nd * sizeof *f->want);
+    f->ndims_committed = nd;
     f->tick = tick;
 out:
     h5l_buf_free(&opsb);
