@@ -48,6 +48,7 @@ struct hfs_lfile {
     hfs_cds_t **cds;     /* per object id: this file's cache index */
     size_t ncds;
     _Atomic uint64_t st_reads, st_hits, st_misses, st_skipped, st_assembled, st_evictions;
+    _Atomic uint64_t st_skeletons, st_snapshots;
     _Atomic int64_t st_cached; /* bytes of this file in the cache */
     hfs_lfile_t *next;   /* registry */
 };
@@ -213,6 +214,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         hfs_skel_t *k;
         rc = hfs_skel_build(lf->reader, tick, &k, err);
         if (rc) goto out;
+        atomic_fetch_add(&lf->st_skeletons, 1);
         hfs_skel_unref(lf->skel);
         lf->skel = k;
     }
@@ -231,6 +233,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
     s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
     hfs_snap_unref(lf->snap);
     lf->snap = s;
+    atomic_fetch_add(&lf->st_snapshots, 1);
     *out = s;
 out:
     lf->last_use = now_s();
@@ -426,9 +429,10 @@ char *hfs_lfile_stats_text(void)
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         n = snprintf(line, sizeof line,
-                     "file %s: ticks %llu, records %llu, reads %llu, hits %llu, misses %llu, "
-                     "assembled %llu B, skipped %llu B, cached %lld B, evictions %llu%s\n",
+                     "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
+                     "misses %llu, assembled %llu B, skipped %llu B, cached %lld B, evictions %llu%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader),
+                     (unsigned long long)lf->st_snapshots, (unsigned long long)lf->st_skeletons,
                      (unsigned long long)h5l_reader_nrecords(lf->reader), (unsigned long long)lf->st_reads,
                      (unsigned long long)lf->st_hits, (unsigned long long)lf->st_misses,
                      (unsigned long long)lf->st_assembled, (unsigned long long)lf->st_skipped,

@@ -264,3 +264,41 @@ def test_mount_options_fsname_and_permissions(dirs):
         assert fsname == "myruns" and "default_permissions" not in opts
     finally:
         cleanup(p, mnt)
+
+
+def test_data_only_ticks_reuse_the_skeleton(tmp_path):
+    """Ticks that change no definition and no extent reuse the skeleton
+    (libhdf5 runs once); each is still its own snapshot with its own data."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    p = start(src, mnt)
+    w = None
+    try:
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "live_writer"),
+                              str(src / "live.h5"), "--ticks", "15", "--interval", "0.15", "--rows-per-tick", "0"],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        path = mnt / "live.h5"
+        stamps = set()
+        while w.poll() is None:
+            try:
+                with h5py.File(path, "r") as f:
+                    s = int(f["stamp"][0])
+                    assert (f["w"][()] == s).all()  # each snapshot has its own data
+                    assert f["v"].shape == (0, 64)
+                    stamps.add(s)
+            except OSError:
+                pass  # not created yet
+            time.sleep(0.05)
+        assert w.returncode == 0
+        with h5py.File(path, "r") as f:
+            stamps.add(int(f["stamp"][0]))
+        line = [l for l in (mnt / ".h5logfs-stats").read_text().splitlines() if "live.h5" in l][0]
+        snaps = int(line.split("snapshots ")[1].split(",")[0])
+        skels = int(line.split("skeletons ")[1].split(",")[0])
+        assert len(stamps) >= 5 and snaps >= len(stamps)
+        assert skels <= 2, line  # tick 1 (definitions); maybe tick 0 seen before it
+    finally:
+        if w and w.poll() is None:
+            w.kill()
+        cleanup(p, mnt)

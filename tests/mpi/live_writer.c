@@ -82,7 +82,7 @@ int main(int argc, char **argv)
         else usage();
         if (!end || *end) usage();
     }
-    if (ticks < 1 || interval < 0 || rows < 1 || rows > 1000000) usage();
+    if (ticks < 1 || interval < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
 
     h5l_file_t *f;
     int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
