@@ -40,7 +40,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-memory clean help lib tools tests daemon
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon
 
 all: deps-check lib tools daemon tests
 
@@ -52,6 +52,7 @@ help:
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
 	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
+	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -151,6 +152,9 @@ tsan:
 
 bench-write: all $(BENCH)
 	@bash bench/bench_write.sh $(BUILD)
+
+bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
+	@bash bench/bench_read.sh $(BUILD)
 
 bench-memory: all $(BUILD)/bench/mkrecords
 	@bash bench/bench_memory.sh $(BUILD)

@@ -297,7 +297,7 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
         atomic_store(&e->hit, 1);
         atomic_fetch_add(waited ? &c->waits : &c->hits, 1);
         *hit = 1;
-        atomic_fetch_add(&c->bytes_hit, len);
+        (void)len;
         return e;
     }
     /* miss: reserve memory first, so the limit holds for LOADING entries */
@@ -422,6 +422,7 @@ void hfs_cds_close(hfs_cds_t *d)
 }
 
 void hfs_cache_count_skip(hfs_cache_t *c, uint64_t bytes) { atomic_fetch_add(&c->bytes_skipped, bytes); }
+void hfs_cache_count_hit(hfs_cache_t *c, uint64_t bytes) { atomic_fetch_add(&c->bytes_hit, bytes); }
 
 void hfs_cache_get_stats(hfs_cache_t *c, hfs_cache_stats_t *o)
 {

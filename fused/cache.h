@@ -74,8 +74,10 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len,
 const void *hfs_centry_data(const hfs_centry_t *e);
 void hfs_cache_release(hfs_centry_t *e);
 
-/* Count bytes served without the cache (the skip path). */
+/* Count bytes served without the cache (the skip path), and bytes served
+ * from cache hits (the part of a chunk a read used, not the chunk). */
 void hfs_cache_count_skip(hfs_cache_t *c, uint64_t bytes);
+void hfs_cache_count_hit(hfs_cache_t *c, uint64_t bytes);
 void hfs_cache_get_stats(hfs_cache_t *c, hfs_cache_stats_t *out);
 
 #endif

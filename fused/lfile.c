@@ -146,6 +146,7 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->dev = dev;
     lf->ino = ino;
     lf->reader = r;
+    lf->closed_seen = h5l_reader_closed(r); /* already closed: nothing to announce */
     lf->last_use = now_s();
     pthread_mutex_init(&lf->mu, NULL);
     pthread_mutex_lock(&reg_mu);
@@ -367,6 +368,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     if (e) { /* 2. cache */
         memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
         hfs_cache_release(e);
+        if (hit) hfs_cache_count_hit(g_cache, b - a);
         atomic_fetch_add(hit ? &lf->st_hits : &lf->st_misses, 1);
         if (!hit) {
             atomic_fetch_add(&lf->st_assembled, g->len);
@@ -394,17 +396,22 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
     const hfs_skel_t *k = s->skel;
     if (off >= k->eof) return 0;
     if (len > k->eof - off) len = (size_t)(k->eof - off);
-    hfs_memvfd_image_read(k->img, off, len, buf);
     atomic_fetch_add(&s->lf->st_reads, 1);
     uint8_t *out = buf;
+    uint64_t pos = off; /* bytes before pos are served */
     for (size_t i = hfs_skel_find(k, off); i < k->nregions; i++) {
         const hfs_region_t *g = &k->regions[i];
         if (g->addr >= off + len) break;
         uint64_t a = g->addr > off ? g->addr : off;
         uint64_t b = g->addr + g->len < off + len ? g->addr + g->len : off + len;
+        /* metadata (or holes) only between raw regions: no zeroing of
+         * bytes the region is about to overwrite */
+        if (a > pos) hfs_memvfd_image_read(k->img, pos, (size_t)(a - pos), out + (pos - off));
         int rc = read_block(s, g, a, b, out + (a - off), err);
         if (rc) return rc;
+        pos = b;
     }
+    if (pos < off + len) hfs_memvfd_image_read(k->img, pos, (size_t)(off + len - pos), out + (pos - off));
     return (long)len;
 }
 

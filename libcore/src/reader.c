@@ -537,18 +537,41 @@ static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
     return H5L_OK;
 }
 
-static void fill_buf(void *buf, uint64_t n, const void *fill, size_t es)
+typedef struct fill_ctx {
+    uint8_t *buf;
+    const uint8_t *fill;
+    size_t es;
+} fill_ctx_t;
+
+/* Write the fill value into one run of the read buffer. */
+static int fill_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
 {
-    const uint8_t *f = fill;
+    (void)src;
+    fill_ctx_t *c = ctx;
     int zero = 1;
-    for (size_t i = 0; i < es; i++) zero &= f[i] == 0;
+    for (size_t i = 0; i < c->es; i++) zero &= c->fill[i] == 0;
     if (zero) {
-        memset(buf, 0, n * es);
-        return;
+        memset(c->buf + dst * c->es, 0, n * c->es);
+        return 0;
     }
-    uint8_t *p = buf;
-    for (uint64_t i = 0; i < n; i++) memcpy(p + i * es, fill, es);
+    for (uint64_t i = 0; i < n; i++) memcpy(c->buf + (dst + i) * c->es, c->fill, c->es);
+    return 0;
 }
+
+/* Does one single-box record of the list contain the whole piece? */
+static int covered(h5l_rec_t *const *list, size_t n, uint32_t nd, const uint64_t *ps, const uint64_t *pc)
+{
+    for (size_t i = 0; i < n; i++) {
+        const h5l_rec_t *rec = list[i];
+        if (rec->nboxes != 1) continue;
+        const uint64_t *bs = rec->boxes, *bc = bs + nd;
+        uint32_t d = 0;
+        while (d < nd && bs[d] <= ps[d] && ps[d] + pc[d] <= bs[d] + bc[d]) d++;
+        if (d == nd) return 1;
+    }
+    return 0;
+}
+
 
 int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                     const uint64_t *start, const uint64_t *count, void *buf,
@@ -581,7 +604,6 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
         }
     }
     uint64_t nelem = h5l_box_nelem(nd, count);
-    fill_buf(buf, nelem, o->fill, o->type.size);
     if (nelem == 0) goto out;
     const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
     uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], cur[H5L_MAX_DIMS];
@@ -598,8 +620,14 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
             cs[d] = cur[d] * ch[d];
             cc[d] = ch[d];
         }
-        /* the read box clipped to this chunk */
-        int any = n ? h5l_box_intersect(nd, cs, cc, start, count, ps, pc) : 0;
+        /* the read box clipped to this chunk: fill it, unless one record
+         * overwrites all of it anyway (the common case of a block written
+         * whole; filling first would touch every byte twice) */
+        int any = h5l_box_intersect(nd, cs, cc, start, count, ps, pc);
+        if (any && !covered(list, n, nd, ps, pc)) {
+            fill_ctx_t fc = {buf, o->fill, o->type.size};
+            h5l_box_runs(nd, ps, pc, ps, pc, start, count, fill_run, &fc);
+        }
         for (size_t i = 0; any && i < n && !rc; i++) {
             const h5l_rec_t *rec = list[i];
             uint64_t boff = rec->offset;

@@ -302,3 +302,27 @@ def test_data_only_ticks_reuse_the_skeleton(tmp_path):
         if w and w.poll() is None:
             w.kill()
         cleanup(p, mnt)
+
+
+def test_closed_file_keeps_its_inode_and_page_cache(dirs):
+    """A file closed before it was first seen is never invalidated: the
+    same inode for every open, and a second read served by the kernel's
+    page cache (no new daemon reads)."""
+    src, mnt = dirs
+    p = start(src, mnt, "-o", "tick=0.05")
+    try:
+        path = mnt / "t.h5"
+        ino = os.stat(path).st_ino
+        data = path.read_bytes()
+
+        def stat_line():
+            return [l for l in (mnt / ".h5logfs-stats").read_text().splitlines() if "t.h5" in l][0]
+        reads = int(stat_line().split("reads ")[1].split(",")[0])
+        time.sleep(0.6)  # a dozen ticks
+        assert os.stat(path).st_ino == ino
+        assert path.read_bytes() == data
+        line = stat_line()
+        assert int(line.split("snapshots ")[1].split(",")[0]) == 1, line
+        assert int(line.split("reads ")[1].split(",")[0]) == reads, line
+    finally:
+        cleanup(p, mnt)
