@@ -208,7 +208,7 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     hfs_hdf5_unlock();
     h5l_reader_unlock(r);
     if (!rc) {
-        qsort(k->regions, k->nregions, sizeof *k->regions, cmp_region);
+        if (k->nregions) qsort(k->regions, k->nregions, sizeof *k->regions, cmp_region);
         k->eof = k->img->eof;
         for (size_t i = 0; i < k->nregions; i++) {
             const hfs_region_t *g = &k->regions[i];
