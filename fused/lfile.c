@@ -53,6 +53,8 @@ struct hfs_lfile {
     hfs_lfile_t *next;   /* registry */
 };
 
+static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid);
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_lfile_t *reg_head;
 static hfs_cache_t *g_cache;
@@ -215,6 +217,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         hfs_skel_t *k;
         rc = hfs_skel_build(lf->reader, tick, &k, err);
         if (rc) goto out;
+        for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
         atomic_fetch_add(&lf->st_skeletons, 1);
         hfs_skel_unref(lf->skel);
         lf->skel = k;
@@ -309,27 +312,22 @@ static void layout_evicted(void *owner, const hfs_ckey_t *key, size_t len)
 
 static const hfs_layout_t layout = {layout_assemble, layout_evicted};
 
-/* The cache index of variable objid of lf (created on first use). */
-static hfs_cds_t *file_cds(hfs_lfile_t *lf, uint32_t objid)
+/* The cache index of variable objid of lf (created on first use). Called
+ * with lf->mu held, when a skeleton is adopted, so the read path finds the
+ * index in the skeleton without taking any lock. */
+static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid)
 {
-    pthread_mutex_lock(&lf->mu);
-    hfs_cds_t *d = NULL;
     if (objid >= lf->ncds) {
         size_t n = lf->ncds ? lf->ncds : 16;
         while (n <= objid) n *= 2;
         hfs_cds_t **t = realloc(lf->cds, n * sizeof *t);
-        if (t) {
-            memset(t + lf->ncds, 0, (n - lf->ncds) * sizeof *t);
-            lf->cds = t;
-            lf->ncds = n;
-        }
+        if (!t) return NULL;
+        memset(t + lf->ncds, 0, (n - lf->ncds) * sizeof *t);
+        lf->cds = t;
+        lf->ncds = n;
     }
-    if (objid < lf->ncds) {
-        if (!lf->cds[objid]) lf->cds[objid] = hfs_cds_new(g_cache, &layout, lf);
-        d = lf->cds[objid];
-    }
-    pthread_mutex_unlock(&lf->mu);
-    return d;
+    if (!lf->cds[objid]) lf->cds[objid] = hfs_cds_new(g_cache, &layout, lf);
+    return lf->cds[objid];
 }
 
 /* Serve [a, b) of block g into out (which is at file offset a). */
@@ -361,7 +359,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     }
     memcpy(key.ver, ci.ver, sizeof key.ver);
     key.extent = XXH3_64bits(ct, v->ndims * sizeof ct[0]);
-    hfs_cds_t *d = file_cds(lf, v->objid);
+    hfs_cds_t *d = v->cds; /* NULL only if out of memory: served uncached */
     asm_ctx_t ac = {s, g, err};
     int hit = 0;
     hfs_centry_t *e = d ? hfs_cache_get(d, &key, g->len, &ac, &rc, &hit) : NULL;

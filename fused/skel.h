@@ -25,6 +25,7 @@ typedef struct hfs_svar {
     uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
     uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
     uint64_t nblocks;
+    struct hfs_cds *cds;          /* its chunk-cache index (set by lfile.c) */
 } hfs_svar_t;
 
 typedef struct hfs_region {
