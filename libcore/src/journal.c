@@ -82,7 +82,8 @@ ssize_t h5l_pread_full(int fd, void *buf, size_t n, uint64_t off)
 }
 
 int h5l_journal_create(const char *path, const uint8_t id[16],
-                       uint64_t ctime_ns, int *fd, h5l_err_t *err)
+                       uint64_t ctime_ns, int *fd, h5l_buf_t *copy,
+                       h5l_err_t *err)
 {
     int d = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (d < 0)
@@ -96,29 +97,41 @@ int h5l_journal_create(const char *path, const uint8_t id[16],
         close(d);
         return h5l_err_set(err, H5L_EIO, "%s: cannot write journal header: %s", path, strerror(-rc));
     }
+    if (copy) {
+        h5l_buf_put(copy, hdr, sizeof hdr);
+        if (copy->oom) {
+            close(d);
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+        }
+    }
     *fd = d;
     return H5L_OK;
 }
 
 int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        const void *payload, uint32_t len, uint64_t seed,
-                       int sync, const char *what, h5l_err_t *err)
+                       int sync, const char *what, h5l_buf_t *copy,
+                       h5l_err_t *err)
 {
-    h5l_buf_t b = {0};
-    h5l_frame_encode(&b, type, payload, len, seed);
-    if (b.oom) {
-        h5l_buf_free(&b);
-        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory framing a journal record", what);
+    h5l_buf_t tmp = {0};
+    h5l_buf_t *b = copy ? copy : &tmp;
+    size_t before = b->len;
+    h5l_frame_encode(b, type, payload, len, seed);
+    int rc = 0;
+    if (b->oom) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory framing a journal record", what);
+    } else {
+        /* One write per frame: a reader sees either a prefix (torn, retried)
+         * or the whole frame, never a frame stitched from two writes. */
+        int e = h5l_pwrite_full(fd, b->p + before, b->len - before, *off);
+        if (!e && sync && fdatasync(fd) != 0) e = -errno;
+        if (e) rc = h5l_err_set(err, H5L_EIO, "%s: journal append failed: %s", what, strerror(-e));
+        else *off += b->len - before;
     }
-    /* One write per frame: a reader sees either a prefix (torn, retried) or
-     * the whole frame, never a frame stitched from two writes. */
-    int rc = h5l_pwrite_full(fd, b.p, b.len, *off);
-    if (!rc && sync && fdatasync(fd) != 0) rc = -errno;
-    if (rc) {
-        h5l_buf_free(&b);
-        return h5l_err_set(err, H5L_EIO, "%s: journal append failed: %s", what, strerror(-rc));
+    if (rc) { /* leave the caller's copy as it was */
+        b->oom = 0;
+        b->len = before;
     }
-    *off += b.len;
-    h5l_buf_free(&b);
-    return H5L_OK;
+    h5l_buf_free(&tmp);
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "codec.h"
 #include "h5log_reader.h"
 
 typedef struct h5l_frame {
@@ -26,14 +27,20 @@ int h5l_journal_next(const uint8_t *data, size_t len, size_t pos,
                      h5l_frame_t *fr, h5l_err_t *err);
 
 /* Create (truncate) the sidecar at path with a header for id; *fd gets an
- * O_WRONLY descriptor positioned for appends at H5L_JHDR_LEN. */
+ * O_WRONLY descriptor; the next frame goes at H5L_JHDR_LEN. If copy is not
+ * NULL the header bytes are appended to it (the writer keeps every journal
+ * byte, to embed an identical copy at close). */
 int h5l_journal_create(const char *path, const uint8_t id[16],
-                       uint64_t ctime_ns, int *fd, h5l_err_t *err);
+                       uint64_t ctime_ns, int *fd, h5l_buf_t *copy,
+                       h5l_err_t *err);
 
-/* Append one frame at *off (updated). With sync, fdatasync after. */
+/* Append one frame at *off (updated), with one write. With sync, fdatasync
+ * after. If copy is not NULL the frame's bytes are appended to it; on
+ * failure copy is as it was. */
 int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        const void *payload, uint32_t len, uint64_t seed,
-                       int sync, const char *what, h5l_err_t *err);
+                       int sync, const char *what, h5l_buf_t *copy,
+                       h5l_err_t *err);
 
 /* Write all of buf at off, retrying short writes. 0 or -errno. */
 int h5l_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);

@@ -268,7 +268,8 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         h5l_err_t e = {0};
         new_identity(f->id);
         /* sidecar first: a reader that sees the new user block finds it */
-        int c = h5l_journal_create(f->jpath, f->id, now_ns(), &f->jfd, &e);
+        int c = h5l_journal_create(f->jpath, f->id, now_ns(), &f->jfd, &f->jcopy, &e);
+        f->joff = H5L_JHDR_LEN;
         if (!c) c = h5l_anchor_create(path, f->id, &f->anc, &e);
         st.code = c;
         if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
@@ -282,17 +283,6 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         f->fh_open = mrc == MPI_SUCCESS;
         rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
     }
-    if (!rc && f->rank == 0) {
-        /* the journal's header bytes, for the embedded copy */
-        uint8_t hdr[H5L_JHDR_LEN];
-        int jr = open(f->jpath, O_RDONLY | O_CLOEXEC);
-        ssize_t n = jr < 0 ? -1 : h5l_pread_full(jr, hdr, sizeof hdr, 0);
-        if (jr >= 0) close(jr);
-        if (n == (ssize_t)sizeof hdr) h5l_buf_put(&f->jcopy, hdr, sizeof hdr);
-        f->joff = H5L_JHDR_LEN;
-        if (n != (ssize_t)sizeof hdr || f->jcopy.oom) rc = fail(f, H5L_EIO, "%s: cannot read back the journal header", f->jpath);
-    }
-    if (!rc) rc = agree(f, rc);
     if (rc) {
         snprintf(create_err, sizeof create_err, "%s", f->errmsg);
         if (f->fh_open) MPI_File_close(&f->fh);
@@ -719,22 +709,10 @@ static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t
 /* Rank 0: append one frame to the sidecar and to the in-memory copy. */
 static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, size_t len)
 {
-    size_t before = f->jcopy.len;
-    h5l_frame_encode(&f->jcopy, type, payload, (uint32_t)len, f->seed);
-    if (f->jcopy.oom) {
-        f->jcopy.oom = 0;
-        f->jcopy.len = before;
-        return fail(f, H5L_ENOMEM, "%s: out of memory framing a journal record", f->jpath);
-    }
-    /* one write per frame: readers see a prefix (torn, retried) or all */
-    int e = h5l_pwrite_full(f->jfd, f->jcopy.p + before, f->jcopy.len - before, f->joff);
-    if (!e && f->opts.sync == H5L_SYNC_TICK && fdatasync(f->jfd) != 0) e = -errno;
-    if (e) {
-        f->jcopy.len = before;
-        return fail(f, H5L_EIO, "%s: journal append failed: %s", f->jpath, strerror(-e));
-    }
-    f->joff += f->jcopy.len - before;
-    return H5L_OK;
+    h5l_err_t e = {0};
+    int rc = h5l_journal_append(f->jfd, &f->joff, type, payload, (uint32_t)len, f->seed,
+                                f->opts.sync == H5L_SYNC_TICK, f->jpath, &f->jcopy, &e);
+    return rc ? fail(f, rc, "%s", e.msg) : H5L_OK;
 }
 
 /* Rank 0: mirror pending ops into the file and allocate the tick's data

@@ -339,8 +339,10 @@ static void test_create_append_file(void)
     uint64_t seed = seed_of(ID);
     int fd = -1;
     h5l_err_t e = {0};
-    CHECK_EQ(h5l_journal_create(path, ID, 123456789, &fd, &e), H5L_OK);
+    h5l_buf_t copy = {0}; /* the writer's in-memory copy of every journal byte */
+    CHECK_EQ(h5l_journal_create(path, ID, 123456789, &fd, &copy, &e), H5L_OK);
     CHECK(fd >= 0);
+    CHECK_EQ(copy.len, H5L_JHDR_LEN);
     uint64_t off = H5L_JHDR_LEN;
     uint8_t pl[3][40];
     const uint32_t lens[3] = {40, 5, 0};
@@ -349,7 +351,8 @@ static void test_create_append_file(void)
         for (int k = 0; k < 40; k++) pl[i][k] = (uint8_t)(i + k);
         uint64_t before = off;
         uint16_t type = i == 2 ? H5L_REC_CLOSE : H5L_REC_TICK;
-        CHECK_EQ(h5l_journal_append(fd, &off, type, pl[i], lens[i], seed, i == 1, "J", &e), H5L_OK);
+        CHECK_EQ(h5l_journal_append(fd, &off, type, pl[i], lens[i], seed, i == 1, "J", i ? &copy : NULL, &e), H5L_OK);
+        if (i == 0) my_frame(&copy, type, 1, pl[i], lens[i], seed); /* NULL copy: kept by hand */
         CHECK_EQ(off - before, (16 + lens[i] + 7) / 8 * 8);
         my_frame(&want, type, 1, pl[i], lens[i], seed);
     }
@@ -374,6 +377,8 @@ static void test_create_append_file(void)
     CHECK_EQ(h.ctime_ns, 123456789);
     CHECK(want.len == (size_t)st.st_size - H5L_JHDR_LEN &&
           memcmp(d + H5L_JHDR_LEN, want.p, want.len) == 0);
+    /* the copy holds exactly the file's bytes */
+    CHECK(copy.len == (size_t)st.st_size && memcmp(copy.p, d, copy.len) == 0);
     int rc = 1;
     CHECK_EQ(walk(d, (size_t)st.st_size, seed, 0, &rc, &e, NULL), 3);
     CHECK_EQ(rc, 0);
@@ -381,14 +386,17 @@ static void test_create_append_file(void)
     h5l_buf_free(&want);
 
     /* create truncates an existing sidecar */
-    CHECK_EQ(h5l_journal_create(path, ID, 1, &fd, &e), H5L_OK);
+    CHECK_EQ(h5l_journal_create(path, ID, 1, &fd, NULL, &e), H5L_OK);
     close(fd);
     CHECK(stat(path, &st) == 0 && st.st_size == H5L_JHDR_LEN);
     /* writing to a read-only descriptor is an I/O error with a message */
     rfd = open(path, O_RDONLY);
     off = H5L_JHDR_LEN;
     e.code = 0;
-    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, pl[0], 8, seed, 0, "JJ", &e), H5L_EIO);
+    size_t copy_len = copy.len;
+    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, pl[0], 8, seed, 0, "JJ", &copy, &e), H5L_EIO);
+    CHECK_EQ(copy.len, copy_len); /* a failed append leaves the copy as it was */
+    h5l_buf_free(&copy);
     CHECK_EQ(e.code, H5L_EIO);
     CHECK(strstr(e.msg, "JJ") != NULL);
     CHECK_EQ(off, H5L_JHDR_LEN);
@@ -397,7 +405,7 @@ static void test_create_append_file(void)
     char bad[96];
     snprintf(bad, sizeof bad, "%s/nodir/x.h5lj", dir);
     fd = -7;
-    CHECK_EQ(h5l_journal_create(bad, ID, 1, &fd, &e), H5L_EIO);
+    CHECK_EQ(h5l_journal_create(bad, ID, 1, &fd, NULL, &e), H5L_EIO);
     CHECK_EQ(fd, -7);
     unlink(path);
     rmdir(dir);
