@@ -374,6 +374,57 @@ static void check_mismatch(const char *dir, int rank, int size)
     h5l_reader_close(r);
 }
 
+/* A full write buffer: H5L_ENOBUFS names the remedy, keeps what was
+ * buffered (it is published by the next flush), and h5l_iput does not count
+ * against the limit. Each rank writes its own 3000-byte band. */
+static void check_buffer_full(const char *dir, int rank, int size)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/b.h5", dir);
+    h5l_opts_t o;
+    h5l_opts_init(&o);
+    o.buffer_limit = 4096;
+    h5l_file_t *f;
+    int rc = h5l_create(path, MPI_COMM_WORLD, &o, &f);
+    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
+    if (rc) return;
+    int d, v;
+    enum { BAND = 8000 };
+    h5l_def_dim(f, "x", (uint64_t)BAND * (uint64_t)size, &d);
+    h5l_def_var(f, "/u", H5T_NATIVE_UINT8, 1, &d, NULL, &v);
+    uint8_t a[BAND];
+    for (int i = 0; i < BAND; i++) a[i] = (uint8_t)(i * 7 + rank);
+    uint64_t base = (uint64_t)rank * BAND;
+    uint64_t s1 = base, c1 = 3000, s2 = base + 3000, c2 = 2000, s3 = base + 5000, c3 = 3000;
+    EXPECT(h5l_put(f, v, &s1, &c1, a) == 0, "first put: %s", h5l_errmsg(f));
+    rc = h5l_put(f, v, &s2, &c2, a + 3000);
+    EXPECT(rc == H5L_ENOBUFS, "put past the buffer limit gave %d", rc);
+    EXPECT(strstr(h5l_errmsg(f), "h5l_flush") != NULL, "message: %s", h5l_errmsg(f));
+    EXPECT(h5l_buffered(f) == 3000, "buffered %zu after the refused put", h5l_buffered(f));
+    EXPECT(h5l_iput(f, v, &s3, &c3, a + 5000) == 0, "iput beyond the limit: %s", h5l_errmsg(f));
+    EXPECT(h5l_flush(f) == 0, "flush 1: %s", h5l_errmsg(f));
+    EXPECT(h5l_put(f, v, &s2, &c2, a + 3000) == 0, "put after flush: %s", h5l_errmsg(f));
+    EXPECT(h5l_close(f) == 0, "close: %s", h5l_errmsg(NULL));
+    MPI_Barrier(MPI_COMM_WORLD);
+    h5l_reader_t *r;
+    h5l_err_t e = {0};
+    rc = h5l_reader_open(path, &r, &e);
+    EXPECT(rc == 0, "open %s: %s", path, e.msg);
+    if (rc) return;
+    uint8_t got[BAND];
+    uint64_t st = base, ct = BAND;
+    for (uint64_t t = 1; t <= 2; t++) {
+        rc = h5l_reader_read(r, t, (uint32_t)v, &st, &ct, got, &e);
+        int bad = rc != 0;
+        for (int i = 0; !bad && i < BAND; i++) {
+            int written = i < 3000 || i >= 5000 || t == 2;
+            bad = got[i] != (written ? a[i] : 0);
+        }
+        EXPECT(!bad, "rank %d band at tick %llu differs (%s)", rank, (unsigned long long)t, e.msg);
+    }
+    h5l_reader_close(r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -494,6 +545,7 @@ int main(int argc, char **argv)
         write_ref(dir, &refs[g_ticks]);
     }
     check_mismatch(dir, rank, size);
+    check_buffer_full(dir, rank, size);
     int fails = g_fail, all = 0;
     MPI_Reduce(&fails, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     int passes = g_pass, allp = 0;
