@@ -12,23 +12,9 @@ import h5py
 import numpy as np
 import pytest
 
-BUILD = os.environ.get("H5LOG_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-DAEMON = os.path.join(BUILD, "bin", "h5logfs")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+from h5ltest import BIN, ENV, LIVE_WRITER, TEST_WRITER, mounted, wait_for
 
-
-def mounted(mnt):
-    with open("/proc/mounts") as f:
-        return any(line.split()[1] == str(mnt) for line in f)
-
-
-def wait_for(pred, timeout=10.0):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
+DAEMON = os.path.join(BIN, "h5logfs")
 
 
 def answers(mnt):
@@ -64,7 +50,7 @@ def dirs(tmp_path):
     src, mnt = tmp_path / "src", tmp_path / "mnt"
     src.mkdir()
     mnt.mkdir()
-    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "test_writer"),
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", TEST_WRITER,
                     str(src), "--ticks", "3"], env=ENV, check=True, capture_output=True, timeout=300)
     return src, mnt
 
@@ -151,7 +137,7 @@ def test_data_with_tiny_cache_equals_large_cache(dirs, tmp_path):
     """The cache never changes bytes: a 64 KiB cache (most chunks uncached or
     evicted at once) and a 1 GiB cache give the reference's values."""
     src, mnt = dirs
-    subprocess.run([os.path.join(BUILD, "bin", "h5logreplay"), str(src / "t.h5"), str(tmp_path / "ref.h5")], check=True)
+    subprocess.run([os.path.join(BIN, "h5logreplay"), str(src / "t.h5"), str(tmp_path / "ref.h5")], check=True)
     with h5py.File(tmp_path / "ref.h5", "r") as f:
         ref = {k: f[k][()] for k in ["a", "c", "grp/b", "grp/sub/d", "s", "x"]}
     for size in ["64K", "1G"]:
@@ -191,7 +177,7 @@ def test_concurrent_readers_tiny_cache(dirs, tmp_path):
     every read equals the reference."""
     src, mnt = dirs
     ref = tmp_path / "ref.h5"
-    subprocess.run([os.path.join(BUILD, "bin", "h5logreplay"), str(src / "t.h5"), str(ref)], check=True)
+    subprocess.run([os.path.join(BIN, "h5logreplay"), str(src / "t.h5"), str(ref)], check=True)
     p = start(src, mnt, "-o", "cache_size=64K")
     try:
         procs = [subprocess.Popen(["/usr/bin/python3", "-c", READER, str(mnt / "t.h5"), str(ref), "5"],
@@ -214,7 +200,7 @@ def test_xattrs_tell_tick_and_close(tmp_path):
     p = start(src, mnt)
     w = None
     try:
-        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "live_writer"),
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER,
                               str(src / "live.h5"), "--ticks", "12", "--interval", "0.1"],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         path = mnt / "live.h5"
@@ -275,7 +261,7 @@ def test_data_only_ticks_reuse_the_skeleton(tmp_path):
     p = start(src, mnt)
     w = None
     try:
-        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", os.path.join(BUILD, "tests", "live_writer"),
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER,
                               str(src / "live.h5"), "--ticks", "15", "--interval", "0.15", "--rows-per-tick", "0"],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         path = mnt / "live.h5"

@@ -29,13 +29,10 @@ import h5py
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.abspath(os.environ.get("H5LOG_BUILD", os.path.join(HERE, "..", "..", "build")))
-TAIL = os.path.join(BUILD, "bin", "h5logtail")
-DAEMON = os.path.join(BUILD, "bin", "h5logfs")
-LIVE_WRITER = os.path.join(BUILD, "tests", "live_writer")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
+from h5ltest import BIN, ENV, LIVE_WRITER
+from h5ltest import h5logfs  # noqa: F401 (a fixture)
+
+TAIL = os.path.join(BIN, "h5logtail")
 NCOLS = 64
 TICKS, ROWS = 20, 2  # live_writer --ticks, --rows-per-tick: 40 records of /v
 
@@ -291,71 +288,16 @@ def test_text_labels_width_and_several_vars(closed_file):
 # c) through an h5logfs mount (libhdf5 backend)
 
 
-class Mount:
-    def __init__(self, src, mnt, logdir):
-        self.src, self.mnt = str(src), str(mnt)
-        self.err_path = os.path.join(str(logdir), "h5logfs.stderr")
-        self.proc = None
-
-    def start(self):
-        need(DAEMON)
-        os.makedirs(self.mnt, exist_ok=True)
-        self._err = open(self.err_path, "wb")
-        self.proc = subprocess.Popen([DAEMON, self.src, self.mnt, "-f", "-o", "tick=0.1"],
-                                     stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                pytest.fail(f"h5logfs exited with status {self.proc.returncode} before mounting:\n{self.stderr()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{self.mnt} not mounted after 10 s:\n{self.stderr()}")
-            time.sleep(0.02)
-        return self
-
-    def stderr(self):
-        try:
-            with open(self.err_path, "rb") as fh:
-                return fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc is None:
-            return
-        try:
-            ok = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True, timeout=20).returncode == 0
-        except subprocess.TimeoutExpired:
-            ok = False
-        if not ok:
-            try:
-                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True, timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._err.close()
-        self.proc = None
-
-
 @pytest.fixture
-def mount(tmp_path):
+def mount(tmp_path, h5logfs):  # noqa: F811
     """mount() -> (src, mnt): src mounted at mnt; always unmounted at teardown."""
-    mounts = []
 
     def start():
         src = tmp_path / "src"
         src.mkdir(exist_ok=True)
-        m = Mount(src, tmp_path / "mnt", tmp_path)
-        mounts.append(m)
-        m.start()
-        return src, m.mnt
+        return src, h5logfs(src).mnt
 
-    yield start
-    for m in mounts:
-        m.stop()
+    return start
 
 
 def mounted_rows(path):

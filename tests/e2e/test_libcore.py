@@ -15,13 +15,11 @@ import h5py
 import numpy as np
 import pytest
 
-BUILD = os.environ.get("H5LOG_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-BIN = os.path.join(BUILD, "bin")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+from h5ltest import BIN, ENV, TEST_WRITER, compare_with_ref, load_ref
 
 
 def mpirun(np_, *args, env=None, check=True):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(np_), os.path.join(BUILD, "tests", "test_writer")] + [str(a) for a in args]
+    cmd = ["mpirun", "--oversubscribe", "-np", str(np_), TEST_WRITER] + [str(a) for a in args]
     p = subprocess.run(cmd, env=env or ENV, capture_output=True, text=True, timeout=600)
     if check:
         assert p.returncode == 0, p.stdout + p.stderr
@@ -34,27 +32,6 @@ def tool(name, *args, check=True):
     if check:
         assert p.returncode == 0, f"{name} {args}: {p.stdout}{p.stderr}"
     return p
-
-
-def load_ref(d):
-    """The reference arrays written by test_writer: {path: ndarray}."""
-    ref = {}
-    with open(os.path.join(d, "ref", "manifest.txt")) as m:
-        for line in m:
-            parts = line.split()
-            idx, path, dt, dims = parts[0], parts[1], parts[2], [int(x) for x in parts[3:]]
-            a = np.fromfile(os.path.join(d, "ref", idx + ".bin"), dtype=np.dtype(dt))
-            ref[path] = a.reshape(dims) if dims else a.reshape(())
-    return ref
-
-
-def compare_with_ref(h5path, ref):
-    with h5py.File(h5path, "r") as f:
-        for path, want in ref.items():
-            got = f[path][()]
-            assert got.shape == want.shape, f"{path}: shape {got.shape} != {want.shape}"
-            assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
-            assert np.array_equal(got, want), f"{path}: {np.sum(got != want)} elements differ"
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
