@@ -142,29 +142,32 @@ static void usage(FILE *o)
         "Exit status: 0 done or interrupted, 1 error, 2 usage.\n");
 }
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+/* One message line on stderr, after whatever output is pending. */
+static void vnote(const char *fmt, va_list ap)
 {
-    va_list ap;
     fflush(stdout);
     fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fputc('\n', stderr);
-    exit(1);
 }
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void note(const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fprintf(stderr, PROG ": ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vnote(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(fmt, ap);
+    va_end(ap);
+    exit(1);
 }
 
 static double now_s(void)
