@@ -519,20 +519,6 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
     free(notes);
 }
 
-void hfs_lfile_stats(size_t *nfiles, uint64_t *nrecords)
-{
-    size_t n = 0;
-    uint64_t r = 0;
-    pthread_mutex_lock(&reg_mu);
-    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
-        n++;
-        r += h5l_reader_nrecords(lf->reader);
-    }
-    pthread_mutex_unlock(&reg_mu);
-    if (nfiles) *nfiles = n;
-    if (nrecords) *nrecords = r;
-}
-
 void hfs_lfile_shutdown(void)
 {
     pthread_mutex_lock(&reg_mu);

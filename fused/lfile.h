@@ -60,9 +60,6 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
 typedef void (*hfs_newtick_fn)(void *ctx, uint64_t parent, const char *name);
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
 
-/* Number of files held and total records indexed (statistics). */
-void hfs_lfile_stats(size_t *nfiles, uint64_t *nrecords);
-
 /* A readable statistics report (cache and per file); caller frees. */
 char *hfs_lfile_stats_text(void);
 
