@@ -138,6 +138,46 @@ static hfs_inode_t *hash_find(int kind, dev_t dev, ino_t ino, const void *snap)
     return NULL;
 }
 
+/* Under tab_mu: a bad inode of this very file version (same dev, ino, size
+ * and mtime). Older versions may share the chain, in any order. */
+static hfs_inode_t *find_bad(const struct stat *st)
+{
+    if (!hslots) return NULL;
+    for (hfs_inode_t *n = htab[hkey(K_BAD, st->st_dev, st->st_ino, NULL) & (hslots - 1)]; n; n = n->hnext) {
+        if (n->kind == K_BAD && n->dev == st->st_dev && n->sino == st->st_ino && n->bad_st.st_size == st->st_size &&
+            n->bad_st.st_mtim.tv_sec == st->st_mtim.tv_sec && n->bad_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+            return n;
+    }
+    return NULL;
+}
+
+/* Bad file versions already reported, so each is logged once even when the
+ * kernel forgets its inode and looks it up again. A ring: the oldest report
+ * is forgotten first. Under tab_mu. */
+#define BAD_SEEN 256
+static struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim;
+} bad_seen[BAD_SEEN];
+static unsigned bad_seen_next;
+
+static int first_report(const struct stat *st)
+{
+    for (unsigned i = 0; i < BAD_SEEN; i++) {
+        if (bad_seen[i].dev == st->st_dev && bad_seen[i].ino == st->st_ino && bad_seen[i].size == st->st_size &&
+            bad_seen[i].mtim.tv_sec == st->st_mtim.tv_sec && bad_seen[i].mtim.tv_nsec == st->st_mtim.tv_nsec)
+            return 0;
+    }
+    unsigned k = bad_seen_next++ % BAD_SEEN;
+    bad_seen[k].dev = st->st_dev;
+    bad_seen[k].ino = st->st_ino;
+    bad_seen[k].size = st->st_size;
+    bad_seen[k].mtim = st->st_mtim;
+    return 1;
+}
+
 static void inode_free(hfs_inode_t *n)
 {
     if (n->fd >= 0) close(n->fd);
@@ -251,9 +291,8 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
     h5l_err_t e = {0};
     /* a file already found bad and unchanged since: same inode, no new log */
     pthread_mutex_lock(&tab_mu);
-    hfs_inode_t *b = hash_find(K_BAD, st->st_dev, st->st_ino, NULL);
-    if (b && b->bad_st.st_size == st->st_size && b->bad_st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
-        b->bad_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec) {
+    hfs_inode_t *b = find_bad(st);
+    if (b) {
         b->nlookup++;
         pthread_mutex_unlock(&tab_mu);
         return b;
@@ -273,6 +312,11 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
         hfs_snap_unref(snap);
         return n;
     }
+    if (rc && (n = find_bad(st))) { /* a concurrent lookup got there first */
+        n->nlookup++;
+        pthread_mutex_unlock(&tab_mu);
+        return n;
+    }
     n = inode_new(rc ? K_BAD : K_SNAP, path);
     if (n) {
         n->snap = snap;
@@ -283,9 +327,10 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
         snap = NULL;
         hash_insert(n);
     }
+    int report = rc && n && first_report(st);
     pthread_mutex_unlock(&tab_mu);
     hfs_snap_unref(snap);
-    if (rc && n) hfs_log("%s", e.msg);
+    if (report) hfs_log("%s", e.msg);
     return n;
 }
 

@@ -312,3 +312,31 @@ def test_closed_file_keeps_its_inode_and_page_cache(dirs):
         assert int(line.split("reads ")[1].split(",")[0]) == reads, line
     finally:
         cleanup(p, mnt)
+
+
+def test_bad_file_logged_once_while_unchanged(dirs, tmp_path):
+    """A damaged log file fails every open with EIO, but its reason is
+    logged once, not once per lookup; changing the file tries it again."""
+    import errno
+    import shutil
+    src, mnt = dirs
+    bad = src / "half.h5"
+    shutil.copy(src / "t.h5", bad)
+    os.truncate(bad, os.path.getsize(bad) // 2)
+    logpath = tmp_path / "log"
+    p = start(src, mnt, "-o", "tick=0.05", log=open(logpath, "w"))
+    try:
+        for _ in range(3):
+            with pytest.raises(OSError) as ei:
+                open(mnt / "half.h5", "rb").read()
+            assert ei.value.errno == errno.EIO
+            time.sleep(0.1)  # entry timeouts expire: new lookups
+        assert logpath.read_text().count("half.h5:") == 1, logpath.read_text()
+        os.truncate(bad, os.path.getsize(bad) - 1)  # changed: looked at again
+        with pytest.raises(OSError):
+            open(mnt / "half.h5", "rb").read()
+        assert wait_for(lambda: logpath.read_text().count("half.h5:") == 2, 3), logpath.read_text()[-6000:]
+        with h5py.File(mnt / "t.h5", "r") as f:  # the good file still reads
+            assert f["a"].shape == (17, 13, 9)
+    finally:
+        cleanup(p, mnt)
