@@ -451,12 +451,56 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_readlink(req, buf);
 }
 
-typedef struct hfs_dir {
-    DIR *dp;
-    int fd;
-    struct dirent *entry;
-    off_t offset;
-} hfs_dir_t;
+/* An open file or directory handle (fi->fh). Every handle is on a list, so
+ * the ones whose RELEASE never comes (the session ended first, e.g. on
+ * SIGTERM) are freed when the session is destroyed. */
+typedef struct hfs_fh {
+    struct hfs_fh *prev, *next;
+    int fd;               /* passthrough file; directory: a dup for lookups */
+    DIR *dp;              /* directory */
+    struct dirent *entry; /* directory: entry not yet returned */
+    off_t offset;         /* directory: position */
+    hfs_snap_t *snap;     /* snapshot file: its reference */
+    char *text;           /* statistics file: its contents */
+} hfs_fh_t;
+
+static pthread_mutex_t fh_mu = PTHREAD_MUTEX_INITIALIZER;
+static hfs_fh_t *fh_head;
+
+static hfs_fh_t *fh_new(void)
+{
+    hfs_fh_t *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->fd = -1;
+    pthread_mutex_lock(&fh_mu);
+    h->next = fh_head;
+    if (fh_head) fh_head->prev = h;
+    fh_head = h;
+    pthread_mutex_unlock(&fh_mu);
+    return h;
+}
+
+static void fh_free(hfs_fh_t *h)
+{
+    pthread_mutex_lock(&fh_mu);
+    if (h->prev) h->prev->next = h->next;
+    else fh_head = h->next;
+    if (h->next) h->next->prev = h->prev;
+    pthread_mutex_unlock(&fh_mu);
+    if (h->dp) closedir(h->dp);
+    if (h->fd >= 0) close(h->fd);
+    hfs_snap_unref(h->snap);
+    free(h->text);
+    free(h);
+}
+
+static hfs_fh_t *fh_of(const struct fuse_file_info *fi) { return (hfs_fh_t *)(uintptr_t)fi->fh; }
+
+static void reply_open(fuse_req_t req, struct fuse_file_info *fi, hfs_fh_t *h)
+{
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) != 0) fh_free(h); /* the open was interrupted */
+}
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -465,35 +509,31 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    hfs_dir_t *d = calloc(1, sizeof *d);
-    int fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (!d || fd < 0) {
-        int er = fd < 0 ? errno : ENOMEM;
-        if (fd >= 0) close(fd);
-        free(d);
-        fuse_reply_err(req, er);
-        return;
-    }
-    d->fd = dup(fd);
-    d->dp = fdopendir(fd);
-    if (!d->dp) {
+    hfs_fh_t *h = fh_new();
+    int fd = h ? openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd >= 0 && (h->fd = dup(fd)) >= 0 && !(h->dp = fdopendir(fd))) {
         int er = errno;
         close(fd);
-        if (d->fd >= 0) close(d->fd);
-        free(d);
-        fuse_reply_err(req, er);
+        errno = er;
+    }
+    if (!h || !h->dp) {
+        int er = h ? errno : ENOMEM;
+        if (h) {
+            if (fd >= 0 && h->fd < 0) close(fd);
+            fh_free(h);
+        }
+        fuse_reply_err(req, er ? er : EIO);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)d;
     fi->cache_readdir = 0;
-    fuse_reply_open(req, fi);
+    reply_open(req, fi, h);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
     (void)ino;
-    hfs_dir_t *d = (hfs_dir_t *)(uintptr_t)fi->fh;
+    hfs_fh_t *d = fh_of(fi);
     char *buf = calloc(1, size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
@@ -529,13 +569,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    hfs_dir_t *d = (hfs_dir_t *)(uintptr_t)fi->fh;
-    closedir(d->dp);
-    close(d->fd);
-    free(d);
+    fh_free(fh_of(fi));
     fuse_reply_err(req, 0);
 }
 
@@ -550,55 +587,54 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EIO);
         return;
     }
+    hfs_fh_t *h = fh_new();
+    if (!h) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
     if (n->kind == K_STATS) {
-        char *t = hfs_lfile_stats_text();
-        if (!t) {
+        if (!(h->text = hfs_lfile_stats_text())) {
+            fh_free(h);
             fuse_reply_err(req, ENOMEM);
             return;
         }
-        fi->fh = (uint64_t)(uintptr_t)t;
-        fi->direct_io = 1;
-        fuse_reply_open(req, fi);
-        return;
-    }
-    if (n->kind == K_SNAP) {
+        fi->direct_io = 1; /* made at open; its size is not known before */
+    } else if (n->kind == K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
-        fi->fh = (uint64_t)(uintptr_t)n->snap;
+        h->snap = n->snap;
         fi->keep_cache = 1; /* the inode's bytes never change */
-        fuse_reply_open(req, fi);
-        return;
+    } else {
+        char p[64];
+        snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
+        if ((h->fd = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+            int er = errno;
+            fh_free(h);
+            fuse_reply_err(req, er);
+            return;
+        }
     }
-    char p[64];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fuse_reply_err(req, errno);
-        return;
-    }
-    fi->fh = (uint64_t)fd;
-    fuse_reply_open(req, fi);
+    reply_open(req, fi, h);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    hfs_inode_t *n = ino_of(ino);
-    if (n->kind == K_STATS) {
-        const char *t = (const char *)(uintptr_t)fi->fh;
-        size_t len = strlen(t);
+    (void)ino;
+    hfs_fh_t *h = fh_of(fi);
+    if (h->text) {
+        size_t len = strlen(h->text);
         size_t o = (size_t)off < len ? (size_t)off : len;
-        fuse_reply_buf(req, t + o, size < len - o ? size : len - o);
+        fuse_reply_buf(req, h->text + o, size < len - o ? size : len - o);
         return;
     }
-    if (n->kind == K_SNAP) {
-        hfs_snap_t *s = (hfs_snap_t *)(uintptr_t)fi->fh;
+    if (h->snap) {
         char *buf = malloc(size ? size : 1);
         if (!buf) {
             fuse_reply_err(req, ENOMEM);
             return;
         }
         h5l_err_t e = {0};
-        long r = hfs_snap_read(s, (uint64_t)off, size, buf, &e);
+        long r = hfs_snap_read(h->snap, (uint64_t)off, size, buf, &e);
         if (r < 0) {
             hfs_log("%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
             fuse_reply_err(req, errno_of((int)r));
@@ -610,18 +646,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
     b.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    b.buf[0].fd = (int)fi->fh;
+    b.buf[0].fd = h->fd;
     b.buf[0].pos = off;
     fuse_reply_data(req, &b, FUSE_BUF_SPLICE_MOVE);
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    hfs_inode_t *n = ino_of(ino);
-    if (n->kind == K_SNAP) hfs_snap_unref((hfs_snap_t *)(uintptr_t)fi->fh);
-    else if (n->kind == K_STATS) free((void *)(uintptr_t)fi->fh);
-    else close((int)fi->fh);
-    fuse_reply_err(req, 0);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -691,6 +718,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_destroy(void *userdata)
 {
     (void)userdata;
+    while (fh_head) fh_free(fh_head); /* handles whose RELEASE never came */
     pthread_mutex_lock(&tab_mu);
     while (tab_head) {
         hfs_inode_t *n = tab_head;
@@ -713,7 +741,7 @@ static const struct fuse_lowlevel_ops ops = {
     .readlink = op_readlink,
     .opendir = op_opendir,
     .readdir = op_readdir,
-    .releasedir = op_releasedir,
+    .releasedir = op_release,
     .open = op_open,
     .read = op_read,
     .release = op_release,
