@@ -22,7 +22,7 @@ CFLAGS ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Ilibcore/include -Ilibcore/src $(SAN)
 override LDFLAGS += $(SAN)
 
-CORE_MODS := error codec format journal schema box index reader
+CORE_MODS := error codec format journal schema box index drop reader
 LIB_MODS := h5type anchor writer canon
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)

@@ -270,6 +270,21 @@ static void finish_victims(hfs_cache_t *c, hfs_centry_t *v, hfs_cds_t *closing)
     }
 }
 
+hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key)
+{
+    uint64_t h = key_hash(key);
+    pthread_mutex_lock(&d->mu);
+    hfs_centry_t *e = idx_find(d, key, h);
+    if (e && e->state == E_READY) atomic_fetch_add(&e->pins, 1);
+    else e = NULL;
+    pthread_mutex_unlock(&d->mu);
+    if (e) {
+        atomic_store(&e->hit, 1);
+        atomic_fetch_add(&d->c->hits, 1);
+    }
+    return e;
+}
+
 hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit)
 {
     hfs_cache_t *c = d->c;

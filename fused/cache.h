@@ -71,6 +71,10 @@ void hfs_cds_close(hfs_cds_t *d);
  * (*rc 0: the caller must assemble it itself; negative: assembly failed). */
 hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len,
                             void *ctx, int *rc, int *hit);
+/* A pinned entry if chunk key is cached and ready (counted as a hit), else
+ * NULL: nothing is assembled, inserted or counted. For callers that can
+ * serve a miss more cheaply than by assembling the whole chunk. */
+hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key);
 const void *hfs_centry_data(const hfs_centry_t *e);
 void hfs_cache_release(hfs_centry_t *e);
 

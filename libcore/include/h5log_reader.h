@@ -146,7 +146,12 @@ typedef struct h5l_chunk_info {
     int direct;           /* 1: the newest record alone covers the box, its
                            * bytes one contiguous run in the log */
     uint64_t direct_off;  /* then: absolute offset of the box's first element */
+    int disjoint;         /* 1: no element of the box is written by two
+                           * records (so reading any part of it reads each
+                           * log byte once); only decided for chunks of at
+                           * most H5L_CHUNK_INFO_SCAN records, else 0 */
 } h5l_chunk_info_t;
+#define H5L_CHUNK_INFO_SCAN 64
 
 /* Describe chunk `coord` (chunk coordinates) of variable objid as of tick;
  * (start, count) is the chunk's box clipped to the variable's shape. The
@@ -160,6 +165,12 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
 /* pread n bytes at absolute offset off of the log file (the skip path of a
  * cache). Returns the bytes read (short only at end of file) or -errno. */
 long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off);
+
+/* From now on, log bytes read for the caller are dropped from the kernel's
+ * page cache once every byte of their 2 MiB segment has been read (a server
+ * whose clients cache what it served need not keep a second copy; see
+ * libcore/src/drop.h). Advisory: costs at most re-reads from disk. */
+void h5l_reader_dropbehind(h5l_reader_t *r);
 
 /* Bytes read from the log and records applied since open (statistics). */
 void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);

@@ -79,3 +79,31 @@ int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
         if (d < 0) return 0;
     }
 }
+
+int h5l_box_linear(uint32_t nd, const uint64_t *sh, uint64_t e0, uint64_t e1, h5l_lin_fn fn, void *ctx)
+{
+    uint64_t unit[32], rs[32] = {0}, rc[32] = {0}; /* unit: elements per step along a dimension */
+    if (nd == 0) return e0 < e1 ? fn(ctx, rs, rc, 0) : 0;
+    unit[nd - 1] = 1;
+    for (uint32_t d = nd - 1; d-- > 0;) unit[d] = unit[d + 1] * sh[d + 1];
+    for (uint64_t pos = e0; pos < e1;) {
+        uint64_t rem = pos;
+        for (uint32_t d = 0; d < nd; d++) {
+            rs[d] = rem / unit[d];
+            rem %= unit[d];
+            rc[d] = 1;
+        }
+        /* the outermost dimension the run can step along whole: pos sits on
+         * a boundary of it (so rs is 0 inside it) and one step fits */
+        uint32_t d = 0;
+        while (d < nd - 1 && (pos % unit[d] != 0 || e1 - pos < unit[d])) d++;
+        uint64_t n = (e1 - pos) / unit[d];
+        if (n > sh[d] - rs[d]) n = sh[d] - rs[d];
+        rc[d] = n;
+        for (uint32_t i = d + 1; i < nd; i++) rc[i] = sh[i];
+        int r = fn(ctx, rs, rc, pos - e0);
+        if (r) return r;
+        pos += n * unit[d];
+    }
+    return 0;
+}

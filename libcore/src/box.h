@@ -31,4 +31,12 @@ int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
                  const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
                  const uint64_t *bc, h5l_run_fn fn, void *ctx);
 
+/* Elements [e0, e1) of a box of shape sh, in row-major order, as at most
+ * 2*nd boxes (rs, rc) relative to the box, each of whose own row-major order
+ * is one run of the range: fn(ctx, rs, rc, position of the box's first
+ * element counted from e0), in order. Used to read a byte range of a chunk
+ * (a reply cut anywhere) as boxes. Stops at fn's first non-zero value. */
+typedef int (*h5l_lin_fn)(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_t first);
+int h5l_box_linear(uint32_t nd, const uint64_t *sh, uint64_t e0, uint64_t e1, h5l_lin_fn fn, void *ctx);
+
 #endif

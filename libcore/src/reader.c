@@ -26,6 +26,7 @@
 
 #include "box.h"
 #include "codec.h"
+#include "drop.h"
 #include "format.h"
 #include "index.h"
 #include "journal.h"
@@ -52,6 +53,7 @@ struct h5l_reader {
     pthread_rwlock_t lock;     /* schema, index, ticks */
     pthread_mutex_t refresh_mu; /* one refresh at a time */
     _Atomic uint64_t stat_bytes, stat_records;
+    h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
 };
 
 static uint64_t file_size(int fd)
@@ -166,6 +168,7 @@ void h5l_reader_close(h5l_reader_t *r)
     if (r->fd >= 0) close(r->fd);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
+    h5l_drop_free(atomic_load(&r->drop));
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -473,6 +476,26 @@ void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
 }
 
 /* Copying one clipped piece of a record into the read buffer. */
+static void drop_seg(void *ctx, uint64_t off, uint64_t len)
+{
+    h5l_reader_t *r = ctx;
+    (void)posix_fadvise(r->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
+/* Log bytes read for a caller (not metadata): drop-behind accounting. */
+static void count_read(h5l_reader_t *r, uint64_t off, uint64_t n)
+{
+    h5l_drop_t *d = atomic_load(&r->drop);
+    if (d) h5l_drop_count(d, off, n, drop_seg, r);
+}
+
+void h5l_reader_dropbehind(h5l_reader_t *r)
+{
+    if (atomic_load(&r->drop)) return;
+    h5l_drop_t *d = h5l_drop_new(), *none = NULL;
+    if (d && !atomic_compare_exchange_strong(&r->drop, &none, d)) h5l_drop_free(d);
+}
+
 typedef struct copy_ctx {
     h5l_reader_t *r;
     uint8_t *dst;
@@ -497,6 +520,7 @@ static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
         return -1;
     }
     atomic_fetch_add(&c->r->stat_bytes, bytes);
+    count_read(c->r, c->src_off + src * c->esize, bytes);
     return 0;
 }
 
@@ -528,6 +552,7 @@ static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
             return h5l_err_set(err, H5L_EIO, "%s: short read of log data at %llu (file truncated?)", r->path,
                                (unsigned long long)(box_off + first * es));
         atomic_fetch_add(&r->stat_bytes, span * es);
+        count_read(r, box_off + first * es, span * es);
         c.span = *scratch;
         c.span_first = first;
     }
@@ -686,6 +711,16 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     out->ver[0] = last->tick;
     out->ver[1] = last->rank;
     out->ver[2] = last->order;
+    if (n <= H5L_CHUNK_INFO_SCAN) { /* disjoint iff the pieces add up to no more than the box */
+        uint64_t sum = 0, xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
+        for (size_t i = 0; i < n; i++)
+            for (uint32_t k = 0; k < list[i]->nboxes; k++) {
+                const uint64_t *b = list[i]->boxes + (size_t)k * 2 * o->ndims;
+                if (h5l_box_intersect(o->ndims, b, b + o->ndims, start, count, xs, xc))
+                    sum += h5l_box_nelem(o->ndims, xc);
+            }
+        out->disjoint = sum <= h5l_box_nelem(o->ndims, count);
+    }
     if (last->nboxes != 1) goto out;
     const uint64_t *bs = last->boxes, *bc = bs + o->ndims;
     uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
@@ -706,6 +741,10 @@ out:
 long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off)
 {
     ssize_t got = h5l_pread_full(r->fd, buf, n, off);
-    if (got > 0) atomic_fetch_add(&r->stat_bytes, (uint64_t)got);
+    if (got > 0) {
+        atomic_fetch_add(&r->stat_bytes, (uint64_t)got);
+        count_read(r, off, (uint64_t)got);
+    }
     return (long)got;
 }
+

@@ -278,5 +278,58 @@ static void test_runs_stop_early(void)
     free(R);
 }
 
+/* h5l_box_linear: the boxes, walked in row-major order one after the
+ * other, must visit exactly the linear positions e0..e1-1 of the shape, in
+ * order, and be at most 2*nd of them. Reference: each box element's own
+ * linear position, computed independently, against a running counter. */
+typedef struct lin {
+    uint32_t nd;
+    const uint64_t *sh;
+    uint64_t e0, next; /* next expected linear position */
+    int nboxes, bad;
+} lin_t;
+
+static int lin_check(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_t first)
+{
+    lin_t *L = ctx;
+    L->nboxes++;
+    if (L->e0 + first != L->next) L->bad++;
+    uint64_t p[MAXD];
+    for (uint32_t d = 0; d < L->nd; d++) {
+        if (rc[d] == 0 || rs[d] + rc[d] > L->sh[d]) L->bad++;
+        p[d] = rs[d];
+    }
+    do {
+        uint64_t lin = 0;
+        for (uint32_t d = 0; d < L->nd; d++) lin = lin * L->sh[d] + p[d];
+        if (lin != L->next++) L->bad++;
+    } while (next_point(L->nd, rs, rc, p));
+    return 0;
+}
+
+static void test_linear_bruteforce(void)
+{
+    srand(11);
+    for (int it = 0; it < 3000; it++) {
+        uint32_t nd = 1 + (uint32_t)rnd(MAXD);
+        uint64_t sh[MAXD], n = 1;
+        for (uint32_t d = 0; d < nd; d++) n *= (sh[d] = 1 + rnd(5));
+        uint64_t e0 = rnd(n + 1), e1 = e0 + rnd(n - e0 + 1);
+        lin_t L = {nd, sh, e0, e0, 0, 0};
+        CHECK_EQ(h5l_box_linear(nd, sh, e0, e1, lin_check, &L), 0);
+        CHECK_EQ(L.bad, 0);
+        CHECK_EQ(L.next, e1);
+        CHECK(L.nboxes <= (int)(2 * nd));
+    }
+    /* a whole box is one box; zero dimensions: one element */
+    uint64_t sh[3] = {4, 5, 6};
+    lin_t L = {3, sh, 0, 0, 0, 0};
+    h5l_box_linear(3, sh, 0, 120, lin_check, &L);
+    CHECK_EQ(L.nboxes, 1);
+    L = (lin_t){0, sh, 0, 0, 0, 0};
+    h5l_box_linear(0, sh, 0, 1, lin_check, &L);
+    CHECK_EQ(L.nboxes, 1);
+}
+
 TEST_MAIN(T(test_intersect_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
-          T(test_runs_contiguous_is_one_run), T(test_runs_stop_early))
+          T(test_runs_contiguous_is_one_run), T(test_runs_stop_early), T(test_linear_bruteforce))
