@@ -120,6 +120,13 @@ $(BUILD)/tests/test_cache: tests/fused/test_cache.c $(BUILD)/fused/cache.o fused
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/cache.o -o $@ $(LDFLAGS) $(XXH_LIBS) -lpthread
 
+# the daemon's read path without FUSE; the log file is written by libh5log
+# on one rank (MPI singleton)
+LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
+$(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+
 $(BUILD)/demo/%: demo/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_LIB)
