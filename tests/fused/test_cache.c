@@ -1177,7 +1177,47 @@ static void test_evict_pin_window(void)
     owner_fini(&o);
 }
 
+/* ---- 9. peek: a hit if cached and ready, else nothing at all ------------- */
+
+static void test_peek(void)
+{
+    hfs_cache_t *c = hfs_cache_new(1 << 20);
+    owner_t o;
+    owner_init(&o);
+    actx_t ax;
+    memset(&ax, 0, sizeof ax);
+    ax.salt = 4;
+    hfs_cds_t *d = hfs_cds_new(c, &layout, &o);
+    hfs_ckey_t k = mkkey(2, 3, 5, 1, 0), other = mkkey(2, 3, 5, 2, 0); /* same chunk, newer version */
+    /* absent: NULL, nothing assembled, inserted or counted */
+    CHECK(hfs_cache_peek(d, &k) == NULL);
+    hfs_cache_stats_t s = stats(c);
+    CHECK_EQ(s.hits + s.misses + s.waits + s.entries, 0);
+    CHECK_EQ(atomic_load(&ax.calls), 0);
+    int rc = 1, hit = 1;
+    hfs_centry_t *e = hfs_cache_get(d, &k, 1000, &ax, &rc, &hit);
+    CHECK(e != NULL && rc == 0 && !hit);
+    if (e) hfs_cache_release(e);
+    /* present: the same bytes, pinned, counted as a hit */
+    e = hfs_cache_peek(d, &k);
+    CHECK(e != NULL);
+    if (e) {
+        CHECK(data_ok(hfs_centry_data(e), &k, 1000, 4));
+        hfs_cache_release(e);
+    }
+    s = stats(c);
+    CHECK_EQ(s.hits, 1);
+    CHECK_EQ(s.misses, 1);
+    /* another version of the chunk is another key */
+    CHECK(hfs_cache_peek(d, &other) == NULL);
+    CHECK_EQ(stats(c).hits, 1);
+    CHECK_EQ(atomic_load(&ax.calls), 1);
+    hfs_cds_close(d);
+    hfs_cache_free(c);
+    owner_fini(&o);
+}
+
 TEST_MAIN(T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys),
           T(test_pinned_not_evicted), T(test_concurrent_miss), T(test_stress_threads),
-          T(test_assembly_failure), T(test_close_pinned), T(test_stats_arithmetic),
+          T(test_assembly_failure), T(test_close_pinned), T(test_stats_arithmetic), T(test_peek),
           T(test_evict_pin_window))
