@@ -5,10 +5,17 @@
  *   1. skip path: if the newest record of the block alone covers it as one
  *      contiguous run of the log (a sequential writer's data), pread the
  *      requested bytes straight from the log into the reply;
+ *   1b. gather path: if the block's records never write an element twice
+ *      (and the block is stored unpadded), serve a cached copy if there is
+ *      one, else read just the requested bytes from the log, box by box,
+ *      into the reply: nothing assembled, nothing cached;
  *   2. the shared chunk cache, keyed by the block's content version, so
- *      unchanged blocks are shared across ticks (cache.h);
+ *      unchanged blocks are shared across ticks (cache.h): blocks whose
+ *      records overlap (or are many), and edge chunks;
  *   3. a block the cache cannot hold is assembled into the reply (whole
  *      block) or a per-thread scratch buffer (part of one).
+ * For closed files the reader drops the log's pages behind the readers
+ * (h5l_reader_dropbehind): the mount's page cache holds those bytes.
  * Assembling = fill value, then the block's records in sequence order, by
  * pread at absolute offsets (libcore reader). No libhdf5 on this path. */
 #include "lfile.h"
