@@ -514,14 +514,14 @@ char *hfs_lfile_stats_text(void)
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         n = snprintf(line, sizeof line,
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
-                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu%s\n",
+                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, log dropped %llu B%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader),
                      (unsigned long long)lf->st_snapshots, (unsigned long long)lf->st_skeletons,
                      (unsigned long long)h5l_reader_nrecords(lf->reader), (unsigned long long)lf->st_reads,
                      (unsigned long long)lf->st_hits, (unsigned long long)lf->st_misses,
                      (unsigned long long)lf->st_assembled, (unsigned long long)lf->st_skipped,
                      (unsigned long long)lf->st_gathered, (long long)lf->st_cached, (unsigned long long)lf->st_evictions,
-                     lf->failed ? " (FAILED)" : "");
+                     (unsigned long long)h5l_reader_dropped(lf->reader), lf->failed ? " (FAILED)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }
     pthread_mutex_unlock(&reg_mu);

@@ -171,6 +171,8 @@ long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off);
  * whose clients cache what it served need not keep a second copy; see
  * libcore/src/drop.h). Advisory: costs at most re-reads from disk. */
 void h5l_reader_dropbehind(h5l_reader_t *r);
+/* Bytes of the log the kernel was advised to drop so far (statistics). */
+uint64_t h5l_reader_dropped(h5l_reader_t *r);
 
 /* Bytes read from the log and records applied since open (statistics). */
 void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);

@@ -52,7 +52,7 @@ struct h5l_reader {
     h5l_err_t ferr;
     pthread_rwlock_t lock;     /* schema, index, ticks */
     pthread_mutex_t refresh_mu; /* one refresh at a time */
-    _Atomic uint64_t stat_bytes, stat_records;
+    _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
 };
 
@@ -475,12 +475,14 @@ void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
     if (records) *records = atomic_load(&r->stat_records);
 }
 
-/* Copying one clipped piece of a record into the read buffer. */
 static void drop_seg(void *ctx, uint64_t off, uint64_t len)
 {
     h5l_reader_t *r = ctx;
-    (void)posix_fadvise(r->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+    if (posix_fadvise(r->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED) == 0)
+        atomic_fetch_add(&r->stat_dropped, len);
 }
+
+uint64_t h5l_reader_dropped(h5l_reader_t *r) { return atomic_load(&r->stat_dropped); }
 
 /* Log bytes read for a caller (not metadata): drop-behind accounting. */
 static void count_read(h5l_reader_t *r, uint64_t off, uint64_t n)
@@ -496,6 +498,7 @@ void h5l_reader_dropbehind(h5l_reader_t *r)
     if (d && !atomic_compare_exchange_strong(&r->drop, &none, d)) h5l_drop_free(d);
 }
 
+/* Copying one clipped piece of a record into the read buffer. */
 typedef struct copy_ctx {
     h5l_reader_t *r;
     uint8_t *dst;
@@ -503,8 +506,20 @@ typedef struct copy_ctx {
     uint64_t src_off;      /* absolute file offset of the record box's data */
     const uint8_t *span;   /* when the span was read at once */
     uint64_t span_first;   /* element offset of span[0] in the box */
+    uint64_t rd_off, rd_len; /* log bytes read run by run, not yet counted */
     int err;
 } copy_ctx_t;
+
+/* Count the pending read range (statistics, drop-behind): once per
+ * contiguous range rather than per run, which for a record of single
+ * elements would be an atomic and a lock per element. */
+static void copy_count(copy_ctx_t *c)
+{
+    if (!c->rd_len) return;
+    atomic_fetch_add(&c->r->stat_bytes, c->rd_len);
+    count_read(c->r, c->rd_off, c->rd_len);
+    c->rd_len = 0;
+}
 
 static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
 {
@@ -514,13 +529,15 @@ static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
         memcpy(c->dst + dst * c->esize, c->span + (src - c->span_first) * c->esize, bytes);
         return 0;
     }
-    ssize_t got = h5l_pread_full(c->r->fd, c->dst + dst * c->esize, bytes, c->src_off + src * c->esize);
+    uint64_t off = c->src_off + src * c->esize;
+    ssize_t got = h5l_pread_full(c->r->fd, c->dst + dst * c->esize, bytes, off);
     if (got != (ssize_t)bytes) {
         c->err = got < 0 ? (int)-got : EIO;
         return -1;
     }
-    atomic_fetch_add(&c->r->stat_bytes, bytes);
-    count_read(c->r, c->src_off + src * c->esize, bytes);
+    if (c->rd_len && c->rd_off + c->rd_len != off) copy_count(c);
+    if (!c->rd_len) c->rd_off = off;
+    c->rd_len += bytes;
     return 0;
 }
 
@@ -532,7 +549,7 @@ static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
 {
     uint32_t nd = o->ndims;
     size_t es = o->type.size;
-    copy_ctx_t c = {r, buf, es, box_off, NULL, 0, 0};
+    copy_ctx_t c = {r, buf, es, box_off, NULL, 0, 0, 0, 0};
     uint64_t last[H5L_MAX_DIMS];
     for (uint32_t d = 0; d < nd; d++) last[d] = xs[d] + xc[d] - 1;
     uint64_t first = h5l_box_offset(nd, bs, bc, xs);
@@ -556,7 +573,9 @@ static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
         c.span = *scratch;
         c.span_first = first;
     }
-    if (h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c))
+    int bad = h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c);
+    copy_count(&c);
+    if (bad)
         return h5l_err_set(err, H5L_EIO, "%s: reading log data of '%s': %s", r->path, o->path,
                            c.err ? strerror(c.err) : "short read (file truncated?)");
     return H5L_OK;

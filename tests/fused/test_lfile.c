@@ -10,7 +10,8 @@
  *      equals a reference computed here from the writes the test made;
  *   2. thousands of random byte ranges (any offset, any length) equal the
  *      same bytes of the whole image;
- *   3. every path was taken (statistics: skipped, gathered, assembled).
+ *   3. every path was taken (statistics: skipped, gathered, assembled), and
+ *      drop-behind advised the kernel to drop the log's read segments.
  * The log file is written with libh5log on one rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
@@ -41,7 +42,13 @@ static char g_path[512];
 /* var D: contiguous i64 [333] in 1 put (skip path) */
 #define DN 333
 
+/* var E: contiguous u8 [4,1048576], one put per row (4 MiB of log: whole
+ * 2 MiB segments for drop-behind) */
+#define ER 4
+#define EC (1 << 20)
+
 static float refA[AR][AC];
+static uint8_t refE[ER][EC];
 static int16_t refB[B0][B1][B2];
 static double refC[CN][CN];
 static int64_t refD[DN];
@@ -77,7 +84,7 @@ static int write_file(void)
     h5l_file_t *f;
     int rc = h5l_create(g_path, MPI_COMM_WORLD, NULL, &f);
     if (rc) return rc;
-    int da[2], db[3], dc[2], dd, va, vb, vc, vd;
+    int da[2], db[3], dc[2], dd, de[2], va, vb, vc, vd, ve;
     h5l_def_dim(f, "ar", AR, &da[0]);
     h5l_def_dim(f, "ac", AC, &da[1]);
     h5l_def_dim(f, "b0", B0, &db[0]);
@@ -86,11 +93,19 @@ static int write_file(void)
     h5l_def_dim(f, "cn", CN, &dc[0]);
     h5l_def_dim(f, "cm", CN, &dc[1]);
     h5l_def_dim(f, "dn", DN, &dd);
+    h5l_def_dim(f, "er", ER, &de[0]);
+    h5l_def_dim(f, "ec", EC, &de[1]);
     uint64_t chb[3] = {8, 16, 8}, chc[2] = {16, 16};
     rc |= h5l_def_var(f, "/a", H5T_IEEE_F32LE, 2, da, NULL, &va);
     rc |= h5l_def_var(f, "/g/b", H5T_STD_I16LE, 3, db, chb, &vb);
     rc |= h5l_def_var(f, "/c", H5T_IEEE_F64LE, 2, dc, chc, &vc);
     rc |= h5l_def_var(f, "/d", H5T_STD_I64LE, 1, &dd, NULL, &vd);
+    rc |= h5l_def_var(f, "/e", H5T_STD_U8LE, 2, de, NULL, &ve);
+    for (int i = 0; i < ER && !rc; i++) {
+        for (int j = 0; j < EC; j++) refE[i][j] = (uint8_t)(i * 31 + j * 7 + (j >> 12));
+        uint64_t s[2] = {(uint64_t)i, 0}, c[2] = {1, EC};
+        rc = h5l_put(f, ve, s, c, refE[i]);
+    }
     for (int i = 0; i < AR; i++)
         for (int j = 0; j < AC; j++) refA[i][j] = (float)(i * 1000 + j) * 0.25f;
     for (int i = 0; i < AR && !rc; i += 8) {
@@ -173,6 +188,7 @@ static void run_with_cache(size_t limit)
         check_dataset(file, "/g/b", H5T_NATIVE_INT16, refB, B0 * B1 * B2, sizeof(int16_t));
         check_dataset(file, "/c", H5T_NATIVE_DOUBLE, refC, CN * CN, sizeof(double));
         check_dataset(file, "/d", H5T_NATIVE_INT64, refD, DN, sizeof(int64_t));
+        check_dataset(file, "/e", H5T_NATIVE_UINT8, refE, (size_t)ER * EC, 1);
         H5Fclose(file);
     }
     unlink(ipath);
@@ -197,6 +213,8 @@ static void run_with_cache(size_t limit)
         CHECK(gathered > 0);
         CHECK(skipped > gathered); /* the skip path proper served some bytes too */
         CHECK(assembled > 0);
+        /* a closed file: the log's fully read 2 MiB segments were dropped */
+        CHECK(stat_of(text, "log dropped ") >= (long)(2 << 20));
         if (gathered <= 0 || assembled <= 0) fprintf(stderr, "%s", text);
         free(text);
     }
