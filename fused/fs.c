@@ -32,6 +32,7 @@
 
 #include "format.h"
 #include "lfile.h"
+#include "tbuf.h"
 
 enum { K_MIRROR = 1, K_SNAP = 2, K_BAD = 3, K_STATS = 4 };
 
@@ -616,34 +617,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     reply_open(req, fi, h);
 }
 
-/* Each worker thread keeps one reply buffer for snapshot reads. Why not
- * malloc per request: on a virtual machine that hands freed memory back to
- * the host, touching fresh pages costs ~0.5 GB/s against ~15 GB/s for
- * reused ones (measured here), and a 1 MiB reply per request adds up. The
- * key's destructor frees a buffer when libfuse ends an idle thread. */
-static pthread_key_t rbuf_key;
-static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
-typedef struct rbuf {
-    size_t cap;
-    char data[];
-} rbuf_t;
-
-static void rbuf_init(void) { pthread_key_create(&rbuf_key, free); }
-
-static char *reply_buf(size_t size)
-{
-    pthread_once(&rbuf_once, rbuf_init);
-    rbuf_t *b = pthread_getspecific(rbuf_key);
-    if (b && b->cap >= size) return b->data;
-    size_t cap = size < ((size_t)1 << 20) ? (size_t)1 << 20 : size;
-    rbuf_t *n = malloc(sizeof *n + cap);
-    if (!n) return NULL;
-    n->cap = cap;
-    free(b);
-    pthread_setspecific(rbuf_key, n);
-    return n->data;
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -656,7 +629,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     if (h->snap) {
-        char *buf = reply_buf(size);
+        char *buf = hfs_tbuf(HFS_TBUF_REPLY, size); /* tbuf.h: why per thread */
         if (!buf) {
             fuse_reply_err(req, ENOMEM);
             return;

@@ -35,6 +35,7 @@
 #include "codec.h"
 #include "format.h"
 #include "journal.h"
+#include "tbuf.h"
 #include <xxhash.h>
 
 struct hfs_lfile {
@@ -359,20 +360,6 @@ static int gather_box(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_
                            g->err);
 }
 
-static _Thread_local uint8_t *scratch;
-static _Thread_local size_t scratch_cap;
-
-static uint8_t *scratch_get(size_t n)
-{
-    if (scratch_cap < n) {
-        uint8_t *p = realloc(scratch, n);
-        if (!p) return NULL;
-        scratch = p;
-        scratch_cap = n;
-    }
-    return scratch;
-}
-
 /* Bytes [r0, r1) of the block with box (st, ct) that is stored unpadded
  * (a whole chunk or a slab), read from the log piece by piece straight into
  * out: only the part asked for, nothing assembled or cached. */
@@ -383,7 +370,7 @@ static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, 
     uint64_t e0 = r0 / es, e1 = (r1 + es - 1) / es;
     gather_t g = {s, v, st, out, err};
     if (r0 % es || r1 % es) { /* a reply that cuts an element: via scratch */
-        g.out = scratch_get((size_t)(e1 - e0) * es);
+        g.out = hfs_tbuf(HFS_TBUF_SCRATCH, (size_t)(e1 - e0) * es);
         if (!g.out) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
     }
     int rc = h5l_box_linear(v->ndims, ct, e0, e1, gather_box, &g);
@@ -461,7 +448,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     atomic_fetch_add(&lf->st_misses, 1); /* 3. not cacheable */
     atomic_fetch_add(&lf->st_assembled, g->len);
     if (a == g->addr && b == g->addr + g->len) return assemble(s, g, out, err);
-    uint8_t *tmp = scratch_get(g->len);
+    uint8_t *tmp = hfs_tbuf(HFS_TBUF_SCRATCH, g->len);
     if (!tmp) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
     rc = assemble(s, g, tmp, err);
     if (!rc) memcpy(out, tmp + (a - g->addr), b - a);
