@@ -49,7 +49,14 @@ done
 for t in tests/fused/test_*.c; do
     [ -e "$t" ] || continue
     b="$BUILD/tests/$(basename "$t" .c)"
-    run "unit $(basename "$b")" timeout 300 "$b"
+    # a test that writes its file with libh5log is an MPI program: run it
+    # under mpirun (as an MPI singleton, LeakSanitizer's exit check crashes on
+    # the dynamic TLS of OpenMPI's plugins under make asan)
+    if grep -q '#include <mpi.h>' "$t"; then
+        run "unit $(basename "$b")" timeout 300 mpirun --oversubscribe -np 1 "$b"
+    else
+        run "unit $(basename "$b")" timeout 300 "$b"
+    fi
 done
 for np in 1 2 4; do
     d=$(mktemp -d "$log/mpi.XXXX")
