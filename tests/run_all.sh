@@ -62,6 +62,8 @@ for np in 1 2 4; do
     d=$(mktemp -d "$log/mpi.XXXX")
     run "mpi test_writer -np $np" timeout 600 mpirun --oversubscribe -np $np "$BUILD/tests/test_writer" "$d" --ticks 8 --seed $np
 done
+d=$(mktemp -d "$log/mpi.XXXX")
+run "mpi test_frames -np 2" timeout 300 mpirun --oversubscribe -np 2 "$BUILD/tests/test_frames" "$d"
 run "pytest tests/e2e" timeout 1800 "$PY" -m pytest -q -p no:cacheprovider tests/e2e
 
 echo

@@ -16,6 +16,20 @@ uint64_t h5l_hash(const void *p, size_t n, uint64_t seed)
     return XXH3_64bits_withSeed(p, n, seed);
 }
 
+/* Streaming over two pieces. The state must be initialised before the
+ * reset: xxhash 0.8.1's XXH3_64bits_reset_withSeed skips rebuilding its
+ * secret when the (uninitialised) state already holds the same seed, and a
+ * stale stack then hashes any input over 240 bytes wrong. */
+uint64_t h5l_hash2(const void *a, size_t na, const void *b, size_t nb, uint64_t seed)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset_withSeed(&st, seed);
+    XXH3_64bits_update(&st, a, na);
+    XXH3_64bits_update(&st, b, nb);
+    return XXH3_64bits_digest(&st);
+}
+
 uint64_t h5l_seed(const uint8_t id[16])
 {
     return h5l_get_le64(id) ^ h5l_get_le64(id + 8);
@@ -81,13 +95,9 @@ void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
                       uint32_t len, uint64_t seed)
 {
     uint8_t tv[4] = {(uint8_t)type, (uint8_t)(type >> 8), 1, 0};
-    XXH3_state_t st;
-    XXH3_64bits_reset_withSeed(&st, seed);
-    XXH3_64bits_update(&st, tv, 4);
-    XXH3_64bits_update(&st, payload, len);
     h5l_buf_u32(b, len);
     h5l_buf_put(b, tv, 4);
-    h5l_buf_u64(b, XXH3_64bits_digest(&st));
+    h5l_buf_u64(b, h5l_hash2(tv, 4, payload, len, seed));
     h5l_buf_put(b, payload, len);
     h5l_buf_pad8(b);
 }

@@ -43,6 +43,9 @@ typedef struct h5l_jhdr {
 /* The checksum seed of a file identity. */
 uint64_t h5l_seed(const uint8_t id[16]);
 uint64_t h5l_hash(const void *p, size_t n, uint64_t seed);
+/* The hash of the concatenation a || b, without copying: equals h5l_hash
+ * of the joined bytes. */
+uint64_t h5l_hash2(const void *a, size_t na, const void *b, size_t nb, uint64_t seed);
 
 void h5l_ub_encode(const h5l_ub_t *ub, uint8_t out[H5L_UB_LEN]);
 /* H5L_EFORMAT if the magic is absent or the version unknown, H5L_ECORRUPT on a

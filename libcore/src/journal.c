@@ -9,8 +9,6 @@
 #include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
 #include "codec.h"
 #include "format.h"
@@ -28,11 +26,7 @@ int h5l_journal_next(const uint8_t *data, size_t len, size_t pos,
     uint64_t flen = H5L_FRAME_LEN + (uint64_t)plen;
     flen = (flen + 7) & ~(uint64_t)7;
     if (flen > len - pos) return 0; /* runs past the data: torn or unwritten */
-    XXH3_state_t st;
-    XXH3_64bits_reset_withSeed(&st, seed);
-    XXH3_64bits_update(&st, h + 4, 4);
-    XXH3_64bits_update(&st, h + H5L_FRAME_LEN, plen);
-    if (XXH3_64bits_digest(&st) != sum) {
+    if (h5l_hash2(h + 4, 4, h + H5L_FRAME_LEN, plen, seed) != sum) {
         if (pos + flen == len) return 0; /* last frame: torn write */
         return h5l_err_set(err, H5L_ECORRUPT,
                            "%s: journal record at offset %llu fails its checksum",

@@ -12,10 +12,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t layout, to dirty the stack like one */
 #include <xxhash.h>
 
 #include "codec.h"
 #include "format.h"
+#include "journal.h"
 #include "tharness.h"
 
 static uint32_t le32(const uint8_t *p)
@@ -248,6 +251,63 @@ static void test_frame_layout(void)
         for (size_t i = 16 + len; i < b.len; i++) CHECK_EQ(b.p[i], 0);
         h5l_buf_free(&b);
     }
+}
+
+/* Fill a stack region (larger than an XXH3 state) so that a hash state
+ * later placed anywhere in it (states are 64-byte aligned) looks already
+ * reset for `seed` but holds a garbage secret: every 64-byte line has the
+ * seed where the state's seed field falls and NULL where its extSecret
+ * falls. That stale stack made xxhash 0.8.1 skip its secret derivation. */
+static __attribute__((noinline)) void dirty_stack(uint64_t seed)
+{
+    size_t so = offsetof(XXH3_state_t, seed) % 64, eo = offsetof(XXH3_state_t, extSecret) % 64;
+    _Alignas(64) volatile uint8_t junk[16384];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(0xA5 ^ i);
+    for (size_t l = 0; l < sizeof junk; l += 64) {
+        for (int b = 0; b < 8; b++) junk[l + so + (size_t)b] = (uint8_t)(seed >> (8 * b));
+        for (int b = 0; b < 8; b++) junk[l + eo + (size_t)b] = 0;
+    }
+    (void)junk[0];
+}
+
+static __attribute__((noinline)) uint64_t frame_sum(const uint8_t *pl, uint32_t len, uint64_t seed)
+{
+    h5l_buf_t b = {0};
+    h5l_frame_encode(&b, H5L_REC_TICK, pl, len, seed);
+    uint64_t s = le64(b.p + 8);
+    h5l_frame_t fr;
+    h5l_err_t e = {0};
+    int k = h5l_journal_next(b.p, b.len, 0, seed, "t", 0, &fr, &e);
+    h5l_buf_free(&b);
+    return k == 1 ? s : ~s;
+}
+
+/* Streaming hashes (two pieces) equal one-shot XXH3 for every length up to
+ * 4096, call after call on a dirtied stack: with an uninitialised state,
+ * frames over 240 bytes hashed wrong and healthy files read as corrupt. */
+static void test_hash2_streaming_equals_oneshot(void)
+{
+    static uint8_t buf[4100];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)(i * 131 + 7);
+    uint64_t seed = h5l_seed(ID);
+    int bad = 0, badframe = 0;
+    CHECK(offsetof(XXH3_state_t, seed) % 64 != offsetof(XXH3_state_t, extSecret) % 64);
+    for (uint32_t len = 0; len <= 4096; len++) {
+        size_t cut = len / 3;
+        dirty_stack(seed);
+        uint64_t got = h5l_hash2(buf, cut, buf + cut, len - cut, seed);
+        bad += got != XXH3_64bits_withSeed(buf, len, seed);
+        uint8_t cat[4100];
+        cat[0] = H5L_REC_TICK;
+        cat[1] = 0;
+        cat[2] = 1;
+        cat[3] = 0;
+        memcpy(cat + 4, buf, len);
+        dirty_stack(seed);
+        badframe += frame_sum(buf, len, seed) != XXH3_64bits_withSeed(cat, 4 + (size_t)len, seed);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(badframe, 0);
 }
 
 /* ---- types ---------------------------------------------------------- */
@@ -756,6 +816,7 @@ static void test_records(void)
 
 TEST_MAIN(T(test_codec_le_and_pad), T(test_codec_str_rejects), T(test_ub_layout_roundtrip),
           T(test_ub_rejects), T(test_jhdr_layout_roundtrip_rejects), T(test_frame_layout),
+          T(test_hash2_streaming_equals_oneshot),
           T(test_type_valid), T(test_op_roundtrip_all_kinds), T(test_op_layout),
           T(test_op_truncation_every_length), T(test_op_rejects), T(test_tick_header),
           T(test_block_header), T(test_records))
