@@ -186,7 +186,9 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     if (!k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     hfs_hdf5_lock();
     hid_t fapl = rc ? -1 : hfs_memvfd_fapl();
-    hid_t file = fapl < 0 ? -1 : H5Fcreate("skeleton", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t fcpl = fapl < 0 ? -1 : h5l_canon_fcpl();
+    hid_t file = fcpl < 0 ? -1 : H5Fcreate("skeleton", H5F_ACC_TRUNC, fcpl, fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
     hfs_memvfd_t *cap = file < 0 ? NULL : hfs_memvfd_get(file);
     if (!rc && !cap) rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create an in-memory HDF5 file", h5l_reader_path(r));
     if (!rc) {

@@ -102,7 +102,9 @@ int main(int argc, char **argv)
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_sec2(fapl);
-    hid_t file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t fcpl = h5l_canon_fcpl();
+    hid_t file = H5Fcreate(out, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
     H5Pclose(fapl);
     if (file < 0) {
         fprintf(stderr, "h5logreplay: %s: cannot create\n", out);

@@ -62,12 +62,27 @@ int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid);
 int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
                 const int *dimids, const uint64_t *chunk, int *varid);
 
-/* Collective. Set the fill value (one element of the variable's type).
- * Only before the first flush after h5l_def_var; default fill is zero. */
+/* Collective. Set the fill value (one element of the variable's type): what
+ * never-written elements read as. The canonical file shows it as the HDF5
+ * fill value and as a _FillValue attribute (netCDF readers mask by it).
+ * h5l_put_att(f, varid, "_FillValue", type, 1, &x) does the same.
+ * Only before the flush that publishes the variable. Without a call, a
+ * variable's fill is netCDF's default for its type (NC_FILL_FLOAT, ...) and
+ * no _FillValue attribute is written, as netCDF-4 does. */
 int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill);
 
+/* Collective. No fill value (netCDF's NOFILL): no _FillValue attribute, no
+ * HDF5 fill value; never-written elements read as zero bytes and netCDF
+ * readers mask nothing. Only before the flush that publishes the variable. */
+#define H5L_HAVE_NOFILL 1
+int h5l_def_var_nofill(h5l_file_t *f, int varid);
+
 /* Collective. Attach an attribute to a variable, a group or H5L_GLOBAL.
- * Redefining a name replaces it from the next tick on. */
+ * Redefining a name replaces it from the next tick on (it keeps its place
+ * in the canonical file's attribute order). Names that HDF5 dimension
+ * scales and netCDF-4 reserve (DIMENSION_LIST, REFERENCE_LIST, CLASS, NAME,
+ * _Netcdf4Dimid, _Netcdf4Coordinates, _NCProperties, _nc3_strict, ...) are
+ * refused with H5L_EINVAL; _FillValue sets the fill (h5l_def_var_fill). */
 int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type,
                 size_t n, const void *value);
 int h5l_put_att_text(h5l_file_t *f, int objid, const char *name,

@@ -40,6 +40,12 @@ typedef struct h5l_type {
 
 enum { H5L_OBJ_GROUP = 1, H5L_OBJ_VAR = 2 };
 
+/* How a variable's fill value was chosen (docs/format.md 3.3, VAR flags).
+ * DEFAULT: netCDF's default fill of the type, no _FillValue attribute;
+ * USER: set by the writer, shown as a _FillValue attribute;
+ * NONE: no fill (netCDF NOFILL), unwritten elements read as zero bytes. */
+enum { H5L_FILL_DEFAULT = 0, H5L_FILL_USER = 1, H5L_FILL_NONE = 2 };
+
 /* A group or variable. Index in h5l_schema_t.objs is its object id. */
 typedef struct h5l_obj {
     int kind;       /* H5L_OBJ_GROUP or H5L_OBJ_VAR; 0 = unused slot */
@@ -51,7 +57,8 @@ typedef struct h5l_obj {
     uint32_t ndims;
     uint32_t *dimids;   /* ndims */
     uint64_t *chunk;    /* ndims: chunk shape or index slab shape */
-    void *fill;         /* type.size bytes */
+    void *fill;         /* type.size bytes: what unwritten elements read as */
+    int fill_mode;      /* H5L_FILL_DEFAULT, H5L_FILL_USER or H5L_FILL_NONE */
     uint32_t pnext_;    /* internal: path-index chain */
 } h5l_obj_t;
 

@@ -52,7 +52,7 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     memcpy(a->id, id, 16);
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    hid_t fcpl = h5l_canon_fcpl();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_userblock(fcpl, H5L_USERBLOCK_SIZE);
     H5Pset_fapl_sec2(fapl);
@@ -88,10 +88,9 @@ int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
     switch (op->kind) {
     case H5L_OP_GROUP: {
         if (H5Lexists(a->file, op->name, H5P_DEFAULT) > 0) return H5L_OK;
-        hid_t g = H5Gcreate2(a->file, op->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot create group '%s'", a->path, op->name);
-        H5Gclose(g);
-        return H5L_OK;
+        int rc = h5l_canon_group(a->file, op->name, err);
+        if (rc) h5l_err_set(err, rc, "%s: cannot create group '%s'", a->path, op->name);
+        return rc;
     }
     case H5L_OP_VAR: {
         if (H5Lexists(a->file, op->name, H5P_DEFAULT) > 0) return H5L_OK;

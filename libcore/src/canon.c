@@ -7,7 +7,22 @@
  * data-less float dataset whose NAME attribute is netCDF's "This is a netCDF
  * dimension but not a netCDF variable" marker, so ncdump shows the
  * dimension and no extra variable. netCDF fails on a variable with scales on
- * only some dimensions, so a variable gets scales on all or none. */
+ * only some dimensions, so a variable gets scales on all or none.
+ *
+ * Order: netCDF-4 files track and index the creation order of links and
+ * attributes, and netCDF readers list dimensions, variables and attributes
+ * in it (alphabetically when it is not tracked). So every group, dataset
+ * and the root track it, and objects are created in the writer's order:
+ * first the dimensions' scales in dimension-id order (a coordinate variable
+ * is its dimension's scale, so it comes there), then groups and the other
+ * variables in definition order; a variable's _FillValue is its first
+ * attribute, then its attributes in the order each name was FIRST defined
+ * (a replaced attribute keeps its place, as in netCDF).
+ *
+ * Fill: a variable's HDF5 fill value is its fill (netCDF's default for the
+ * type unless set); a fill set by the writer is also the _FillValue
+ * attribute netCDF readers mask by; a NOFILL variable has neither, which is
+ * how netCDF-C recognises NOFILL in an HDF5 file. */
 #include "canon.h"
 
 #include <stdio.h>
@@ -19,6 +34,37 @@
 #include "schema.h"
 
 #define NC_DIM_MARK "This is a netCDF dimension but not a netCDF variable."
+#define CRT_ORDER (H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED)
+
+hid_t h5l_canon_fcpl(void)
+{
+    hid_t p = H5Pcreate(H5P_FILE_CREATE);
+    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0)) {
+        H5Pclose(p);
+        return -1;
+    }
+    return p;
+}
+
+static hid_t group_cpl(void)
+{
+    hid_t p = H5Pcreate(H5P_GROUP_CREATE);
+    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0)) {
+        H5Pclose(p);
+        return -1;
+    }
+    return p;
+}
+
+int h5l_canon_group(hid_t file, const char *path, h5l_err_t *err)
+{
+    hid_t gcpl = group_cpl();
+    hid_t g = gcpl < 0 ? -1 : H5Gcreate2(file, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (gcpl >= 0) H5Pclose(gcpl);
+    if (g < 0) return h5l_err_set(err, H5L_EHDF5, "cannot create group '%s'", path);
+    H5Gclose(g);
+    return H5L_OK;
+}
 
 int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
 {
@@ -66,7 +112,11 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': bad chunk shape", o->path);
         goto out;
     }
-    H5Pset_fill_value(dcpl, t, o->fill);
+    H5Pset_attr_creation_order(dcpl, CRT_ORDER);
+    if (o->fill_mode != H5L_FILL_NONE && H5Pset_fill_value(dcpl, t, o->fill) < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot set the fill value", o->path);
+        goto out;
+    }
     if (alloc == H5L_ALLOC_EARLY) {
         H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
         H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
@@ -74,7 +124,18 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         H5Pset_alloc_time(dcpl, o->chunked ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
     }
     *dset = H5Dcreate2(file, o->path, t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (*dset < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot create dataset '%s'", o->path);
+    if (*dset < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "cannot create dataset '%s'", o->path);
+        goto out;
+    }
+    if (o->fill_mode == H5L_FILL_USER) { /* first attribute, as netCDF-4 writes it */
+        h5l_attr_t fv = {objid, "_FillValue", o->type, 1, o->fill, o->tick};
+        rc = h5l_canon_attr(*dset, &fv, err);
+        if (rc) {
+            H5Dclose(*dset);
+            *dset = -1;
+        }
+    }
 out:
     if (dcpl >= 0) H5Pclose(dcpl);
     if (t >= 0) H5Tclose(t);
@@ -94,15 +155,61 @@ static long coord_var(const h5l_schema_t *s, uint32_t d, uint64_t tick)
     return o->ndims == 1 && o->dimids[0] == d ? id : -1;
 }
 
-/* Create data-less scales for dimensions without coordinate variables;
- * mark which dimensions can have scales (scalable[d]). */
-static int make_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, char *scalable,
-                       h5l_err_t *err)
+/* The data-less scale of dimension d (no coordinate variable): a dataset
+ * named like the dimension whose NAME is netCDF's marker. */
+static int make_placeholder(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t d, const char *path,
+                            h5l_err_t *err)
+{
+    hsize_t len = h5l_schema_dimlen(s, (uint32_t)d, tick);
+    hsize_t maxd = s->dims[d].unlimited ? H5S_UNLIMITED : len;
+    hsize_t ch = 1024;
+    hid_t sp = H5Screate_simple(1, &len, &maxd);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (s->dims[d].unlimited) H5Pset_chunk(dcpl, 1, &ch);
+    H5Pset_attr_creation_order(dcpl, CRT_ORDER);
+    H5Pset_alloc_time(dcpl, s->dims[d].unlimited ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
+    hid_t ds = H5Dcreate2(file, path, H5T_IEEE_F32BE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    char mark[128];
+    snprintf(mark, sizeof mark, NC_DIM_MARK "%10llu", (unsigned long long)len);
+    int bad = ds < 0 || H5DSset_scale(ds, mark) < 0;
+    if (ds >= 0) H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    return bad ? h5l_err_set(err, H5L_EHDF5, "cannot create dimension scale '%s'", path) : H5L_OK;
+}
+
+/* Create variable i (with the callbacks around its H5Dcreate). */
+static int make_var(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t i, int alloc, h5l_canon_var_fn fn,
+                    void *ctx, h5l_err_t *err)
+{
+    const h5l_obj_t *o = &s->objs[i];
+    int rc;
+    if (fn && (rc = fn(ctx, (uint32_t)i, -1))) return h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    hid_t ds;
+    rc = h5l_canon_dataset(file, s, (uint32_t)i, tick, alloc, &ds, err);
+    if (rc) return rc;
+    if (fn && (rc = fn(ctx, (uint32_t)i, ds))) h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    H5Dclose(ds);
+    return rc;
+}
+
+/* Every dimension's scale, in dimension-id order: its coordinate variable
+ * (created here, so it is listed in the dimension's place) or a data-less
+ * placeholder. scalable[d]: the dimension has a scale; iscoord[i]: object
+ * i was created here. A name taken by another object gets no scale. */
+static int make_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn,
+                       void *ctx, char *scalable, char *iscoord, h5l_err_t *err)
 {
     for (size_t d = 0; d < s->ndims; d++) {
         scalable[d] = 0;
         if (s->dims[d].tick > tick) continue;
-        if (coord_var(s, (uint32_t)d, tick) >= 0) {
+        long cv = coord_var(s, (uint32_t)d, tick);
+        if (cv >= 0) {
+            if (!iscoord[cv]) { /* one variable cannot be two dimensions' scale */
+                int rc = make_var(file, s, tick, (size_t)cv, alloc, fn, ctx, err);
+                if (rc) return rc;
+                iscoord[cv] = 1;
+            }
             scalable[d] = 1;
             continue;
         }
@@ -110,26 +217,12 @@ static int make_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, char *s
         snprintf(path, sizeof path, "/%s", s->dims[d].name);
         long other = h5l_schema_find(s, path);
         if (other >= 0 && s->objs[other].tick <= tick) continue; /* name taken: no scale */
-        hsize_t len = h5l_schema_dimlen(s, (uint32_t)d, tick);
-        hsize_t maxd = s->dims[d].unlimited ? H5S_UNLIMITED : len;
-        hsize_t ch = 1024;
-        hid_t sp = H5Screate_simple(1, &len, &maxd);
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        if (s->dims[d].unlimited) H5Pset_chunk(dcpl, 1, &ch);
-        H5Pset_alloc_time(dcpl, s->dims[d].unlimited ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
-        hid_t ds = H5Dcreate2(file, path, H5T_IEEE_F32BE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        char mark[128];
-        snprintf(mark, sizeof mark, NC_DIM_MARK "%10llu", (unsigned long long)len);
-        int bad = ds < 0 || H5DSset_scale(ds, mark) < 0;
-        if (ds >= 0) H5Dclose(ds);
-        H5Pclose(dcpl);
-        H5Sclose(sp);
-        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot create dimension scale '%s'", path);
+        int rc = make_placeholder(file, s, tick, d, path, err);
+        if (rc) return rc;
         scalable[d] = 1;
     }
     return H5L_OK;
 }
-
 static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const char *scalable,
                          h5l_err_t *err)
 {
@@ -162,51 +255,76 @@ static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const
     return H5L_OK;
 }
 
+/* (object, name) -> slot in the attribute list being built */
+typedef struct aslot {
+    uint32_t objid;
+    const char *name;
+    size_t cur; /* index into s->attrs of the value current at the tick */
+} aslot_t;
+
+static size_t akey(uint32_t objid, const char *name, size_t mask)
+{
+    uint64_t h = 1469598103934665603ull ^ objid;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29)) & mask;
+}
+
+/* Every attribute current at tick, each object's in the order its names
+ * were first defined, with the newest value (<= tick). One pass over the
+ * history with a hash of (object, name): O(history), not O(history^2). */
 static int write_attrs(hid_t file, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err)
 {
-    for (size_t i = 0; i < s->nattrs; i++) {
-        if (!h5l_schema_attr_current(s, i, tick)) continue;
+    size_t nslots = 16;
+    while (nslots < 2 * s->nattrs + 2) nslots *= 2;
+    aslot_t *tab = calloc(nslots, sizeof *tab);  /* open addressing */
+    size_t *order = malloc((s->nattrs + 1) * sizeof *order); /* slots, first definition first */
+    size_t norder = 0;
+    int rc = H5L_OK;
+    if (!tab || !order) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < s->nattrs; i++) {
         const h5l_attr_t *a = &s->attrs[i];
-        hid_t obj = H5Oopen(file, s->objs[a->objid].path, H5P_DEFAULT);
-        if (obj < 0) return h5l_err_set(err, H5L_EHDF5, "cannot open '%s'", s->objs[a->objid].path);
-        int rc = h5l_canon_attr(obj, a, err);
-        H5Oclose(obj);
-        if (rc) return rc;
+        if (a->tick > tick) continue;
+        size_t k = akey(a->objid, a->name, nslots - 1);
+        while (tab[k].name && (tab[k].objid != a->objid || strcmp(tab[k].name, a->name) != 0))
+            k = (k + 1) & (nslots - 1);
+        if (!tab[k].name) {
+            tab[k] = (aslot_t){a->objid, a->name, i};
+            order[norder++] = k;
+        } else if (s->attrs[tab[k].cur].tick <= a->tick) {
+            tab[k].cur = i; /* history is in tick order: the later one is newer */
+        }
     }
-    return H5L_OK;
+    for (size_t n = 0; !rc && n < norder; n++) {
+        const h5l_attr_t *a = &s->attrs[tab[order[n]].cur];
+        hid_t obj = H5Oopen(file, s->objs[a->objid].path, H5P_DEFAULT);
+        if (obj < 0) {
+            rc = h5l_err_set(err, H5L_EHDF5, "cannot open '%s'", s->objs[a->objid].path);
+            break;
+        }
+        rc = h5l_canon_attr(obj, a, err);
+        H5Oclose(obj);
+    }
+    free(tab);
+    free(order);
+    return rc;
 }
 
 int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
                     int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
 {
     int rc = H5L_OK;
+    char *scalable = calloc(s->ndims + 1, 1), *iscoord = calloc(s->nobjs + 1, 1);
+    if (!scalable || !iscoord) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    if (!rc) rc = make_scales(file, s, tick, alloc, fn, ctx, scalable, iscoord, err);
     for (size_t i = 1; i < s->nobjs && !rc; i++) {
         const h5l_obj_t *o = &s->objs[i];
-        if (!o->kind || o->tick > tick) continue;
-        if (o->kind == H5L_OBJ_GROUP) {
-            hid_t g = H5Gcreate2(file, o->path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            if (g < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot create group '%s'", o->path);
-            else H5Gclose(g);
-            continue;
-        }
-        hid_t ds;
-        if (fn && (rc = fn(ctx, (uint32_t)i, -1))) {
-            h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
-            break;
-        }
-        rc = h5l_canon_dataset(file, s, (uint32_t)i, tick, alloc, &ds, err);
-        if (rc) break;
-        if (fn) {
-            rc = fn(ctx, (uint32_t)i, ds);
-            if (rc) h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
-        }
-        H5Dclose(ds);
+        if (!o->kind || o->tick > tick || iscoord[i]) continue;
+        if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(file, o->path, err);
+        else rc = make_var(file, s, tick, i, alloc, fn, ctx, err);
     }
-    char *scalable = calloc(s->ndims + 1, 1);
-    if (!rc && !scalable) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
-    if (!rc) rc = make_scales(file, s, tick, scalable, err);
     if (!rc) rc = attach_scales(file, s, tick, scalable, err);
     if (!rc) rc = write_attrs(file, s, tick, err);
     free(scalable);
+    free(iscoord);
     return rc;
 }

@@ -15,6 +15,14 @@ enum h5l_alloc {
     H5L_ALLOC_EARLY = 2  /* early allocation, fill never: daemon skeletons */
 };
 
+/* A file creation property list that tracks and indexes link and
+ * attribute creation order (as netCDF-4 files do); caller closes. <0 on
+ * failure. */
+hid_t h5l_canon_fcpl(void);
+
+/* Create group path (parents must exist), tracking creation order. */
+int h5l_canon_group(hid_t file, const char *path, h5l_err_t *err);
+
 /* Create the dataset of variable objid as of tick under file (parents must
  * exist). *dset gets it (caller closes). */
 int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
@@ -29,7 +37,8 @@ int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
 typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
 
 /* Build every group, variable, attribute and dimension scale visible at
- * tick into file, in object-id order. */
+ * tick into file (created with h5l_canon_fcpl), in the writer's order:
+ * dimension scales by dimension id, then objects by id (canon.c). */
 int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
                     int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err);
 

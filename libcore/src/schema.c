@@ -185,6 +185,54 @@ void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
     }
 }
 
+void h5l_schema_default_fill(h5l_type_t t, void *out)
+{
+    /* netCDF-C's NC_FILL_* (netcdf.h): the values every netCDF reader masks
+     * when a variable has no _FillValue attribute */
+    uint64_t v = 0;
+    if (t.cls == H5L_CLASS_FLOAT && t.size == 4) {
+        float x = 9.9692099683868690e+36f;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        v = u;
+    } else if (t.cls == H5L_CLASS_FLOAT) {
+        double x = 9.9692099683868690e+36;
+        memcpy(&v, &x, 8);
+    } else if (t.cls == H5L_CLASS_INT && t.sign) {
+        int64_t s = t.size == 1 ? -127 : t.size == 2 ? -32767 : t.size == 4 ? -2147483647 : -9223372036854775806LL;
+        v = (uint64_t)s;
+    } else if (t.cls == H5L_CLASS_INT) {
+        v = t.size == 1 ? 255u : t.size == 2 ? 65535u : t.size == 4 ? 4294967295u : 18446744073709551614ull;
+    }
+    uint8_t *p = out;
+    for (size_t i = 0; i < t.size; i++) {
+        uint8_t byte = (uint8_t)(v >> (8 * i)); /* little-endian byte i */
+        p[t.order ? t.size - 1 - i : i] = byte;
+    }
+}
+
+/* Attribute names HDF5's dimension scales and netCDF-4 use for their own
+ * bookkeeping: a user attribute of one of these names crashes ncdump and
+ * netCDF4-python (DIMENSION_LIST) or breaks them (_Netcdf4Coordinates). */
+static const char *const reserved_attrs[] = {
+    "DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "DIMENSION_LABELS",
+    "_Netcdf4Dimid", "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_IsNetcdf4",
+    "_SuperblockVersion", "_Format", "_NoFill", "_Storage", "_ChunkSizes", "_Endianness",
+    "_Filter", "_Codecs", "_DeflateLevel", "_Shuffle", "_Fletcher32", "_FillValue",
+    "_QuantizeBitGroomNumberOfSignificantDigits", "_QuantizeGranularBitRoundNumberOfSignificantDigits",
+    "_QuantizeBitRoundNumberOfSignificantBits",
+};
+
+int h5l_schema_attr_name_ok(const char *name, h5l_err_t *err)
+{
+    if (!name || !name[0]) return h5l_err_set(err, H5L_EINVAL, "attribute with an empty name");
+    for (size_t i = 0; i < sizeof reserved_attrs / sizeof reserved_attrs[0]; i++)
+        if (strcmp(name, reserved_attrs[i]) == 0)
+            return h5l_err_set(err, H5L_EINVAL,
+                               "attribute name '%s' is reserved by HDF5 dimension scales or netCDF-4", name);
+    return H5L_OK;
+}
+
 /* The parent path of p ("/a/b" -> "/a", "/a" -> "/"), freshly allocated. */
 static char *parent_of(const char *p)
 {
@@ -251,13 +299,17 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
             (!s->dims[op->dimids[i]].unlimited && op->chunk[i] > h5l_schema_dimlen_now(s, op->dimids[i]))))
             return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u larger than its dimension", op->name, i);
     }
+    if ((op->flags & ~(uint32_t)7) || ((op->flags & H5L_VAR_FILL_USER) && (op->flags & H5L_VAR_NOFILL)))
+        return h5l_err_set(err, H5L_EINVAL, "variable '%s': unknown flags 0x%x", op->name, op->flags);
     if (has_unlim && !(op->flags & 1))
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unlimited dimension needs chunking", op->name);
     h5l_obj_t o = {0};
     o.kind = H5L_OBJ_VAR;
     o.tick = tick;
     o.type = op->type;
-    o.chunked = op->flags & 1;
+    o.chunked = op->flags & H5L_VAR_CHUNKED;
+    o.fill_mode = (op->flags & H5L_VAR_NOFILL) ? H5L_FILL_NONE
+                : (op->flags & H5L_VAR_FILL_USER) ? H5L_FILL_USER : H5L_FILL_DEFAULT;
     o.ndims = op->ndims;
     o.path = strdup(op->name);
     o.dimids = malloc((op->ndims + 1) * sizeof *o.dimids);
@@ -269,8 +321,8 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     }
     memcpy(o.dimids, op->dimids, op->ndims * sizeof *o.dimids);
     memcpy(o.chunk, op->chunk, op->ndims * sizeof *o.chunk);
-    if (op->data) memcpy(o.fill, op->data, op->type.size);
-    else memset(o.fill, 0, op->type.size);
+    if (op->data && o.fill_mode != H5L_FILL_NONE) memcpy(o.fill, op->data, op->type.size);
+    else memset(o.fill, 0, op->type.size); /* no fill: zero bytes, as HDF5's own default */
     if (obj_push(s, &o)) {
         free(o.path); free(o.dimids); free(o.chunk); free(o.fill);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
@@ -330,8 +382,8 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
 {
     if (op->id >= s->nobjs || !s->objs[op->id].kind)
         return h5l_err_set(err, H5L_EBADID, "attribute '%s': unknown object id %u", op->name ? op->name : "", op->id);
-    if (!op->name || !op->name[0])
-        return h5l_err_set(err, H5L_EINVAL, "attribute with an empty name");
+    int nrc = h5l_schema_attr_name_ok(op->name, err);
+    if (nrc) return nrc;
     if (!h5l_type_valid(op->type)) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", op->name);
     if (grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");

@@ -26,6 +26,15 @@ long h5l_schema_find(const h5l_schema_t *s, const char *path);
 long h5l_schema_find_dim(const h5l_schema_t *s, const char *name);
 /* Current (newest) length of a dimension. */
 uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid);
+/* netCDF's default fill value of type t (NC_FILL_BYTE, ..., NC_FILL_DOUBLE),
+ * in t's byte order, into out (t.size bytes). Cannot fail. */
+void h5l_schema_default_fill(h5l_type_t t, void *out);
+/* 0 if name may be an attribute's name; else H5L_EINVAL with the reason
+ * (names HDF5 dimension scales and netCDF-4 reserve for themselves). */
+int h5l_schema_attr_name_ok(const char *name, h5l_err_t *err);
+/* VAR op flags (docs/format.md 3.3) */
+enum { H5L_VAR_CHUNKED = 1, H5L_VAR_FILL_USER = 2, H5L_VAR_NOFILL = 4 };
+
 /* The index slab shape of a contiguous variable (format.md 3.3). */
 void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
                            uint64_t *slab);

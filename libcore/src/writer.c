@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,7 +42,8 @@
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
 #define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
-#define CHUNK_TARGET ((uint64_t)1 << 20)
+#define NC_CHUNK_BYTES 4194304.0 /* netCDF-C's default chunk size (4 MiB) */
+#define NC_CHUNK_1D_UNLIM 4096   /* netCDF-C's default for 1-D unlimited variables */
 
 typedef struct piece {
     const uint8_t *p;
@@ -393,19 +395,49 @@ int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid)
     return H5L_OK;
 }
 
-/* Default chunk of a variable with an unlimited dimension: like an index
- * slab (about 1 MiB, trailing dimensions whole), an unlimited dimension
- * counting as long as the budget allows. */
+/* Default chunk of a variable with an unlimited dimension, chosen the way
+ * netCDF-C chooses it (nc4_find_default_chunksizes2), so files look like
+ * netCDF-4 files and small variables stay small: unlimited dimensions get
+ * 1 (a 1-D unlimited variable about 4 KiB of elements); fixed dimensions
+ * share a ~4 MiB budget in proportion to their lengths, capped at the
+ * length; then chunks are shrunk so the last one along each dimension is
+ * not mostly empty. A [time, 64] float variable gets [1, 64]; a 1-D
+ * double [time] gets [512]. */
 static void default_chunk(const h5l_schema_t *s, h5l_type_t t, int nd, const int *dimids, uint64_t *chunk)
 {
-    uint64_t budget = CHUNK_TARGET / t.size, used = 1;
-    for (int d = nd - 1; d >= 0; d--) {
+    double nvals = 1;
+    int nunlim = 0;
+    uint64_t len[H5L_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
         const h5l_dim_t *dim = &s->dims[dimids[d]];
-        uint64_t len = dim->unlimited ? UINT64_MAX : (dim->lens[0].len ? dim->lens[0].len : 1);
-        uint64_t room = budget / used;
-        if (room == 0) room = 1;
-        chunk[d] = len < room ? len : room;
-        used *= chunk[d];
+        len[d] = h5l_schema_dimlen_now(s, (uint32_t)dimids[d]);
+        chunk[d] = 0;
+        if (dim->unlimited) {
+            nunlim++;
+            chunk[d] = 1;
+        } else {
+            nvals *= (double)len[d];
+        }
+    }
+    if (nd == 1 && nunlim == 1) {
+        chunk[0] = NC_CHUNK_1D_UNLIM / t.size;
+        return;
+    }
+    if (nd > 1 && nunlim == nd) {
+        uint64_t c = (uint64_t)pow(NC_CHUNK_BYTES / t.size, 1.0 / nd);
+        for (int d = 0; d < nd; d++) chunk[d] = c ? c : 1;
+        return;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (chunk[d]) continue;
+        double sug = pow(NC_CHUNK_BYTES / (nvals * t.size), 1.0 / (nd - nunlim)) * (double)len[d] - 0.5;
+        uint64_t c = sug >= (double)len[d] ? len[d] : sug < 1 ? 1 : (uint64_t)sug;
+        chunk[d] = c ? c : 1;
+    }
+    for (int d = 0; d < nd; d++) { /* less overhang in the last chunk */
+        if (s->dims[dimids[d]].unlimited || !len[d]) continue;
+        uint64_t n = (len[d] + chunk[d] - 1) / chunk[d];
+        chunk[d] -= (n * chunk[d] - len[d]) / n;
     }
 }
 
@@ -438,32 +470,42 @@ int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
                 return fail(f, H5L_EINVAL, "%s: variable '%s': chunk dimension %d is %llu", f->path, path, d,
                             (unsigned long long)chunk[d]);
             ch[d] = chunk[d];
-            /* libhdf5 wants chunks no larger than a fixed dimension: clip,
-             * so the journal's chunk is the canonical file's chunk */
+            /* libhdf5 wants chunks no larger than a fixed dimension; like
+             * netCDF (NC_EBADCHUNK), refuse rather than change what the
+             * caller asked for */
             if (!f->schema.dims[dimids[d]].unlimited) {
                 if (dims[d] == 0)
                     return fail(f, H5L_EINVAL, "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
                                 f->path, path);
-                if (ch[d] > dims[d]) ch[d] = dims[d];
+                if (ch[d] > dims[d])
+                    return fail(f, H5L_EINVAL,
+                                "%s: variable '%s': chunk dimension %d (%llu) is larger than dimension '%s' (%llu)",
+                                f->path, path, d, (unsigned long long)ch[d], f->schema.dims[dimids[d]].name,
+                                (unsigned long long)dims[d]);
             }
             cbytes = cbytes > UINT32_MAX ? cbytes : cbytes * ch[d];
         }
         if (cbytes >= UINT32_MAX)
             return fail(f, H5L_EINVAL, "%s: variable '%s': a chunk must be smaller than 4 GiB", f->path, path);
     } else if (unlim) {
+        for (int d = 0; d < ndims; d++)
+            if (!f->schema.dims[dimids[d]].unlimited && dims[d] == 0)
+                return fail(f, H5L_EINVAL, "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
+                            f->path, path);
         default_chunk(&f->schema, t, ndims, dimids, ch);
     } else {
         h5l_schema_slab_shape(t, (uint32_t)ndims, dims, ch);
     }
     if ((rc = make_parents(f, path))) return rc;
     h5l_op_t op = {.kind = H5L_OP_VAR, .id = (uint32_t)f->schema.nobjs, .type = t};
-    op.flags = (chunk || unlim) ? 1 : 0;
+    op.flags = (chunk || unlim) ? H5L_VAR_CHUNKED : 0;
     op.ndims = (uint32_t)ndims;
     op.name = strdup(path);
     op.dimids = malloc((size_t)(ndims + 1) * sizeof *op.dimids);
     op.chunk = malloc((size_t)(ndims + 1) * sizeof *op.chunk);
     op.data = calloc(1, t.size);
     op.data_len = t.size;
+    if (op.data) h5l_schema_default_fill(t, op.data);
     if (!op.name || !op.dimids || !op.chunk || !op.data) {
         h5l_op_clear(&op);
         return fail(f, H5L_ENOMEM, "out of memory");
@@ -484,24 +526,46 @@ static const h5l_obj_t *get_var(h5l_file_t *f, int varid)
     return &f->schema.objs[varid];
 }
 
-int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill)
+/* Set how variable varid is filled (mode H5L_FILL_*; fill: one element, or
+ * NULL), in its pending definition: only before the flush that publishes
+ * it, as netCDF allows only before enddef. */
+static int set_fill(h5l_file_t *f, int varid, int mode, const void *fill, const char *fn)
 {
     int rc = check_open(f);
     if (rc) return rc;
-    const h5l_obj_t *o = get_var(f, varid);
-    if (!o) return fail(f, H5L_EBADID, "%s: h5l_def_var_fill: no variable with id %d", f->path, varid);
-    if (!fill) return fail(f, H5L_EINVAL, "%s: h5l_def_var_fill: NULL fill", f->path);
+    h5l_obj_t *o = (h5l_obj_t *)get_var(f, varid);
+    if (!o) return fail(f, H5L_EBADID, "%s: %s: no variable with id %d", f->path, fn, varid);
+    if (mode == H5L_FILL_USER && !fill) return fail(f, H5L_EINVAL, "%s: %s: NULL fill", f->path, fn);
     if (o->tick != f->tick + 1)
         return fail(f, H5L_ESTATE, "%s: fill value of '%s' must be set before the flush that publishes it",
                     f->path, o->path);
     for (size_t i = 0; i < f->nops; i++) {
-        if (f->ops[i].kind == H5L_OP_VAR && f->ops[i].id == (uint32_t)varid) {
-            memcpy(f->ops[i].data, fill, o->type.size);
-            memcpy(o->fill, fill, o->type.size);
-            return H5L_OK;
-        }
+        h5l_op_t *op = &f->ops[i];
+        if (op->kind != H5L_OP_VAR || op->id != (uint32_t)varid) continue;
+        op->flags &= ~(uint32_t)(H5L_VAR_FILL_USER | H5L_VAR_NOFILL);
+        op->flags |= mode == H5L_FILL_USER ? H5L_VAR_FILL_USER : H5L_VAR_NOFILL;
+        if (mode == H5L_FILL_USER) memcpy(op->data, fill, o->type.size);
+        else memset(op->data, 0, o->type.size);
+        memcpy(o->fill, op->data, o->type.size);
+        o->fill_mode = mode;
+        return H5L_OK;
     }
     return fail(f, H5L_ESTATE, "%s: pending definition of '%s' not found", f->path, o->path);
+}
+
+int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill)
+{
+    return set_fill(f, varid, H5L_FILL_USER, fill, "h5l_def_var_fill");
+}
+
+int h5l_def_var_nofill(h5l_file_t *f, int varid)
+{
+    return set_fill(f, varid, H5L_FILL_NONE, NULL, "h5l_def_var_nofill");
+}
+
+static int same_type(h5l_type_t a, h5l_type_t b)
+{
+    return a.cls == b.cls && a.size == b.size && a.sign == b.sign && a.order == b.order;
 }
 
 static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t t, size_t n,
@@ -515,6 +579,17 @@ static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t
         return fail(f, H5L_EINVAL, "%s: attribute: empty name or NULL value", f->path);
     if (t.cls != H5L_CLASS_STRING && n == 0)
         return fail(f, H5L_EINVAL, "%s: attribute '%s' has no elements", f->path, name);
+    if (strcmp(name, "_FillValue") == 0) {
+        /* netCDF's way of setting a fill value: the fill definition */
+        const h5l_obj_t *o = get_var(f, objid);
+        if (!o) return fail(f, H5L_EINVAL, "%s: _FillValue is a variable attribute", f->path);
+        if (n != 1 || !same_type(t, o->type))
+            return fail(f, H5L_EINVAL, "%s: _FillValue of '%s' must be one element of the variable's type",
+                        f->path, o->path);
+        return h5l_def_var_fill(f, objid, value);
+    }
+    h5l_err_t ne = {0};
+    if (h5l_schema_attr_name_ok(name, &ne)) return fail(f, H5L_EINVAL, "%s: %s", f->path, ne.msg);
     h5l_op_t op = {.kind = H5L_OP_ATTR, .id = (uint32_t)objid, .type = t, .len = n};
     op.name = strdup(name);
     op.data_len = n * t.size;
@@ -567,6 +642,9 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
     uint32_t nd = o->ndims;
     if (nd && (!start || !count)) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL start or count", f->path, o->path);
     uint64_t nelem = 1;
+    int empty = 0;
+    /* every dimension is checked, even when another's count is 0: like
+     * netCDF, a start past a fixed length is an error whatever the count */
     for (uint32_t d = 0; d < nd; d++) {
         const h5l_dim_t *dim = &f->schema.dims[o->dimids[d]];
         uint64_t len = h5l_schema_dimlen_now(&f->schema, o->dimids[d]);
@@ -575,10 +653,11 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
                         "%s: h5l_put '%s': dimension %u ('%s'): start %llu + count %llu exceeds length %llu",
                         f->path, o->path, d, dim->name, (unsigned long long)start[d],
                         (unsigned long long)count[d], (unsigned long long)len);
-        if (count[d] == 0) return H5L_OK; /* nothing to write */
-        if (nelem > UINT64_MAX / count[d]) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
-        nelem *= count[d];
+        if (count[d] == 0) empty = 1;
+        else if (nelem > UINT64_MAX / count[d]) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+        else nelem *= count[d];
     }
+    if (empty) return H5L_OK; /* nothing to write */
     if (nelem > SIZE_MAX / o->type.size) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
     size_t bytes = (size_t)nelem * o->type.size;
     if (!buf) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL buffer", f->path, o->path);

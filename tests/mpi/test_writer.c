@@ -107,13 +107,31 @@ static uint64_t var_cap(int v)
     return n;
 }
 
+/* netCDF's default fill of each type (netcdf.h NC_FILL_*), written here
+ * from the netCDF documentation, not taken from the library: what a
+ * variable without h5l_def_var_fill reads as where nothing was written. */
+static void store_nc_default(vtype_t t, void *p)
+{
+    switch (t) {
+    case F64: *(double *)p = 9.9692099683868690e+36; break;
+    case I32: *(int32_t *)p = -2147483647; break;
+    case F32: *(float *)p = 9.9692099683868690e+36f; break;
+    case U8: *(uint8_t *)p = 255; break;
+    case I16: *(int16_t *)p = -32767; break;
+    }
+}
+
 static void ref_init(ref_t *r)
 {
     r->tlen = 0;
     for (int v = 0; v < NVARS; v++) {
         uint64_t n = var_cap(v);
-        r->data[v] = malloc(n * tsize(VARS[v].type));
-        for (uint64_t i = 0; i < n; i++) store(VARS[v].type, r->data[v] + i * tsize(VARS[v].type), VARS[v].fill);
+        size_t es = tsize(VARS[v].type);
+        r->data[v] = malloc(n * es);
+        for (uint64_t i = 0; i < n; i++) {
+            if (VARS[v].fill != 0) store(VARS[v].type, r->data[v] + i * es, VARS[v].fill);
+            else store_nc_default(VARS[v].type, r->data[v] + i * es);
+        }
     }
 }
 
@@ -327,6 +345,34 @@ static void check_errors(h5l_file_t *f, int varb)
     EXPECT(rc == H5L_ETYPE, "string var gave %d", rc);
     rc = h5l_def_var_fill(f, varb, &v);
     EXPECT(rc == H5L_ESTATE, "late fill gave %d", rc);
+    rc = h5l_put_att(f, varb, "_FillValue", H5T_NATIVE_INT32, 1, &v);
+    EXPECT(rc == H5L_ESTATE, "late _FillValue gave %d", rc);
+    /* names dimension scales and netCDF-4 keep for themselves: refused,
+     * with a message naming the attribute (DIMENSION_LIST crashed ncdump) */
+    static const char *const reserved[] = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME",
+                                           "_Netcdf4Dimid", "_Netcdf4Coordinates", "_NCProperties",
+                                           "_nc3_strict"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        rc = h5l_put_att(f, varb, reserved[i], H5T_NATIVE_INT32, 1, &v);
+        EXPECT(rc == H5L_EINVAL && strstr(h5l_errmsg(f), reserved[i]), "attribute %s gave %d: %s", reserved[i], rc,
+               h5l_errmsg(f));
+        rc = h5l_put_att_text(f, H5L_GLOBAL, reserved[i], "x");
+        EXPECT(rc == H5L_EINVAL, "global attribute %s gave %d", reserved[i], rc);
+    }
+    /* a start past a fixed length is refused even when another count is 0 */
+    uint64_t s0[2] = {NX + 5, 0}, c0[2] = {1, 0};
+    rc = h5l_put(f, varb, s0, c0, &v);
+    EXPECT(rc == H5L_ERANGE, "count-0 put with a start out of range gave %d", rc);
+    uint64_t s1[2] = {NX, 0}, c1b[2] = {0, 1};
+    rc = h5l_put(f, varb, s1, c1b, &v);
+    EXPECT(rc == 0, "empty put at the end gave %d: %s", rc, h5l_errmsg(f));
+    /* a chunk larger than a fixed dimension is refused, as netCDF does */
+    int dx;
+    h5l_def_dim(f, "e_small", 4, &dx);
+    uint64_t big = 5;
+    rc = h5l_def_var(f, "/e_big_chunk", H5T_NATIVE_INT32, 1, &dx, &big, &id);
+    EXPECT(rc == H5L_EINVAL && strstr(h5l_errmsg(f), "larger than dimension"), "chunk > dim gave %d: %s", rc,
+           h5l_errmsg(f));
 }
 
 /* H5L_SYNC_TICK, and a collective misuse: rank 0 defines something the
@@ -418,7 +464,7 @@ static void check_buffer_full(const char *dir, int rank, int size)
         int bad = rc != 0;
         for (int i = 0; !bad && i < BAND; i++) {
             int written = i < 3000 || i >= 5000 || t == 2;
-            bad = got[i] != (written ? a[i] : 0);
+            bad = got[i] != (written ? a[i] : 255); /* NC_FILL_UBYTE: no fill was set */
         }
         EXPECT(!bad, "rank %d band at tick %llu differs (%s)", rank, (unsigned long long)t, e.msg);
     }
