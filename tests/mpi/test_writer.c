@@ -471,6 +471,68 @@ static void check_buffer_full(const char *dir, int rank, int size)
     h5l_reader_close(r);
 }
 
+/* Default chunk shapes follow netCDF-C's rule (docs/format.md 3.3); the
+ * expected shapes were worked out by hand from that rule. */
+static void check_default_chunks(const char *dir, int rank)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c.h5", dir);
+    h5l_file_t *f;
+    int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
+    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
+    if (rc) return;
+    int t, t2, x64, k1, k3, v[6];
+    h5l_def_dim(f, "time", H5L_UNLIMITED, &t);
+    h5l_def_dim(f, "time2", H5L_UNLIMITED, &t2);
+    h5l_def_dim(f, "x", 64, &x64);
+    h5l_def_dim(f, "k1", 1000, &k1);
+    h5l_def_dim(f, "k3", 3000, &k3);
+    static const struct {
+        const char *path;
+        int nd, dims[3];
+        hid_t type;
+        uint64_t want[3];
+    } cases[6] = {
+        {"/d1", 1, {0}, 0, {512}},                 /* 4096 bytes of doubles */
+        {"/u1", 1, {0}, 0, {4096}},
+        {"/row", 2, {0, 2}, 0, {1, 64}},           /* a short row: one row */
+        {"/big", 3, {0, 3, 3}, 0, {1, 1000, 1000}},
+        {"/huge", 3, {0, 4, 4}, 0, {1, 1000, 1000}}, /* 1023 shrunk: no overhang */
+        {"/all", 2, {0, 1}, 0, {1024, 1024}},      /* every dimension unlimited */
+    };
+    hid_t types[6] = {H5T_NATIVE_DOUBLE, H5T_NATIVE_UINT8, H5T_NATIVE_FLOAT, H5T_NATIVE_FLOAT, H5T_NATIVE_FLOAT,
+                      H5T_NATIVE_FLOAT};
+    int ids[5] = {t, t2, x64, k1, k3};
+    for (int i = 0; i < 6; i++) {
+        int dd[3];
+        for (int d = 0; d < cases[i].nd; d++) dd[d] = ids[cases[i].dims[d]];
+        rc = h5l_def_var(f, cases[i].path, types[i], cases[i].nd, dd, NULL, &v[i]);
+        EXPECT(rc == 0, "def_var %s: %s", cases[i].path, h5l_errmsg(f));
+    }
+    EXPECT(h5l_close(f) == 0, "close: %s", h5l_errmsg(NULL));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    h5l_reader_t *r;
+    h5l_err_t e = {0};
+    if (h5l_reader_open(path, &r, &e)) {
+        EXPECT(0, "open %s: %s", path, e.msg);
+        return;
+    }
+    h5l_reader_rdlock(r);
+    const h5l_schema_t *sc = h5l_reader_schema(r);
+    for (int i = 0; i < 6; i++) {
+        const h5l_obj_t *o = &sc->objs[v[i]];
+        int same = o->chunked && o->ndims == (uint32_t)cases[i].nd;
+        for (int d = 0; same && d < cases[i].nd; d++) same = o->chunk[d] == cases[i].want[d];
+        EXPECT(same, "%s: default chunk [%llu, %llu, %llu], want [%llu, %llu, %llu]", cases[i].path,
+               (unsigned long long)o->chunk[0], (unsigned long long)(o->ndims > 1 ? o->chunk[1] : 0),
+               (unsigned long long)(o->ndims > 2 ? o->chunk[2] : 0), (unsigned long long)cases[i].want[0],
+               (unsigned long long)cases[i].want[1], (unsigned long long)cases[i].want[2]);
+    }
+    h5l_reader_unlock(r);
+    h5l_reader_close(r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -592,6 +654,7 @@ int main(int argc, char **argv)
     }
     check_mismatch(dir, rank, size);
     check_buffer_full(dir, rank, size);
+    check_default_chunks(dir, rank);
     int fails = g_fail, all = 0;
     MPI_Reduce(&fails, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     int passes = g_pass, allp = 0;

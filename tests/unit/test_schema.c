@@ -382,5 +382,84 @@ static void test_slab_shape_overflow(void)
     CHECK(slab_ok(I32, 2, d6, s6));
 }
 
-TEST_MAIN(T(test_every_kind), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+/* Fill modes from the VAR flags; NOFILL reads as zero whatever the bytes
+ * say; both fill bits, or unknown bits, are invalid. */
+static void test_fill_modes(void)
+{
+    h5l_schema_t s;
+    h5l_schema_init(&s);
+    uint32_t dd[1] = {0};
+    uint64_t ch[1] = {4};
+    int32_t f7 = 7;
+    APPLY(&s, 1, dim(0, "x", 8, 0), H5L_OK);
+    APPLY(&s, 1, var(1, "/d", I32, 0, 1, dd, ch, &f7), H5L_OK);
+    APPLY(&s, 1, var(2, "/u", I32, 1 | 2, 1, dd, ch, &f7), H5L_OK);
+    APPLY(&s, 1, var(3, "/n", I32, 4, 1, dd, ch, &f7), H5L_OK);
+    APPLY(&s, 1, var(4, "/bad", I32, 2 | 4, 1, dd, ch, &f7), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/bad", I32, 8, 1, dd, ch, &f7), H5L_EINVAL);
+    CHECK_EQ(s.objs[1].fill_mode, H5L_FILL_DEFAULT);
+    CHECK_EQ(s.objs[2].fill_mode, H5L_FILL_USER);
+    CHECK_EQ(s.objs[3].fill_mode, H5L_FILL_NONE);
+    int32_t got;
+    memcpy(&got, s.objs[2].fill, 4);
+    CHECK_EQ(got, 7);
+    memcpy(&got, s.objs[3].fill, 4);
+    CHECK_EQ(got, 0);
+    h5l_schema_free(&s);
+}
+
+/* netCDF's NC_FILL_* values, written out here from netcdf.h, in both byte
+ * orders. */
+static void test_default_fill(void)
+{
+    static const struct {
+        h5l_type_t t;
+        uint8_t le[8];
+    } want[] = {
+        {{H5L_CLASS_INT, 1, 1, 0}, {0x81}},                   /* -127 */
+        {{H5L_CLASS_INT, 1, 0, 0}, {0xff}},                   /* 255 */
+        {{H5L_CLASS_INT, 2, 1, 0}, {0x01, 0x80}},             /* -32767 */
+        {{H5L_CLASS_INT, 2, 0, 0}, {0xff, 0xff}},             /* 65535 */
+        {{H5L_CLASS_INT, 4, 1, 0}, {0x01, 0, 0, 0x80}},       /* -2147483647 */
+        {{H5L_CLASS_INT, 4, 0, 0}, {0xff, 0xff, 0xff, 0xff}}, /* 4294967295 */
+        {{H5L_CLASS_INT, 8, 1, 0}, {0x02, 0, 0, 0, 0, 0, 0, 0x80}},                /* -9223372036854775806 */
+        {{H5L_CLASS_INT, 8, 0, 0}, {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, /* 2^64-2 */
+        {{H5L_CLASS_FLOAT, 4, 0, 0}, {0x00, 0x00, 0xf0, 0x7c}},                     /* 9.96921e36f */
+        {{H5L_CLASS_FLOAT, 8, 0, 0}, {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9e, 0x47}}, /* 9.969209968386869e36 */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        uint8_t got[8] = {0}, be[8] = {0};
+        h5l_type_t t = want[i].t;
+        h5l_schema_default_fill(t, got);
+        CHECK(memcmp(got, want[i].le, t.size) == 0);
+        t.order = 1;
+        h5l_schema_default_fill(t, be);
+        for (size_t k = 0; k < t.size; k++) CHECK_EQ(be[k], want[i].le[t.size - 1 - k]);
+    }
+    float f;
+    h5l_schema_default_fill((h5l_type_t){H5L_CLASS_FLOAT, 4, 0, 0}, &f);
+    CHECK(f == 9.9692099683868690e+36f);
+}
+
+/* Attribute names dimension scales and netCDF-4 reserve are invalid in the
+ * journal too (a crafted file), with a message naming the attribute. */
+static void test_reserved_attr_names(void)
+{
+    h5l_schema_t s;
+    h5l_schema_init(&s);
+    int32_t v = 1;
+    const char *bad[] = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid",
+                         "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_FillValue"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        APPLY(&s, 1, attr(0, bad[i], I32, 1, &v), H5L_EINVAL);
+        h5l_err_t e = {0};
+        h5l_schema_attr_name_ok(bad[i], &e);
+        CHECK(strstr(e.msg, bad[i]) != NULL);
+    }
+    APPLY(&s, 1, attr(0, "NAMES", I32, 1, &v), H5L_OK);
+    APPLY(&s, 1, attr(0, "_Other", I32, 1, &v), H5L_OK);
+    h5l_schema_free(&s);
+}
+
+TEST_MAIN(T(test_every_kind), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
           T(test_slab_shape), T(test_slab_shape_overflow))
