@@ -3,6 +3,12 @@
 # One build tree per flavour: build/ (default), build-asan/ (make asan),
 # build-tsan/ (make tsan). libcore's reader side (libh5lcore.a) needs only
 # libxxhash; libh5log adds the MPI writer and the HDF5 helpers.
+#
+# Packages: `make deps` installs them; `make check` and `make demo` install
+# what is missing first and then build in a second make, because the
+# pkg-config flags below are computed when a make reads this file — a make
+# that started before the packages were there would compile and link without
+# them. `make` (all) never runs apt-get: it stops with a message instead.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -42,10 +48,19 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon
 
-all: deps-check lib tools daemon tests
+# Goals that compile need the packages now; say so instead of failing in a
+# compiler with "xxhash.h: No such file".
+BUILD_GOALS := $(filter-out deps deps-check check demo clean help uninstall,$(or $(MAKECMDGOALS),all))
+ifneq ($(BUILD_GOALS),)
+ifneq ($(shell pkg-config --exists hdf5 fuse3 libxxhash libsystemd && echo yes),yes)
+$(error build dependencies missing (pkg-config finds no hdf5, fuse3, libxxhash or libsystemd): run `make deps`, or `make check` / `make demo`, which install them first)
+endif
+endif
+
+all: lib tools daemon tests
 
 help:
-	@echo "make            build libcore (libh5log), tools and tests into $(BUILD)/"
+	@echo "make            build libcore (libh5log), tools and tests into $(BUILD)/ (needs the packages: make deps)"
 	@echo "make deps       apt-get install every Debian package the build, tests and benchmarks need"
 	@echo "make demo       an MPI job writes a file for a few seconds; mount it and read it while it grows"
 	@echo "make check      build and run every test suite; ends with 'N passed, N failed'"
@@ -84,8 +99,13 @@ $(BUILD)/libh5lcore.a: $(CORE_OBJS)
 $(BUILD)/libh5log.a: $(CORE_OBJS) $(LIB_OBJS)
 	ar rcs $@ $^
 
+# --no-undefined: a library linked without one of its dependencies fails
+# here, instead of installing and failing in every program that loads it.
+# The soname link lets programs linked with -Lbuild -lh5log start from the
+# build tree (with -Wl,-rpath or LD_LIBRARY_PATH).
 $(BUILD)/libh5log.so: $(CORE_OBJS) $(LIB_OBJS)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,libh5log.so.0 -o $@ $^ $(HDF5_LIBS) $(XXH_LIBS) -lpthread
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libh5log.so.0 -o $@ $^ $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
+	ln -sfn libh5log.so $(BUILD)/libh5log.so.0
 
 LINK_LIB = $(BUILD)/libh5log.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 LINK_CORE = $(BUILD)/libh5lcore.a $(XXH_LIBS) -lpthread -lm
@@ -135,14 +155,16 @@ $(BUILD)/demo/%: demo/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_LIB)
 
-demo: all $(BUILD)/demo/demo_writer
+demo: deps-check
+	@$(MAKE) --no-print-directory all $(BUILD)/demo/demo_writer
 	@bash demo/run_demo.sh $(BUILD)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_LIB)
 
-check: all
+check: deps-check
+	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PY=$(PY) bash tests/run_all.sh
 
 asan:
