@@ -28,17 +28,25 @@
  * --idle applies to both backends (a log-layout file whose writer died is
  * never closed); --follow disables both ways of exiting.
  *
- * Output: one line per record (one index along the followed dimension), the
- * record's values flattened in row-major order. Text: "VAR[INDEX]: v v v"
- * (labels on, the default) or "v v v"; CSV: a header "var,index,v0,v1,..."
- * and rows "VAR,INDEX,v0,v1,..." (with --no-labels neither header nor the
- * two label columns).
+ * Like tail -F, a file or a variable that does not exist yet is waited for
+ * (a job's output before its first flush has no variables yet; through a
+ * mount the same); --wait-timeout bounds the wait, 0 restores the immediate
+ * error. A closed file cannot gain a variable: that is an error at once.
+ *
+ * Output: text has one line per record (one index along the followed
+ * dimension), the record's values flattened in row-major order:
+ * "VAR[INDEX]: v v v" (labels on, the default) or "v v v". CSV is one
+ * rectangular table a spreadsheet reads whatever the variables' shapes: the
+ * header "variable,index,element,value", then one row per value,
+ * "VAR,INDEX,ELEMENT,VALUE" (ELEMENT: the row-major position in the record);
+ * --no-labels drops the header line only, so runs can be appended.
  *
  * Exit status: 0 done (writer closed, idle, or SIGINT/SIGTERM), 1 error
  * (message names the file and the reason), 2 usage. */
 #include <errno.h>
 #include <sys/xattr.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -69,11 +77,12 @@ typedef struct opts {
     int64_t from;      /* >= 0: first record to print */
     int64_t last;      /* >= 0: print the last N existing records first */
     int width;         /* 0: no wrapping */
-    int labels;        /* 1: VAR[INDEX]: (text) / header + var,index (csv) */
+    int labels;        /* 1: VAR[INDEX]: (text) / the header line (csv) */
     int csv;
     int follow;
     double idle;       /* < 0: never */
     int precision;     /* <= 0: shortest round-trip */
+    double wait;       /* seconds to wait for a missing file or variable; < 0: forever */
 } opts_t;
 
 enum { E_INT = 1, E_FLOAT = 2, E_STR = 3, E_VSTR = 4 };
@@ -101,7 +110,7 @@ typedef struct tvar {
     hid_t memtype;
 } tvar_t;
 
-static opts_t O = {.interval = 0.5, .dim = -1, .from = -1, .last = -1, .labels = 1, .idle = -1};
+static opts_t O = {.interval = 0.5, .dim = -1, .from = -1, .last = -1, .labels = 1, .idle = -1, .wait = -1};
 static volatile sig_atomic_t g_stop;
 static int g_header_done;
 
@@ -125,11 +134,15 @@ static void usage(FILE *o)
         "                          -n +N is --from N\n"
         "      --from N            start at record N (0: everything)\n"
         "  -w, --width COLS        wrap text lines at COLS columns (default 0: never)\n"
-        "  -l, --labels            label lines VAR[INDEX]: / CSV header and label columns (default)\n"
-        "  -L, --no-labels         values only\n"
-        "      --format FMT        text (default) or csv\n"
+        "  -l, --labels            label lines VAR[INDEX]: / print the CSV header (default)\n"
+        "  -L, --no-labels         text: values only; CSV: no header line\n"
+        "      --format FMT        text (default) or csv: one row per value,\n"
+        "                          variable,index,element,value\n"
         "  -p, --precision N       significant digits of floats (default: shortest exact)\n"
         "      --idle SECONDS      exit 0 after SECONDS without new records\n"
+        "      --wait-timeout SECONDS  give up (exit 1) when the file or a variable has not\n"
+        "                          appeared after SECONDS (default: wait forever;\n"
+        "                          0: do not wait)\n"
         "  -f, -F, --follow        never exit by itself: after the writer closes, keep\n"
         "                          watching the name for a new file\n"
         "  -h, --help              this text\n"
@@ -139,6 +152,7 @@ static void usage(FILE *o)
         "an h5logfs mount) is reopened at every poll. Through a mount, " PROG " also exits\n"
         "once the writer closed the file (the file's user.h5logfs.closed attribute); a\n"
         "plain HDF5 file is followed until interrupted or until --idle expires.\n"
+        "A file or variable that does not exist yet is waited for, like tail -F.\n"
         "Exit status: 0 done or interrupted, 1 error, 2 usage.\n");
 }
 
@@ -186,6 +200,50 @@ static void nap(double s)
     if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
     while (!g_stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* waiting for what the user named to appear, like tail -F: a job's output
+ * file exists before its first flush has defined any variable, and a user
+ * starts h5logtail together with the job */
+
+static double g_wait_since = -1; /* start of the current wait; < 0: not waiting */
+static int g_wait_noted;
+
+/* VAR in FILE (or FILE itself) is not there; var NULL: the path FILE, not
+ * split yet, is not there. Returns, after saying once
+ * that we wait, so the caller polls again after its interval; exits 1 with
+ * `why` (the error of old: no waiting) when it cannot appear any more
+ * (`final`: its writer closed the file), --wait-timeout is 0, or --idle
+ * has passed; with a timeout message when --wait-timeout has passed. */
+static void await(const char *file, const char *var, int final, const char *why)
+{
+    double t = now_s();
+    if (g_wait_since < 0) g_wait_since = t;
+    double waited = t - g_wait_since;
+    if (final || O.wait == 0 || (!O.follow && O.idle >= 0 && waited >= O.idle)) die("%s", why);
+    if (O.wait > 0 && waited >= O.wait)
+        die("timed out after %g s (--wait-timeout) waiting for %s to appear%s%s (%s)", O.wait, var ? var : file,
+            var ? " in " : "", var ? file : "", why);
+    if (!g_wait_noted) {
+        g_wait_noted = 1;
+        if (var) note("waiting for %s to appear in %s", var, file);
+        else note("waiting for %s to appear", file);
+    }
+}
+
+/* Everything named is there: a later wait (a replaced file) starts afresh. */
+static void await_over(void)
+{
+    g_wait_since = -1;
+    g_wait_noted = 0;
+}
+
+/* --idle ends the run: a variable that never appeared is still an error. */
+static void idle_end(const char *file, const tvar_t *vars, int nvars)
+{
+    for (int i = 0; i < nvars; i++)
+        if (!vars[i].resolved) die("%s: no variable %s", file, vars[i].name);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -354,19 +412,13 @@ static size_t rec_elems(const tvar_t *v)
     return n;
 }
 
-static void print_header(tvar_t *vars, int nvars)
+/* The CSV header, once, before the first record: the columns are the same
+ * for every variable, whatever its shape (a long, "tidy" table). */
+static void print_header(void)
 {
     if (g_header_done) return;
     g_header_done = 1;
-    if (!O.csv || !O.labels) return;
-    size_t k = 0;
-    for (int i = 0; i < nvars; i++) {
-        size_t n = rec_elems(&vars[i]);
-        if (n > k) k = n;
-    }
-    printf("var,index");
-    for (size_t i = 0; i < k; i++) printf(",v%zu", i);
-    printf("\n");
+    if (O.csv && O.labels) printf("variable,index,element,value\n");
 }
 
 /* Print record `index` of v, whose n elements start at p (row-major). */
@@ -374,13 +426,10 @@ static void print_record(const tvar_t *v, uint64_t index, const uint8_t *p, size
 {
     static sbuf_t line, val;
     line.n = 0;
-    if (O.csv) {
-        if (O.labels) {
-            sb_csv_field(&line, v->name, strlen(v->name));
-            sb_printf(&line, ",%llu", (unsigned long long)index);
-        }
+    if (O.csv) { /* one row per value: variables of any shapes share one table */
         for (size_t i = 0; i < n; i++) {
-            if (O.labels || i) sb_putn(&line, ",", 1);
+            sb_csv_field(&line, v->name, strlen(v->name));
+            sb_printf(&line, ",%llu,%zu,", (unsigned long long)index, i);
             if (v->et.cls == E_STR || v->et.cls == E_VSTR) { /* CSV quoting instead of C quoting */
                 const char *str;
                 size_t m;
@@ -390,6 +439,7 @@ static void print_record(const tvar_t *v, uint64_t index, const uint8_t *p, size
                 fmt_elem(&val, p + i * v->et.size, &v->et);
                 sb_putn(&line, val.p, val.n);
             }
+            sb_putn(&line, "\n", 1);
         }
     } else {
         size_t indent = 4, col = 0;
@@ -411,9 +461,9 @@ static void print_record(const tvar_t *v, uint64_t index, const uint8_t *p, size
             sb_putn(&line, val.p, val.n);
             col += sep + val.n;
         }
+        sb_putn(&line, "\n", 1);
     }
-    sb_putn(&line, "\n", 1);
-    if (fwrite(line.p, 1, line.n, stdout) != line.n) die("writing standard output: %s", strerror(errno));
+    if (line.n && fwrite(line.p, 1, line.n, stdout) != line.n) die("writing standard output: %s", strerror(errno));
 }
 
 static void flush_out(void)
@@ -491,8 +541,12 @@ static char *norm_var(const char *s)
     return o;
 }
 
-/* Split arg at its first component that is a regular file. */
-static void split_path(const char *arg, char **file, char **var)
+/* Split arg at its first component that is a regular file: returns 0 with
+ * *file and *var (NULL when arg is the file itself). Returns 1 when a
+ * component does not exist (yet): *file is arg up to that component and
+ * *var the rest (NULL if none), the split once it appears unless it appears
+ * as a directory. Any other problem is fatal. */
+static int split_path(const char *arg, char **file, char **var)
 {
     size_t n = strlen(arg);
     char *b = strdup(arg);
@@ -503,16 +557,14 @@ static void split_path(const char *arg, char **file, char **var)
         char save = b[i];
         b[i] = 0;
         struct stat st;
-        if (stat(b, &st) != 0) die("%s: %s", arg, strerror(errno));
-        if (S_ISREG(st.st_mode)) {
-            b[i] = save;
+        int missing = stat(b, &st) != 0;
+        if (missing && errno != ENOENT) die("%s: %s", arg, strerror(errno));
+        if (missing || S_ISREG(st.st_mode)) {
             const char *rest = arg + i;
             while (*rest == '/') rest++;
-            if (!*rest) die("%s: no variable given (use FILE/VAR or FILE VAR)", arg);
-            *var = norm_var(rest);
-            b[i] = 0;
+            *var = *rest ? norm_var(rest) : NULL;
             *file = b;
-            return;
+            return missing;
         }
         if (!S_ISDIR(st.st_mode)) die("%s: %s is neither a directory nor a regular file", arg, b);
         b[i] = save;
@@ -544,9 +596,12 @@ static int core_read(void *ctx, tvar_t *v, uint64_t a, uint64_t n, void *buf, ch
     return 0;
 }
 
-/* Find every variable in the schema (reader locked by the caller). */
-static void core_resolve(core_t *c, tvar_t *vars, int nvars)
+/* Find every variable in the schema (reader locked by the caller). Returns
+ * the index of the first one not defined as of c->tick (to be waited for),
+ * or -1; a variable that cannot be followed is fatal. */
+static int core_resolve(core_t *c, tvar_t *vars, int nvars)
 {
+    int missing = -1;
     const h5l_schema_t *s = h5l_reader_schema(c->r);
     for (int i = 0; i < nvars; i++) {
         tvar_t *v = &vars[i];
@@ -559,8 +614,8 @@ static void core_resolve(core_t *c, tvar_t *vars, int nvars)
                 id = k;
             }
         if (!o || o->tick > c->tick) {
-            h5l_reader_unlock(c->r);
-            die("%s: no variable %s", c->file, v->name);
+            if (missing < 0) missing = i;
+            continue;
         }
         if (o->kind != H5L_OBJ_VAR) {
             h5l_reader_unlock(c->r);
@@ -598,6 +653,7 @@ static void core_resolve(core_t *c, tvar_t *vars, int nvars)
         }
         v->resolved = 1;
     }
+    return missing;
 }
 
 /* The 16-byte identity in the user block of path, or -1 if it is not (yet)
@@ -647,25 +703,39 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
             seen_tick = c.tick;
             last_growth = now_s();
         }
+        /* a variable not defined yet (no tick yet, or defined at a later
+         * one) is waited for; the others are printed meanwhile */
+        int missing = 0;
         if (c.tick > 0) {
             h5l_reader_rdlock(c.r);
             const h5l_schema_t *s = h5l_reader_schema(c.r);
-            core_resolve(&c, vars, nvars);
-            for (int i = 0; i < nvars; i++) h5l_schema_shape(s, vars[i].objid, c.tick, vars[i].shape);
+            missing = core_resolve(&c, vars, nvars);
+            for (int i = 0; i < nvars; i++)
+                if (vars[i].resolved) h5l_schema_shape(s, vars[i].objid, c.tick, vars[i].shape);
             h5l_reader_unlock(c.r);
-            print_header(vars, nvars);
-            for (int i = 0; i < nvars && !g_stop; i++) {
-                tvar_t *v = &vars[i];
-                start_at(v, v->shape[v->dim]);
-                if (print_range(v, v->shape[v->dim], core_read, &c, e, sizeof e)) die("%s", e);
-            }
-            flush_out();
-        } else if (closed) {
-            die("%s: the writer closed the file without writing a tick: no variable %s", file, vars[0].name);
         }
+        if (missing >= 0) {
+            snprintf(e, sizeof e, "%s: %sno variable %s", file,
+                     closed && c.tick == 0 ? "the writer closed the file without writing a tick: " : "",
+                     vars[missing].name);
+            await(file, vars[missing].name, closed && !O.follow, e);
+        } else {
+            await_over();
+        }
+        for (int i = 0; i < nvars && !g_stop; i++) {
+            tvar_t *v = &vars[i];
+            if (!v->resolved) continue;
+            print_header();
+            start_at(v, v->shape[v->dim]);
+            if (print_range(v, v->shape[v->dim], core_read, &c, e, sizeof e)) die("%s", e);
+        }
+        flush_out();
         if (g_stop) break;
         if (closed && !O.follow) break;
-        if (!O.follow && O.idle >= 0 && now_s() - last_growth >= O.idle) break;
+        if (!O.follow && O.idle >= 0 && now_s() - last_growth >= O.idle) {
+            idle_end(file, vars, nvars);
+            break;
+        }
         nap(O.interval);
         if (O.follow && !g_stop && replaced(file, c.r)) {
             /* like tail -F: a new log-layout file under the same name (after
@@ -797,11 +867,12 @@ static hid_t h5_open(const char *file, hid_t fapl)
 }
 
 /* Check, on first sight, that v names a dataset we can print, and choose
- * its type and dimension. Any problem is fatal: the user named it. */
-static void h5_resolve(const char *file, hid_t f, tvar_t *v)
+ * its type and dimension. Returns 0, or 1 if it does not exist (yet: to be
+ * waited for); any other problem is fatal: the user named it. */
+static int h5_resolve(const char *file, hid_t f, tvar_t *v)
 {
     int k = h5_kind(f, v->name);
-    if (k < 0) die("%s: no variable %s", file, v->name);
+    if (k < 0) return 1;
     if (k == 0) die("%s: %s is a group, not a variable", file, v->name);
     if (k != 1) die("%s: %s is not a dataset", file, v->name);
     hid_t ds = H5Dopen2(f, v->name, H5P_DEFAULT);
@@ -826,6 +897,7 @@ static void h5_resolve(const char *file, hid_t f, tvar_t *v)
     v->resolved = 1;
     H5Sclose(fs);
     H5Dclose(ds);
+    return 0;
 }
 
 static int run_h5(const char *file, tvar_t *vars, int nvars)
@@ -855,10 +927,14 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
             snprintf(problem, sizeof problem, "%s: cannot open as an HDF5 file", file);
         }
         /* one open file: every variable from the same snapshot */
+        int missing = -1;
         for (int i = 0; i < nvars; i++) cx[i].ds = cx[i].fspace = -1;
         for (int i = 0; f >= 0 && i < nvars && !problem[0]; i++) {
             tvar_t *v = &vars[i];
-            if (!v->resolved) h5_resolve(file, f, v);
+            if (!v->resolved && h5_resolve(file, f, v)) { /* not there yet: wait, print the others */
+                if (missing < 0) missing = i;
+                continue;
+            }
             cx[i].ds = H5Dopen2(f, v->name, H5P_DEFAULT);
             cx[i].fspace = cx[i].ds >= 0 ? H5Dget_space(cx[i].ds) : -1;
             int nd = cx[i].fspace >= 0 ? H5Sget_simple_extent_ndims(cx[i].fspace) : -1;
@@ -872,9 +948,16 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
                 for (int d = 0; d < nd; d++) v->shape[d] = dims[d];
         }
         if (!problem[0] && f >= 0) {
-            print_header(vars, nvars);
+            if (missing >= 0) {
+                snprintf(e, sizeof e, "%s: no variable %s", file, vars[missing].name);
+                await(file, vars[missing].name, writer_closed && !O.follow, e);
+            } else {
+                await_over();
+            }
             for (int i = 0; i < nvars && !g_stop && !problem[0]; i++) {
                 tvar_t *v = &vars[i];
+                if (!v->resolved) continue;
+                print_header();
                 uint64_t len = v->shape[v->dim];
                 start_at(v, len);
                 if (len < v->seen) {
@@ -906,7 +989,10 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
         if (grew) last_growth = t;
         if (g_stop) break;
         if (!O.follow && writer_closed && !problem[0]) break;
-        if (!O.follow && O.idle >= 0 && t - last_growth >= O.idle) break;
+        if (!O.follow && O.idle >= 0 && t - last_growth >= O.idle) {
+            idle_end(file, vars, nvars);
+            break;
+        }
         nap(O.interval);
     }
     for (int i = 0; i < nvars; i++)
@@ -935,7 +1021,7 @@ static int64_t parse_count(const char *opt, const char *s)
 {
     char *end;
     errno = 0;
-    if (*s == '-' || !*s) goto bad;
+    if (*s < '0' || *s > '9') goto bad; /* empty, sign, blank */
     long long v = strtoll(s, &end, 10);
     if (*end || errno || v < 0) goto bad;
     return v;
@@ -944,130 +1030,189 @@ bad:
     exit(2);
 }
 
-/* Option name matching: "-x", "--long", "--long=value". */
-static int is_opt(const char *arg, const char *sh, const char *lo, const char **val)
+/* The option just parsed, as the user spelled it, for messages. */
+static const char *opt_name(const struct option *lo, int idx, int c)
 {
-    *val = NULL;
-    if (sh && !strcmp(arg, sh)) return 1;
-    if (sh && !strncmp(arg, sh, 2) && strlen(sh) == 2 && arg[2] && arg[1] != '-') {
-        *val = arg + 2; /* -n5 */
-        return 1;
-    }
-    size_t n = strlen(lo);
-    if (!strncmp(arg, lo, n) && (arg[n] == 0 || arg[n] == '=')) {
-        if (arg[n] == '=') *val = arg + n + 1;
-        return 1;
-    }
-    return 0;
+    static char b[64];
+    if (idx >= 0) snprintf(b, sizeof b, "--%s", lo[idx].name);
+    else snprintf(b, sizeof b, "-%c", c);
+    return b;
 }
 
-int main(int argc, char **argv)
+/* Options anywhere among the operands (getopt_long's "-": operands come
+ * back in order as 1, so the order holds even under POSIXLY_CORRECT).
+ * Returns the operands, packed into argv. */
+static int parse_args(int argc, char **argv, char ***posp)
 {
-    char **pos = argv + 1; /* positionals are packed in place: never ahead of the scan */
-    int npos = 0, no_more_opts = 0;
-    for (int a = 1; a < argc; a++) {
-        const char *arg = argv[a], *val;
-        if (no_more_opts || arg[0] != '-' || !arg[1]) {
-            pos[npos++] = argv[a];
-            continue;
-        }
-        if (!strcmp(arg, "--")) {
-            no_more_opts = 1;
-            continue;
-        }
-#define NEED_VAL()                                                              \
-    do {                                                                        \
-        if (!val) {                                                             \
-            if (a + 1 >= argc) {                                                \
-                fprintf(stderr, PROG ": option %s needs a value\n", arg);       \
-                usage(stderr);                                                  \
-                return 2;                                                       \
-            }                                                                   \
-            val = argv[++a];                                                    \
-        }                                                                       \
-    } while (0)
-        if (is_opt(arg, "-h", "--help", &val) && !val) {
+    enum { O_FROM = 256, O_FORMAT, O_IDLE, O_WAIT };
+    static const struct option lo[] = {
+        {"interval", required_argument, NULL, 'i'},
+        {"dim", required_argument, NULL, 'd'},
+        {"lines", required_argument, NULL, 'n'},
+        {"from", required_argument, NULL, O_FROM},
+        {"width", required_argument, NULL, 'w'},
+        {"labels", no_argument, NULL, 'l'},
+        {"no-labels", no_argument, NULL, 'L'},
+        {"format", required_argument, NULL, O_FORMAT},
+        {"precision", required_argument, NULL, 'p'},
+        {"idle", required_argument, NULL, O_IDLE},
+        {"wait-timeout", required_argument, NULL, O_WAIT},
+        {"follow", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    char **pos = argv + 1; /* operands are packed in place: never ahead of the scan */
+    int npos = 0, c, idx = -1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "-:i:d:n:w:lLp:fFhV", lo, &idx)) != -1) {
+        const char *name = opt_name(lo, idx, c);
+        idx = -1;
+        switch (c) {
+        case 1:
+            pos[npos++] = optarg;
+            break;
+        case 'h':
             usage(stdout);
-            return 0;
-        } else if (is_opt(arg, "-V", "--version", &val) && !val) {
+            exit(0);
+        case 'V':
             printf(PROG " (h5logfs) %s\n", H5L_VERSION_STRING);
-            return 0;
-        } else if (is_opt(arg, "-i", "--interval", &val)) {
-            NEED_VAL();
-            O.interval = parse_seconds(arg, val, 0);
-        } else if (is_opt(arg, "-d", "--dim", &val)) {
-            NEED_VAL();
-            int64_t d = parse_count(arg, val);
+            exit(0);
+        case 'i':
+            O.interval = parse_seconds(name, optarg, 0);
+            break;
+        case 'd': {
+            int64_t d = parse_count(name, optarg);
             if (d >= H5L_MAX_DIMS) {
-                fprintf(stderr, PROG ": %s: dimension %s out of range\n", arg, val);
-                return 2;
+                fprintf(stderr, PROG ": %s: dimension %s out of range\n", name, optarg);
+                exit(2);
             }
             O.dim = (int)d;
-        } else if (is_opt(arg, "-n", "--lines", &val)) {
-            NEED_VAL();
-            if (val[0] == '+') {
-                O.from = parse_count(arg, val + 1);
+            break;
+        }
+        case 'n':
+            if (optarg[0] == '+') {
+                O.from = parse_count(name, optarg + 1);
                 O.last = -1;
             } else {
-                O.last = parse_count(arg, val);
+                O.last = parse_count(name, optarg);
                 O.from = -1;
             }
-        } else if (is_opt(arg, NULL, "--from", &val)) {
-            NEED_VAL();
-            O.from = parse_count(arg, val);
+            break;
+        case O_FROM:
+            O.from = parse_count(name, optarg);
             O.last = -1;
-        } else if (is_opt(arg, "-w", "--width", &val)) {
-            NEED_VAL();
-            int64_t w = parse_count(arg, val);
+            break;
+        case 'w': {
+            int64_t w = parse_count(name, optarg);
             O.width = w > INT_MAX ? INT_MAX : (int)w;
-        } else if (is_opt(arg, "-l", "--labels", &val) && !val) {
-            O.labels = 1;
-        } else if (is_opt(arg, "-L", "--no-labels", &val) && !val) {
-            O.labels = 0;
-        } else if (is_opt(arg, NULL, "--format", &val)) {
-            NEED_VAL();
-            if (!strcmp(val, "csv")) O.csv = 1;
-            else if (!strcmp(val, "text")) O.csv = 0;
-            else {
-                fprintf(stderr, PROG ": --format: unknown format '%s' (text or csv)\n", val);
-                return 2;
-            }
-        } else if (is_opt(arg, "-p", "--precision", &val)) {
-            NEED_VAL();
-            int64_t p = parse_count(arg, val);
-            O.precision = p > 40 ? 40 : (int)p;
-        } else if (is_opt(arg, NULL, "--idle", &val)) {
-            NEED_VAL();
-            O.idle = parse_seconds(arg, val, 1);
-        } else if ((is_opt(arg, "-f", "--follow", &val) && !val) || (is_opt(arg, "-F", "--follow", &val) && !val)) {
-            O.follow = 1;
-        } else {
-            fprintf(stderr, PROG ": unknown option %s\n", arg);
-            usage(stderr);
-            return 2;
+            break;
         }
-#undef NEED_VAL
+        case 'l':
+            O.labels = 1;
+            break;
+        case 'L':
+            O.labels = 0;
+            break;
+        case O_FORMAT:
+            if (!strcmp(optarg, "csv")) O.csv = 1;
+            else if (!strcmp(optarg, "text")) O.csv = 0;
+            else {
+                fprintf(stderr, PROG ": --format: unknown format '%s' (text or csv)\n", optarg);
+                exit(2);
+            }
+            break;
+        case 'p': {
+            int64_t p = parse_count(name, optarg);
+            O.precision = p > 40 ? 40 : (int)p;
+            break;
+        }
+        case O_IDLE:
+            O.idle = parse_seconds(name, optarg, 1);
+            break;
+        case O_WAIT:
+            O.wait = parse_seconds(name, optarg, 1);
+            break;
+        case 'f':
+        case 'F':
+            O.follow = 1;
+            break;
+        case ':':
+            fprintf(stderr, PROG ": option %s needs a value\n", argv[optind - 1]);
+            usage(stderr);
+            exit(2);
+        default: /* '?': unknown, ambiguous, or a value given to a flag */
+            if (optopt && strncmp(argv[optind - 1], "--", 2) != 0)
+                fprintf(stderr, PROG ": unknown option -%c\n", optopt);
+            else
+                fprintf(stderr, PROG ": unknown option %s\n", argv[optind - 1]);
+            usage(stderr);
+            exit(2);
+        }
     }
-    if (npos < 1) {
-        usage(stderr);
-        return 2;
-    }
+    while (optind < argc) pos[npos++] = argv[optind++]; /* after "--" */
+    *posp = pos;
+    return npos;
+}
 
-    /* FILE VAR [VAR...] or FILE/VAR [FILE/VAR...] */
-    char *file = NULL;
-    int nvars = 0;
-    tvar_t *vars = calloc((size_t)npos, sizeof *vars);
-    if (!vars) die("out of memory");
-    struct stat st0;
-    if (stat(pos[0], &st0) == 0 && S_ISREG(st0.st_mode)) {
-        file = strdup(pos[0]);
+/* Which form the operands have: FILE VAR [VAR...] (1) or FILE/VAR
+ * [FILE/VAR...] (0). Decided on the first operand when it exists; when it
+ * does not exist yet, by its first missing component: if that is its last
+ * one, or the others do not all continue that same path, it is FILE. */
+static int file_var_form(char **pos, int npos)
+{
+    char *f, *v;
+    int missing = split_path(pos[0], &f, &v);
+    int form = !v;
+    if (missing && v && npos >= 2) {
+        size_t n = strlen(f);
+        for (int i = 1; i < npos && !form; i++)
+            if (strncmp(pos[i], f, n) != 0 || pos[i][n] != '/') form = 1;
+    }
+    free(f);
+    free(v);
+    return form;
+}
+
+/* The file and the variables from the operands, waiting (like tail -F) for
+ * the file to exist. Returns 0, or 1 when interrupted while waiting. */
+static int resolve_operands(char **pos, int npos, char **filep, tvar_t *vars, int *nvarsp)
+{
+    char why[PATH_MAX + 64];
+    if (file_var_form(pos, npos)) {
         if (npos < 2) die("%s: no variable given (use FILE VAR or FILE/VAR)", pos[0]);
-        for (int i = 1; i < npos; i++) vars[nvars++].name = norm_var(pos[i]);
-    } else {
+        char *file = strdup(pos[0]);
+        if (!file) die("out of memory");
+        for (int i = 1; i < npos; i++) vars[i - 1].name = norm_var(pos[i]);
+        *filep = file;
+        *nvarsp = npos - 1;
+        for (;;) {
+            struct stat st;
+            if (stat(file, &st) == 0) {
+                if (S_ISDIR(st.st_mode)) die("%s: is a directory, not an HDF5 file", file);
+                return 0;
+            }
+            if (errno != ENOENT) die("%s: %s", file, strerror(errno));
+            snprintf(why, sizeof why, "%s: %s", file, strerror(ENOENT));
+            await(file, vars[0].name, 0, why);
+            nap(O.interval);
+            if (g_stop) return 1;
+        }
+    }
+    for (;;) {
+        char *file = NULL;
         struct stat fst = {0};
+        int missing = -1;
         for (int i = 0; i < npos; i++) {
             char *f, *v;
-            split_path(pos[i], &f, &v);
+            int miss = split_path(pos[i], &f, &v);
+            if (!v) die("%s: no variable given (use FILE/VAR or FILE VAR)", pos[i]);
+            if (miss) { /* where the file ends is not known yet */
+                if (missing < 0) missing = i;
+                free(f);
+                free(v);
+                continue;
+            }
             struct stat st;
             if (stat(f, &st) != 0) die("%s: %s", f, strerror(errno));
             if (!file) {
@@ -1078,11 +1223,30 @@ int main(int argc, char **argv)
                     die("%s and %s: all variables must be in one file", file, f);
                 free(f);
             }
-            vars[nvars++].name = v;
+            free(vars[i].name);
+            vars[i].name = v;
         }
+        if (missing < 0) {
+            *filep = file;
+            *nvarsp = npos;
+            return 0;
+        }
+        snprintf(why, sizeof why, "%s: %s", pos[missing], strerror(ENOENT));
+        await(pos[missing], NULL, 0, why);
+        free(file);
+        nap(O.interval);
+        if (g_stop) return 1;
     }
-    for (int i = 0; i < nvars; i++)
-        if (!strcmp(vars[i].name, "/")) die("%s: / is a group, not a variable", file);
+}
+
+int main(int argc, char **argv)
+{
+    char **pos;
+    int npos = parse_args(argc, argv, &pos);
+    if (npos < 1) {
+        usage(stderr);
+        return 2;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1091,10 +1255,25 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a sleeping poll wakes up */
     sigaction(SIGTERM, &sa, NULL);
 
+    /* FILE VAR [VAR...] or FILE/VAR [FILE/VAR...] */
+    char *file = NULL;
+    int nvars = 0;
+    tvar_t *vars = calloc((size_t)npos, sizeof *vars);
+    if (!vars) die("out of memory");
+    if (resolve_operands(pos, npos, &file, vars, &nvars)) {
+        for (int i = 0; i < npos; i++) free(vars[i].name);
+        free(vars);
+        free(file);
+        return 0; /* interrupted while waiting */
+    }
+    for (int i = 0; i < nvars; i++)
+        if (!strcmp(vars[i].name, "/")) die("%s: / is a group, not a variable", file);
+
     /* Which backend: the user block's magic. A sidecar without the magic yet
-     * is a writer between creating its journal and its HDF5 file: wait. */
+     * is a writer between creating its journal and its HDF5 file, and an
+     * empty file one that has just been created: wait. */
     char magic[8] = {0};
-    for (int tries = 0;; tries++) {
+    for (int tries = 0;;) {
         int fd = open(file, O_RDONLY | O_CLOEXEC);
         if (fd < 0) die("%s: %s", file, strerror(errno));
         ssize_t n = pread(fd, magic, sizeof magic, 0);
@@ -1104,12 +1283,21 @@ int main(int argc, char **argv)
         if (n == (ssize_t)sizeof magic && !memcmp(magic, LOG_MAGIC, 8)) break;
         char side[PATH_MAX + 8];
         snprintf(side, sizeof side, "%s.h5lj", file);
-        if (tries >= 50 || g_stop || access(side, F_OK) != 0) break;
-        nap(0.1);
+        int writer = access(side, F_OK) == 0;
+        if (writer && tries++ < 50 && !g_stop) { /* a log-layout writer is creating it */
+            nap(0.1);
+            continue;
+        }
+        if (n != 0 || g_stop) break;
+        /* empty, no journal: a file just created, by any writer */
+        char why[PATH_MAX + 64];
+        snprintf(why, sizeof why, "%s: cannot open as an HDF5 file (it is empty)", file);
+        await(file, vars[0].name, 0, why);
+        nap(O.interval);
+        if (g_stop) break;
     }
-    int rc;
-    if (!memcmp(magic, LOG_MAGIC, 8)) rc = run_core(file, vars, nvars);
-    else rc = run_h5(file, vars, nvars);
+    int rc = 0; /* interrupted while waiting: done */
+    if (!g_stop) rc = !memcmp(magic, LOG_MAGIC, 8) ? run_core(file, vars, nvars) : run_h5(file, vars, nvars);
     for (int i = 0; i < nvars; i++) free(vars[i].name);
     free(vars);
     free(file);

@@ -13,7 +13,14 @@ from the tool. Covered:
      SIGINT and then exits 0;
   d) bad input: exit 1 with a message naming the file or the variable;
   e) the libhdf5 backend on a plain HDF5 file that is replaced as it grows,
-     and how it prints integer, float and string types.
+     and how it prints integer, float and string types;
+  f) CSV is one rectangular table (header variable,index,element,value, one
+     row per value) whatever the variables' shapes, read with the csv module
+     and checked against the writer's rule;
+  g) like tail -F, h5logtail started before the file or the variable exists
+     waits (one note on stderr), then shows the data; --wait-timeout bounds
+     the wait (exit 1 naming the file and the variable), 0 does not wait;
+  h) options anywhere among the operands.
 Every mount is undone at teardown (fusermount3 -u, then -uz, then kill).
 Run with /usr/bin/python3 -m pytest.
 """
@@ -54,15 +61,19 @@ class Proc:
         self.lines = []  # (monotonic time, line without newline)
         self.proc = subprocess.Popen(self.args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-        self._err = []
+        self._err = []  # stderr lines as they arrive
         self._t = threading.Thread(target=self._pump, daemon=True)
         self._t.start()
-        self._te = threading.Thread(target=lambda: self._err.append(self.proc.stderr.read()), daemon=True)
+        self._te = threading.Thread(target=self._pump_err, daemon=True)
         self._te.start()
 
     def _pump(self):
         for line in self.proc.stdout:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def _pump_err(self):
+        for line in self.proc.stderr:
+            self._err.append(line)
 
     def running(self):
         return self.proc.poll() is None
@@ -107,10 +118,12 @@ def procs():
         p.kill()
 
 
-def live_writer(start, path, ticks=TICKS, interval=0.1, rows=ROWS):
+def live_writer(start, path, ticks=TICKS, interval=0.1, rows=ROWS, first_delay=0):
+    """first_delay: seconds between creating the file (and defining its
+    variables) and the first flush: the file exists without any variable."""
     need(LIVE_WRITER)
     return start(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, path, "--ticks", ticks,
-                  "--interval", interval, "--rows-per-tick", rows], env=ENV)
+                  "--interval", interval, "--rows-per-tick", rows, "--first-delay", first_delay], env=ENV)
 
 
 def tail(*args, timeout=30):
@@ -118,15 +131,36 @@ def tail(*args, timeout=30):
     return subprocess.run([TAIL] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
 
 
-def parse_csv(text, ncols=NCOLS):
-    """h5logtail --format csv output -> [(var, index, values)]; checks the header."""
+CSV_HEADER = ["variable", "index", "element", "value"]
+
+
+def csv_rows(text, header=True):
+    """The data rows of h5logtail --format csv output, checked to form one
+    rectangular table: the header (unless -L), then rows of its width."""
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows, "no output at all (not even the CSV header)"
-    assert rows[0] == ["var", "index"] + [f"v{i}" for i in range(ncols)], f"bad CSV header: {rows[0][:6]}..."
+    if header:
+        assert rows, "no output at all (not even the CSV header)"
+        assert rows[0] == CSV_HEADER, f"bad CSV header: {rows[0]}"
+        rows = rows[1:]
+    for r in rows:
+        assert len(r) == len(CSV_HEADER), f"CSV row with {len(r)} fields, the header has {len(CSV_HEADER)}: {r}"
+    return rows
+
+
+def parse_csv(text, ncols=NCOLS, header=True):
+    """h5logtail --format csv output -> [(var, index, values)]: the rows of
+    one record are consecutive, elements 0, 1, ... (ncols of them if given)."""
     out = []
-    for r in rows[1:]:
-        assert len(r) == 2 + ncols, f"CSV row with {len(r)} fields: {r[:6]}..."
-        out.append((r[0], int(r[1]), [float(x) for x in r[2:]]))
+    for var, idx, el, val in csv_rows(text, header):
+        idx, el = int(idx), int(el)
+        if el == 0:
+            out.append((var, idx, []))
+        else:
+            assert out and out[-1][:2] == (var, idx) and len(out[-1][2]) == el, \
+                f"row {var},{idx},{el} does not continue the record before it"
+        out[-1][2].append(float(val))
+    for var, idx, vals in out:
+        assert ncols is None or len(vals) == ncols, f"{var}[{idx}] has {len(vals)} values, expected {ncols}"
     return out
 
 
@@ -178,7 +212,8 @@ def test_live_log_layout_file(tmp_path, procs):
     rc = t.wait(15)
     assert rc is not None, f"h5logtail still running 15 s after the writer closed the file:\n{t.stderr()}"
     assert rc == 0, f"h5logtail exited {rc}:\n{t.stderr()}"
-    assert t.stderr() == "", f"unexpected messages: {t.stderr()}"
+    # the writer may not have flushed its first tick yet: then one note
+    assert t.stderr() in ("", f"h5logtail: waiting for /v to appear in {f}\n"), f"unexpected messages: {t.stderr()}"
     recs = parse_csv(t.stdout())
     assert sequence_problems(recs, TICKS * ROWS) == []
     # it streamed: records arrived while the writer was still writing
@@ -270,18 +305,16 @@ def test_text_labels_width_and_several_vars(closed_file):
     p = tail("--from", n - 1, closed_file, "/v", "/stamp")
     assert [(v, i) for v, i, _ in text_records(p.stdout)] == [("/v", n - 1)]
     p = tail("--format", "csv", "-n", 1, closed_file, "/stamp", "/v")
-    rows = list(csv.reader(io.StringIO(p.stdout)))
-    assert rows[0][:3] == ["var", "index", "v0"] and len(rows[0]) == 2 + NCOLS
-    assert rows[1] == ["/stamp", "0", str(TICKS)] and rows[2][:3] == ["/v", str(n - 1), "20"]
-    # CSV without labels: no header, values only
+    rows = csv_rows(p.stdout)
+    assert rows == [["/stamp", "0", "0", str(TICKS)]] + [["/v", str(n - 1), str(j), "20"] for j in range(NCOLS)]
+    # CSV without labels: the same rows without the header line
     p = tail("--format", "csv", "-L", "-n", 1, closed_file, "/v")
-    assert p.stdout.splitlines() == [",".join(["20"] * NCOLS)]
+    assert csv_rows(p.stdout, header=False) == [["/v", str(n - 1), str(j), "20"] for j in range(NCOLS)]
     # --dim 1: records are the columns of /v
     p = tail("--format", "csv", "-d", 1, "-n", 1, closed_file, "/v")
-    rows = list(csv.reader(io.StringIO(p.stdout)))
-    assert len(rows) == 2 and len(rows[0]) == 2 + n
-    assert rows[1][:2] == ["/v", str(NCOLS - 1)]
-    assert [float(x) for x in rows[1][2:]] == [expected_row(i) for i in range(n)]
+    recs = parse_csv(p.stdout, ncols=n)
+    assert [(v, i) for v, i, _ in recs] == [("/v", NCOLS - 1)]
+    assert recs[0][2] == [expected_row(i) for i in range(n)]
 
 
 # --------------------------------------------------------------------------
@@ -350,7 +383,7 @@ def test_through_mount(mount, procs):
 def test_bad_input(tmp_path, closed_file):
     missing = tmp_path / "nope" / "run.h5"
     for args in ([f"{missing}/v"], [missing, "/v"]):
-        p = tail(*args)
+        p = tail("--wait-timeout", 0, *args)  # else it waits for the file to appear (g)
         assert p.returncode == 1, (args, p.returncode, p.stderr)
         assert str(missing) in p.stderr and "No such file" in p.stderr, p.stderr
         assert p.stdout == ""
@@ -364,6 +397,9 @@ def test_bad_input(tmp_path, closed_file):
     assert p.returncode == 1 and "/v" in p.stderr and "--dim" in p.stderr, p.stderr
     p = tail(closed_file)
     assert p.returncode == 1 and "no variable given" in p.stderr, p.stderr
+    # a closed log-layout file cannot gain a variable: no waiting
+    p = tail(closed_file, "/nosuch")
+    assert p.returncode == 1 and "waiting" not in p.stderr, p.stderr
     p = tail(tmp_path)
     assert p.returncode == 1 and str(tmp_path) in p.stderr, p.stderr
     junk = tmp_path / "junk.h5"
@@ -405,10 +441,8 @@ def test_plain_hdf5_file_replaced_as_it_grows(tmp_path, procs):
         publish(k)
     rc = t.wait(20)
     assert rc == 0, f"h5logtail exited {rc}:\n{t.stderr()}"
-    rows = list(csv.reader(io.StringIO(t.stdout())))
-    assert rows[0] == ["var", "index", "v0", "v1", "v2"]
-    want = [["/a", str(i), str(i), str(-i), str(2 * i)] for i in range(nsteps * per)]
-    assert rows[1:] == want
+    want = [["/a", str(i), str(j), str(x)] for i in range(nsteps * per) for j, x in enumerate((i, -i, 2 * i))]
+    assert csv_rows(t.stdout()) == want
 
 
 def test_value_formatting(tmp_path):
@@ -435,8 +469,173 @@ def test_value_formatting(tmp_path):
         '/vs[0]: "hello"',
     ]
     p = tail("--idle", 0, "--from", 0, "--format", "csv", "-p", 3, path, "f8", "s")
-    assert p.stdout.splitlines()[1:] == [
-        "/f8,0,0.1,20,1e+20,-0,1.23e+08,1e-07,nan,-inf",
-        '/s,0,"ab,c"',
-        '/s,1,"q""x"',
+    f8 = ["0.1", "20", "1e+20", "-0", "1.23e+08", "1e-07", "nan", "-inf"]
+    assert p.stdout.splitlines()[1:] == [f"/f8,0,{j},{x}" for j, x in enumerate(f8)] + [
+        '/s,0,0,"ab,c"',
+        '/s,1,0,"q""x"',
     ]
+    assert csv_rows(p.stdout) == [["/f8", "0", str(j), x] for j, x in enumerate(f8)] + [
+        ["/s", "0", "0", "ab,c"], ["/s", "1", "0", 'q"x']]
+
+
+# --------------------------------------------------------------------------
+# f) CSV: one rectangular table
+
+
+def test_csv_is_one_table_for_variables_of_any_shape(closed_file):
+    """/v (64 values a record), /stamp (1) and /w (1024 records of 1) in one
+    table a spreadsheet reads: every row the header's width, every value
+    the one live_writer wrote."""
+    n = TICKS * ROWS
+    p = tail("--format", "csv", "--from", 0, closed_file, "/v", "/stamp", "/w")
+    assert p.returncode == 0, p.stderr
+    rows = csv_rows(p.stdout)
+    with_header = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert len(with_header) == len(rows) and all(None not in r and None not in r.values() for r in with_header)
+    cells = {}
+    for var, idx, el, val in rows:
+        key = (var, int(idx), int(el))
+        assert key not in cells, f"{key} printed twice"
+        cells[key] = float(val)
+    want = {("/v", i, j): expected_row(i) for i in range(n) for j in range(NCOLS)}
+    want[("/stamp", 0, 0)] = TICKS
+    want.update({("/w", i, 0): TICKS for i in range(1024)})
+    assert cells.keys() == want.keys(), (sorted(cells.keys() - want.keys())[:5], sorted(want.keys() - cells.keys())[:5])
+    bad = [(k, cells[k], want[k]) for k in want if cells[k] != want[k]]
+    assert bad == [], bad[:5]
+    # -L: the same table without its header line (to append to an earlier one)
+    p = tail("--format", "csv", "-L", "--from", 0, closed_file, "/v", "/stamp", "/w")
+    assert p.returncode == 0 and csv_rows(p.stdout, header=False) == rows
+
+
+# --------------------------------------------------------------------------
+# g) waiting for the file and the variable, like tail -F
+
+
+def notes(p):
+    return [line for line in p.stderr().splitlines() if "waiting for" in line]
+
+
+def test_waits_for_the_file_and_its_first_tick(tmp_path, procs):
+    """Started before the job: no file, then a file without any tick (the
+    writer's --first-delay), then the data. One note, every record."""
+    f = tmp_path / "run.h5"
+    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.1", f, "/v"])
+    wait_for(lambda: notes(t) or not t.running(), 20, "h5logtail's note that it waits")
+    assert t.running(), f"h5logtail exited {t.proc.returncode} on a file that does not exist yet:\n{t.stderr()}"
+    assert notes(t) == [f"h5logtail: waiting for /v to appear in {f}"]
+    w = live_writer(procs, f, first_delay=1.5)
+    wait_for(lambda: f.exists() or not w.running(), 60, f"{f} to be created")
+    time.sleep(0.5)  # the file exists, its first tick is a second away
+    assert t.running() and t.lines == [], (t.lines[:3], t.stderr())
+    assert w.wait(60) == 0, f"live_writer failed:\n{w.stdout()}{w.stderr()}"
+    rc = t.wait(15)
+    assert rc == 0, f"h5logtail: {rc}\n{t.stderr()}"
+    assert t.stderr().splitlines() == [f"h5logtail: waiting for /v to appear in {f}"], "the note is said once"
+    assert sequence_problems(parse_csv(t.stdout()), TICKS * ROWS) == []
+
+
+def test_waits_through_a_mount(mount, procs):
+    """The same through h5logfs: the mounted file appears empty of variables
+    until the first tick."""
+    src, mnt = mount()
+    mpath = os.path.join(mnt, "run.h5")
+    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.1", mpath + "/v"])
+    wait_for(lambda: notes(t) or not t.running(), 20, "h5logtail's note that it waits")
+    assert t.running(), f"h5logtail exited {t.proc.returncode}:\n{t.stderr()}"
+    w = live_writer(procs, src / "run.h5", first_delay=1.5)
+    wait_for(lambda: os.path.exists(mpath) or not w.running(), 60, f"{mpath} to appear")
+    time.sleep(0.5)
+    assert t.running() and t.lines == [], (t.lines[:3], t.stderr())
+    assert w.wait(60) == 0, f"live_writer failed:\n{w.stdout()}{w.stderr()}"
+    rc = t.wait(20)
+    assert rc == 0, f"h5logtail: {rc}\n{t.stderr()}"
+    assert notes(t) == [f"h5logtail: waiting for {mpath}/v to appear"], t.stderr()
+    assert "no variable" not in t.stderr()
+    assert sequence_problems(parse_csv(t.stdout()), TICKS * ROWS) == [], t.stderr()
+
+
+def test_waits_for_a_variable_of_a_plain_file(tmp_path, procs):
+    path = tmp_path / "plain.h5"
+
+    def publish(with_a):
+        tmp = tmp_path / "plain.tmp"
+        with h5py.File(tmp, "w") as f:
+            f["other"] = np.arange(3)
+            if with_a:
+                f.create_dataset("a", data=np.arange(10, dtype=np.int32).reshape(5, 2), maxshape=(None, 2))
+        os.replace(tmp, path)
+
+    publish(False)
+    t = procs([TAIL, "--format", "csv", "--from", "0", "-i", "0.05", "--idle", "3", path, "a"])
+    wait_for(lambda: notes(t) or not t.running(), 20, "h5logtail's note that it waits")
+    time.sleep(0.3)
+    assert t.running() and notes(t) == [f"h5logtail: waiting for /a to appear in {path}"], t.stderr()
+    publish(True)
+    assert t.wait(20) == 0, t.stderr()
+    assert csv_rows(t.stdout()) == [["/a", str(i), str(j), str(2 * i + j)] for i in range(5) for j in range(2)]
+    assert len(notes(t)) == 1
+
+
+def test_wait_timeout(tmp_path, procs):
+    f = tmp_path / "run.h5"
+    # no file: FILE VAR and FILE/VAR forms
+    for args, what in (([f, "/v"], f"/v to appear in {f}"), ([f"{f}/v"], f"{f}/v to appear")):
+        t0 = time.monotonic()
+        p = tail("--wait-timeout", 1, "-i", 0.1, *args)
+        took = time.monotonic() - t0
+        assert p.returncode == 1, (args, p.returncode, p.stderr)
+        assert 0.9 < took < 10, took
+        lines = p.stderr.splitlines()
+        assert lines[0] == f"h5logtail: waiting for {what}" and len(lines) == 2, p.stderr
+        assert "timed out after 1 s" in lines[1] and what in lines[1], p.stderr
+        assert p.stdout == ""
+    # 0: no waiting, the error at once
+    p = tail("--wait-timeout", 0, f, "/v")
+    assert p.returncode == 1 and p.stderr == f"h5logtail: {f}: No such file or directory\n", p.stderr
+
+    # a file without any tick yet: the variable is not there
+    w = live_writer(procs, f, ticks=3, first_delay=8)
+    wait_for(lambda: f.exists() or not w.running(), 60, f"{f} to be created")
+    time.sleep(0.3)
+    p = tail("--wait-timeout", 0, f, "/v")
+    assert p.returncode == 1 and p.stderr == f"h5logtail: {f}: no variable /v\n", p.stderr
+    p = tail("--wait-timeout", 1, "-i", 0.1, f, "/v")
+    assert p.returncode == 1, p.stderr
+    assert "timed out after 1 s" in p.stderr and f"/v to appear in {f}" in p.stderr.splitlines()[-1], p.stderr
+    assert w.running(), "the writer finished: the test did not see the file before its first tick"
+    w.kill()
+
+    # a live file whose ticks never define the variable
+    g = tmp_path / "run2.h5"
+    w = live_writer(procs, g, ticks=100, interval=0.1)
+    wait_for(lambda: os.path.exists(str(g) + ".h5lj") or not w.running(), 60, f"{g} to be created")
+    p = tail("--wait-timeout", 1.5, "-i", 0.1, g, "/v", "/nosuch")
+    assert p.returncode == 1, p.stderr
+    assert "timed out after 1.5 s" in p.stderr and f"/nosuch to appear in {g}" in p.stderr, p.stderr
+    assert w.running(), "the writer finished before the wait timed out"
+    # meanwhile the variable that exists was printed
+    assert text_records(p.stdout) and all(v == "/v" for v, _, _ in text_records(p.stdout))
+
+
+# --------------------------------------------------------------------------
+# h) options anywhere
+
+
+def test_options_anywhere(closed_file):
+    n = TICKS * ROWS
+    want = tail("--format", "csv", "-n", 2, closed_file, "/v")
+    assert want.returncode == 0 and [i for _, i, _ in parse_csv(want.stdout)] == [n - 2, n - 1]
+    for args in ([closed_file, "/v", "--format", "csv", "-n", 2],
+                 [closed_file, "--format=csv", "/v", "--lines=2"],
+                 ["-n2", closed_file, "/v", "--format", "csv"],
+                 ["--format", "csv", "-n", 2, "--", closed_file, "/v"]):
+        p = tail(*args)
+        assert p.returncode == 0 and p.stdout == want.stdout, (args, p.stderr)
+    p = subprocess.run([TAIL, str(closed_file), "/v", "--format", "csv", "-n", "2"], capture_output=True, text=True,
+                       timeout=30, env=dict(os.environ, POSIXLY_CORRECT="1"))
+    assert p.returncode == 0 and p.stdout == want.stdout, p.stderr
+    for args, what in ((["--wait-timeout", "-1", closed_file, "/v"], "--wait-timeout"),
+                       ([closed_file, "/v", "-n"], "-n needs a value"), (["-n", "x", closed_file, "/v"], "'x'")):
+        p = tail(*args)
+        assert p.returncode == 2 and what in p.stderr, (args, p.returncode, p.stderr)

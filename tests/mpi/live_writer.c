@@ -2,7 +2,7 @@
  * the live-reading tests of the h5logfs daemon (tests/e2e/test_fused.py).
  *
  * Usage: mpirun -np P live_writer FILE --ticks N --interval SECONDS
- *                                      [--rows-per-tick R]
+ *                                      [--rows-per-tick R] [--first-delay S]
  *
  * Dimensions: t (unlimited), n = 64, m = 1024, one = 1.
  * Variables:
@@ -16,7 +16,9 @@
  * Hence a reader that sees stamp == S must see /w all S and /v of shape
  * (S*R, 64) with row i == i / R + 1; anything else is a torn or mixed
  * snapshot. One flush per tick, a sleep of --interval between ticks, close at
- * the end. Rank 0 prints "tick K" after each flush (stdout, flushed) and
+ * the end. --first-delay S sleeps S seconds after creating the file and
+ * defining the variables, before the first flush: the window in which the
+ * file exists without any tick (h5logtail's tests start it then). Rank 0 prints "tick K" after each flush (stdout, flushed) and
  * "live_writer: N ticks, R rows per tick" at the end. Exit status 0 on
  * success. */
 #include <errno.h>
@@ -58,7 +60,8 @@ static void share(uint64_t total, int rank, int size, uint64_t *lo, uint64_t *hi
 static void usage(void)
 {
     if (g_rank == 0)
-        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R]\n");
+        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R] "
+                        "[--first-delay S]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -72,17 +75,18 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') usage();
     const char *path = argv[1];
     long ticks = -1, rows = 4;
-    double interval = -1;
+    double interval = -1, first_delay = 0;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) usage();
         char *end = NULL;
         if (!strcmp(argv[i], "--ticks")) ticks = strtol(argv[i + 1], &end, 10);
         else if (!strcmp(argv[i], "--interval")) interval = strtod(argv[i + 1], &end);
         else if (!strcmp(argv[i], "--rows-per-tick")) rows = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--first-delay")) first_delay = strtod(argv[i + 1], &end);
         else usage();
         if (!end || *end) usage();
     }
-    if (ticks < 1 || interval < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
+    if (ticks < 1 || interval < 0 || first_delay < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
 
     h5l_file_t *f;
     int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
@@ -107,7 +111,7 @@ int main(int argc, char **argv)
     if (!wbuf || !vbuf) die(f, "malloc", H5L_ENOMEM);
 
     for (long k = 1; k <= ticks; k++) {
-        if (k > 1) sleep_seconds(interval);
+        sleep_seconds(k > 1 ? interval : first_delay);
         if (rhi > rlo) {
             for (uint64_t i = 0; i < (rhi - rlo) * NCOLS; i++) vbuf[i] = (double)k;
             uint64_t st[2] = {(uint64_t)(k - 1) * (uint64_t)rows + rlo, 0}, ct[2] = {rhi - rlo, NCOLS};
