@@ -350,3 +350,93 @@ def test_bad_file_logged_once_while_unchanged(dirs, tmp_path):
             assert f["a"].shape == (17, 13, 9)
     finally:
         cleanup(p, mnt)
+
+
+def log_lines(logpath, name):
+    return [l for l in logpath.read_text().splitlines() if name in l]
+
+
+def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
+    """Lookups, stats, opens, reads, directory listings, forgotten inodes
+    and the ticker all meet a bad file; each bad file is logged once:
+    closed files bad from the start (garbage after the magic, a broken
+    journal, cut in half), a closed file cut after it was loaded (reads
+    fail), and a live file whose journal goes bad while its writer keeps
+    writing (the source changes after it went bad)."""
+    import errno
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    (src / "good").mkdir(parents=True)
+    mnt.mkdir()
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", TEST_WRITER, str(src / "good"), "--ticks", "3"],
+                   env=ENV, check=True, capture_output=True, timeout=300)
+    data = (src / "good" / "t.h5").read_bytes()
+    (src / "garbage.h5").write_bytes(data[:8] + np.random.default_rng(3).integers(0, 256, 5000, np.uint8).tobytes())
+    joff = int.from_bytes(data[32:40], "little")
+    broken = bytearray(data)
+    broken[joff + 64 + 16 + 3] ^= 0x40  # the first journal frame's payload: its checksum fails
+    (src / "broken.h5").write_bytes(bytes(broken))
+    (src / "half.h5").write_bytes(data[:len(data) // 2])
+    (src / "cut.h5").write_bytes(data)
+    logpath = tmp_path / "log"
+    p = start(src, mnt, "-o", "tick=0.05", log=open(logpath, "w"))
+    out = tmp_path / "writer.out"
+    w = None
+    names = ["garbage.h5", "broken.h5", "half.h5", "cut.h5", "live.h5"]
+
+    def meet(name):
+        """Every way to meet the file through the mount; errors expected."""
+        path = mnt / name
+        for fn in (os.stat, os.listdir, lambda q: open(q, "rb").read(), lambda q: os.getxattr(q, "user.h5logfs.tick")):
+            try:
+                fn(path if fn is not os.listdir else mnt)
+            except OSError:
+                pass
+    try:
+        # the cut file: loaded whole, then cut; its descriptor stays open and
+        # reads what is gone, again and again
+        assert (mnt / "cut.h5").read_bytes()
+        fd = os.open(mnt / "cut.h5", os.O_RDONLY)
+        os.truncate(src / "cut.h5", len(data) // 3)
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"),
+                              "--ticks", "6", "--interval", "1"], env=ENV, stdout=open(out, "w"),
+                             stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: "tick 2" in out.read_text(), 60)
+        assert os.getxattr(mnt / "live.h5", "user.h5logfs.tick") in (b"2", b"3")
+        # two frames after the last: the first fails its checksum and is not
+        # the last, so it is damage, not a torn write (the writer overwrites
+        # them with its next tick; the daemon has read them by then)
+        with open(src / "live.h5.h5lj", "ab") as f:
+            f.write((b"\0\0\0\0\x01\0\x01\0" + b"\x55" * 8) * 2)
+        eio = 0
+        rounds = 0
+        while w.poll() is None or rounds < 20:
+            for name in names:
+                meet(name)
+            for off in range(0, len(data), 4096):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                try:
+                    os.pread(fd, 4096, off)
+                except OSError as e:
+                    assert e.errno == errno.EIO
+                    eio += 1
+            rounds += 1
+            if rounds in (5, 15):  # the kernel forgets the inodes: lookups from scratch
+                subprocess.run(["sh", "-c", "echo 2 > /proc/sys/vm/drop_caches"], capture_output=True)
+            time.sleep(0.05)
+        os.close(fd)
+        assert w.wait() == 0
+        assert eio > 1, "the cut file's reads did not fail"
+        for name in ["garbage.h5", "broken.h5", "half.h5", "live.h5"]:
+            with pytest.raises(OSError) as ei:
+                open(mnt / name, "rb").read()
+            assert ei.value.errno == errno.EIO, name
+        time.sleep(0.5)  # the ticker's lines too
+        counts = {name: len(log_lines(logpath, name)) for name in names}
+        assert counts == {name: 1 for name in names}, logpath.read_text()[-3000:]
+        with h5py.File(mnt / "good" / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+    finally:
+        if w and w.poll() is None:
+            w.terminate()
+            w.wait()
+        cleanup(p, mnt)
