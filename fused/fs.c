@@ -226,7 +226,13 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
     st->st_size = (off_t)n->snap->skel->eof;
     st->st_blksize = 1 << 20;
     st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
-    uint64_t t = n->snap->time_ns;
+    uint64_t t = n->snap->time_ns; /* the tick's commit time */
+    if (t == 0) { /* tick 0 (nothing committed yet): the source's times, not 1970 */
+        st->st_mtim = n->bad_st.st_mtim;
+        st->st_ctim = n->bad_st.st_ctim;
+        st->st_atim = n->bad_st.st_atim;
+        return;
+    }
     st->st_mtim.tv_sec = (time_t)(t / 1000000000u);
     st->st_mtim.tv_nsec = (long)(t % 1000000000u);
     st->st_ctim = st->st_mtim;

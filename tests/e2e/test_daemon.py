@@ -352,6 +352,36 @@ def test_bad_file_logged_once_while_unchanged(dirs, tmp_path):
         cleanup(p, mnt)
 
 
+def test_file_at_tick_0_shows_the_source_times(tmp_path):
+    """A log-layout file whose writer has not flushed yet (tick 0: nothing
+    committed, no commit time) shows the source file's times, not 1970."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    p = start(src, mnt)
+    out = tmp_path / "writer.out"
+    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"),
+                          "--ticks", "1", "--interval", "0", "--hold", "120"],
+                         env=ENV, stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: "created" in out.read_text(), 60), "the writer did not create its file"
+        path = mnt / "live.h5"
+        m, s = os.stat(path), os.stat(src / "live.h5")
+        assert os.getxattr(path, "user.h5logfs.tick") == b"0"
+        assert m.st_mtime_ns == s.st_mtime_ns and m.st_ctime_ns == s.st_ctime_ns, (m, s)
+        # the atime is the source's when looked up (reading the source may
+        # have moved the source's since)
+        assert 0 < s.st_mtime_ns - 3600 * 10**9 < m.st_atime_ns <= s.st_atime_ns, (m, s)
+    finally:
+        w.terminate()  # mpirun passes it on to the ranks
+        try:
+            w.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+        cleanup(p, mnt)
+
+
 def log_lines(logpath, name):
     return [l for l in logpath.read_text().splitlines() if name in l]
 
