@@ -9,6 +9,7 @@
  * tick and invalidates the kernel's entry for each file that gained a tick,
  * from outside any request handler (DESIGN.md point 3). */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -29,7 +30,7 @@
 #include "lfile.h"
 
 typedef struct opts {
-    double tick;
+    char *tick;
     char *cache_size;
     int stats;
     char *source;
@@ -37,11 +38,11 @@ typedef struct opts {
     int has_fsname, has_subtype, allow, defperm;
 } opts_t;
 
-enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM };
+enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM, K_TICK };
 
 #define OPT(t, p, v) {t, offsetof(opts_t, p), v}
 static const struct fuse_opt spec[] = {
-    OPT("tick=%lf", tick, 0),
+    FUSE_OPT_KEY("tick=", K_TICK), /* parse_tick */
     OPT("cache_size=%s", cache_size, 0),
     OPT("stats", stats, 1),
     FUSE_OPT_KEY("fsname=", K_FSNAME),
@@ -74,6 +75,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case K_SUBTYPE: o->has_subtype = 1; return 1;
     case K_ALLOW: o->allow = 1; return 1;
     case K_DEFPERM: o->defperm = 1; return 1;
+    case K_TICK: /* the last one given counts */
+        free(o->tick);
+        o->tick = strdup(arg + strlen("tick="));
+        return o->tick ? 0 : -1;
     default: break;
     }
     if (key == FUSE_OPT_KEY_NONOPT && o->nonopt++ == 0) {
@@ -101,8 +106,31 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* tick=SECONDS: a number more than 0 and at most an hour, all of the
+ * value (fuse_opt's "%lf" took "1abc" as 1, and refused "abc" without
+ * saying what is allowed). Returns 0, or -1 with the message printed. */
+static int parse_tick(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || isnan(v)) {
+        fprintf(stderr, "h5logfs: tick=%s: not a number of seconds (must be more than 0 and at most 3600)\n", s);
+        return -1;
+    }
+    if (!(v > 0 && v <= 3600)) {
+        fprintf(stderr, "h5logfs: tick=%s: must be more than 0 and at most 3600 seconds\n", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static struct fuse_session *g_se;
-static volatile int g_stop;
+/* The ticker waits on a condition, not in nanosleep: at unmount it must end
+ * at once, not after up to a whole tick (an hour at tick=3600). */
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
+static int g_stop; /* under stop_mu */
 static volatile sig_atomic_t g_dump;
 
 static void on_usr1(int sig)
@@ -163,14 +191,30 @@ static void clear_stale_mount(const char *mnt)
     if (pid > 0) waitpid(pid, NULL, 0);
 }
 
+/* Wait one tick. 0 once the daemon is stopping. */
+static int wait_tick(void)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)g_tick;
+    dl.tv_nsec += (long)((g_tick - (double)(time_t)g_tick) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&stop_mu);
+    while (!g_stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT) {
+    }
+    int go = !g_stop;
+    pthread_mutex_unlock(&stop_mu);
+    return go;
+}
+
 static void *ticker(void *arg)
 {
     (void)arg;
-    struct timespec ts = {(time_t)g_tick, (long)((g_tick - (double)(time_t)g_tick) * 1e9)};
     int first = 1;
-    while (!g_stop) {
-        nanosleep(&ts, NULL);
-        if (g_stop) break;
+    while (wait_tick()) {
         if (first) {
             raise_readahead();
             first = 0;
@@ -187,7 +231,8 @@ static void *ticker(void *arg)
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    opts_t o = {.tick = 0.1};
+    opts_t o = {0};
+    double tick = 0.1;
     struct fuse_cmdline_opts cmd;
     memset(&cmd, 0, sizeof cmd);
     int ret = 1;
@@ -211,11 +256,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s SRC MNT [options]  (try --help)\n", argv[0]);
         goto done;
     }
-    if (!(o.tick > 0 && o.tick <= 3600)) {
-        fprintf(stderr, "h5logfs: tick=%g: must be between 0 and 3600 seconds\n", o.tick);
-        goto done;
-    }
-    hfs_config_t c = {.source = o.source, .tick = o.tick, .stats = o.stats};
+    if (o.tick && parse_tick(o.tick, &tick) != 0) goto done;
+    hfs_config_t c = {.source = o.source, .tick = tick, .stats = o.stats};
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     c.cache_size = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 8 : (size_t)1 << 30;
     if (o.cache_size && parse_size(o.cache_size, &c.cache_size) != 0) {
@@ -240,7 +282,7 @@ int main(int argc, char **argv)
              o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : o.source,
              o.allow && !o.defperm ? ",default_permissions" : "");
     fuse_opt_add_arg(&args, extra);
-    g_tick = o.tick;
+    g_tick = tick;
     g_mnt = cmd.mountpoint;
     struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), NULL);
     if (!se) goto out;
@@ -266,7 +308,10 @@ int main(int argc, char **argv)
     /* the loop returns the signal that ended it: a requested stop is success */
     if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ret = 0;
     sd_notify(0, "STOPPING=1");
+    pthread_mutex_lock(&stop_mu);
     g_stop = 1;
+    pthread_cond_signal(&stop_cv);
+    pthread_mutex_unlock(&stop_mu);
     if (have_ticker) pthread_join(tk, NULL);
     if (o.stats) dump_stats();
     fuse_session_unmount(se);
@@ -282,6 +327,7 @@ done:
     free(cmd.mountpoint);
     free(o.source);
     free(o.cache_size);
+    free(o.tick);
     fuse_opt_free_args(&args);
     return ret;
 }

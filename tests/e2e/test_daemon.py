@@ -62,12 +62,41 @@ def test_version_and_help():
     assert h.returncode == 0 and "tick=SECONDS" in h.stdout
 
 
-@pytest.mark.parametrize("opt,msg", [("tick=0", "tick=0"), ("cache_size=lots", "not a size")])
+RANGE = "must be more than 0 and at most 3600 seconds"
+NAN = "not a number of seconds (must be more than 0 and at most 3600)"
+
+
+@pytest.mark.parametrize("opt,msg", [
+    ("tick=0", "tick=0: " + RANGE), ("tick=-1", "tick=-1: " + RANGE), ("tick=3600.5", "tick=3600.5: " + RANGE),
+    ("tick=inf", "tick=inf: " + RANGE), ("tick=abc", "tick=abc: " + NAN), ("tick=1abc", "tick=1abc: " + NAN),
+    ("tick=nan", "tick=nan: " + NAN), ("tick=", "tick=: " + NAN), ("cache_size=lots", "cache_size=lots: not a size")])
 def test_bad_options_refused(dirs, opt, msg):
+    """Each refusal says what is allowed; garbage is refused, not read as 0
+    or as its leading number."""
     src, mnt = dirs
-    p = subprocess.run([DAEMON, str(src), str(mnt), "-f", "-o", opt], capture_output=True, text=True, timeout=10)
-    assert p.returncode != 0 and msg in p.stderr
-    assert not mounted(mnt)
+    try:
+        p = subprocess.run([DAEMON, str(src), str(mnt), "-f", "-o", opt], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 1 and "h5logfs: " + msg in p.stderr, p.stderr
+        assert not mounted(mnt)
+    finally:
+        cleanup(None, mnt)  # what a wrongly accepted option mounted
+
+
+def test_tick_limits_accepted_and_long_tick_stops_at_once(dirs):
+    """tick=3600 is allowed, and the daemon still ends at once on SIGTERM
+    (the ticker does not sleep out its hour); the last tick= given counts."""
+    src, mnt = dirs
+    p = start(src, mnt, "-o", "tick=0,tick=3600")
+    try:
+        with h5py.File(mnt / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+        assert time.time() - t0 < 5
+        assert not mounted(mnt)
+    finally:
+        cleanup(p, mnt)
 
 
 def test_missing_source_refused(tmp_path):
