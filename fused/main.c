@@ -3,8 +3,8 @@
  * Usage: h5logfs SRC MNT [-f] [-d] [-s] [-o tick=SECONDS,cache_size=SIZE,stats,...]
  * SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly (libfuse's
  * handlers); SIGUSR1 writes statistics to the log; a dead mount left by a
- * crashed daemon is cleared before mounting; READY=1 goes to systemd once
- * mounted.
+ * crashed daemon is cleared before mounting, a live h5logfs mount at MNT is
+ * refused (not stacked on); READY=1 goes to systemd once mounted.
  * The ticker thread polls every live log-layout file's journal once per
  * tick and invalidates the kernel's entry for each file that gained a tick,
  * from outside any request handler (DESIGN.md point 3). */
@@ -191,6 +191,80 @@ static void clear_stale_mount(const char *mnt)
     if (pid > 0) waitpid(pid, NULL, 0);
 }
 
+/* mountinfo writes space, tab, newline and backslash in a field as \ooo. */
+static void unescape_field(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+            *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+            p += 3;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+}
+
+/* The kernel stacks a second mount on a mount point without a word: a
+ * second h5logfs on a live one hides it, so every reader goes through the
+ * new daemon and the first is unreachable until both are unmounted (an
+ * easy slip: mount twice from fstab and by hand, or a restart script that
+ * does not check). Refuse when the topmost mount at mnt is an h5logfs
+ * that answers; a dead one (ENOTCONN) was cleared by clear_stale_mount.
+ * The topmost mount is the mountinfo line for this path whose device is
+ * that of mnt. Returns 0, or -1 with the message printed. */
+static int refuse_live_mount(const char *mnt)
+{
+    struct stat st;
+    struct statvfs sv;
+    char *path = realpath(mnt, NULL);
+    if (!path || stat(path, &st) != 0) { /* no such directory: the mount says why */
+        free(path);
+        return 0;
+    }
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f) {
+        free(path);
+        return 0;
+    }
+    char *line = NULL, *src = NULL;
+    size_t cap = 0;
+    int ours = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+        char *save = NULL, *fld[5] = {0};
+        unsigned maj, min;
+        int n = 0;
+        for (char *t = strtok_r(line, " \n", &save); t && n < 5; t = strtok_r(NULL, " \n", &save)) fld[n++] = t;
+        if (n < 5 || sscanf(fld[2], "%u:%u", &maj, &min) != 2 || makedev(maj, min) != st.st_dev) continue;
+        unescape_field(fld[4]);
+        if (strcmp(fld[4], path) != 0) continue;
+        char *t = strtok_r(NULL, " \n", &save);
+        while (t && strcmp(t, "-") != 0) t = strtok_r(NULL, " \n", &save);
+        char *type = t ? strtok_r(NULL, " \n", &save) : NULL;
+        char *source = type ? strtok_r(NULL, " \n", &save) : NULL;
+        if (!source) continue;
+        unescape_field(source);
+        /* fuse.h5logfs; plain fuse with fsname h5logfs#SRC where the kernel
+         * lacks subtypes (libfuse's fallback) */
+        ours = strcmp(type, "fuse.h5logfs") == 0 || strcmp(type, "fuseblk.h5logfs") == 0 ||
+               (strcmp(type, "fuse") == 0 && strncmp(source, "h5logfs#", 8) == 0);
+        if (strncmp(source, "h5logfs#", 8) == 0) source += 8;
+        free(src);
+        src = strdup(source);
+    }
+    free(line);
+    fclose(f);
+    free(path);
+    int refuse = ours && !(statvfs(mnt, &sv) != 0 && errno == ENOTCONN);
+    if (refuse)
+        fprintf(stderr, "h5logfs: %s is already an h5logfs mount (of %s); unmount it first\n", mnt,
+                src ? src : "?");
+    free(src);
+    return refuse ? -1 : 0;
+}
+
 /* Wait one tick. 0 once the daemon is stopping. */
 static int wait_tick(void)
 {
@@ -233,6 +307,7 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     opts_t o = {0};
     double tick = 0.1;
+    char *srcabs = NULL;
     struct fuse_cmdline_opts cmd;
     memset(&cmd, 0, sizeof cmd);
     int ret = 1;
@@ -273,13 +348,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "h5logfs: %s\n", err);
         goto done;
     }
-    /* read-only at the kernel too: mutations fail with EROFS before us */
     /* read-only at the kernel too (mutations fail with EROFS before us);
-     * our subtype and fsname unless given; with allow_other the kernel
-     * checks the source's permissions (the daemon runs as its owner) */
+     * our subtype and fsname (SRC's absolute path, so that /proc/mounts and
+     * refuse_live_mount name it wherever it was mounted from) unless given;
+     * with allow_other the kernel checks the source's permissions (the
+     * daemon runs as its owner) */
     char extra[4300];
+    srcabs = realpath(o.source, NULL);
     snprintf(extra, sizeof extra, "-oro%s%s%s%s", o.has_subtype ? "" : ",subtype=h5logfs",
-             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : o.source,
+             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : srcabs ? srcabs : o.source,
              o.allow && !o.defperm ? ",default_permissions" : "");
     fuse_opt_add_arg(&args, extra);
     g_tick = tick;
@@ -289,6 +366,7 @@ int main(int argc, char **argv)
     g_se = se;
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
     clear_stale_mount(cmd.mountpoint);
+    if (refuse_live_mount(cmd.mountpoint) != 0) goto out_signals;
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
     if (!cmd.foreground) hfs_log_to_syslog(); /* stderr is /dev/null now */
@@ -328,6 +406,7 @@ done:
     free(o.source);
     free(o.cache_size);
     free(o.tick);
+    free(srcabs);
     fuse_opt_free_args(&args);
     return ret;
 }

@@ -38,7 +38,9 @@ def start(src, mnt, *opts, log=None):
 def cleanup(p, mnt):
     if mounted(mnt):
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    if mounted(mnt):
+    for _ in range(4):  # mounts stacked by a failed test too
+        if not mounted(mnt):
+            break
         subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
     if p and p.poll() is None:
         p.kill()
@@ -95,6 +97,53 @@ def test_tick_limits_accepted_and_long_tick_stops_at_once(dirs):
         assert p.wait(timeout=10) == 0
         assert time.time() - t0 < 5
         assert not mounted(mnt)
+    finally:
+        cleanup(p, mnt)
+
+
+def mountinfo_count(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for line in f if line.split()[4] == str(mnt))
+
+
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "mount_helpers", "mount.h5logfs")
+
+
+def test_second_mount_on_a_live_mount_refused(dirs, tmp_path):
+    """A second h5logfs on a live h5logfs mount is refused, naming the first
+    one's source (directly and through mount.h5logfs); the first mount keeps
+    serving. A dead mount is still cleared, through the helper too."""
+    src, mnt = dirs
+    p = start(src, mnt)
+    try:
+        other = tmp_path / "other"
+        other.mkdir()
+        want = f"h5logfs: {mnt} is already an h5logfs mount (of {src}); unmount it first"
+        for cmd, cwd in [([DAEMON, str(other), str(mnt), "-f"], None),
+                         ([DAEMON, "other", "mnt/", "-f", "-o", "tick=0.5"], tmp_path)]:  # relative, trailing /
+            q = subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=cwd)
+            assert q.returncode == 1 and want in q.stderr, q.stderr
+        q = subprocess.run(["sh", HELPER, str(other), str(mnt), "-o", "ro"], capture_output=True, text=True,
+                           timeout=10, env=dict(os.environ, H5LOGFS_BIN=DAEMON))
+        assert q.returncode == 1 and want in q.stderr, q.stderr
+        assert mountinfo_count(mnt) == 1
+        assert p.poll() is None
+        with h5py.File(mnt / "t.h5", "r") as f:  # the first mount still serves
+            assert f["a"].shape == (17, 13, 9)
+        assert (mnt / "ref").is_dir()
+        # a dead one: the helper (which checks MNT is a directory) lets the
+        # daemon clear it and mount
+        p.kill()
+        p.wait()
+        with pytest.raises(OSError):
+            os.listdir(mnt)
+        time.sleep(1.5)  # the root's cached attributes (1 s) expire: stat fails too
+        q = subprocess.run(["sh", HELPER, str(src), str(mnt), "-o", "ro"], capture_output=True, text=True,
+                           timeout=20, env=dict(os.environ, H5LOGFS_BIN=DAEMON))
+        assert q.returncode == 0, q.stderr
+        assert mountinfo_count(mnt) == 1
+        with h5py.File(mnt / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
     finally:
         cleanup(p, mnt)
 
