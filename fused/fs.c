@@ -152,33 +152,6 @@ static hfs_inode_t *find_bad(const struct stat *st)
     return NULL;
 }
 
-/* Bad file versions already reported, so each is logged once even when the
- * kernel forgets its inode and looks it up again. A ring: the oldest report
- * is forgotten first. Under tab_mu. */
-#define BAD_SEEN 256
-static struct {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtim;
-} bad_seen[BAD_SEEN];
-static unsigned bad_seen_next;
-
-static int first_report(const struct stat *st)
-{
-    for (unsigned i = 0; i < BAD_SEEN; i++) {
-        if (bad_seen[i].dev == st->st_dev && bad_seen[i].ino == st->st_ino && bad_seen[i].size == st->st_size &&
-            bad_seen[i].mtim.tv_sec == st->st_mtim.tv_sec && bad_seen[i].mtim.tv_nsec == st->st_mtim.tv_nsec)
-            return 0;
-    }
-    unsigned k = bad_seen_next++ % BAD_SEEN;
-    bad_seen[k].dev = st->st_dev;
-    bad_seen[k].ino = st->st_ino;
-    bad_seen[k].size = st->st_size;
-    bad_seen[k].mtim = st->st_mtim;
-    return 1;
-}
-
 static void inode_free(hfs_inode_t *n)
 {
     if (n->fd >= 0) close(n->fd);
@@ -253,7 +226,13 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
     st->st_size = (off_t)n->snap->skel->eof;
     st->st_blksize = 1 << 20;
     st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
-    uint64_t t = n->snap->time_ns;
+    uint64_t t = n->snap->time_ns; /* the tick's commit time */
+    if (t == 0) { /* tick 0 (nothing committed yet): the source's times, not 1970 */
+        st->st_mtim = n->bad_st.st_mtim;
+        st->st_ctim = n->bad_st.st_ctim;
+        st->st_atim = n->bad_st.st_atim;
+        return;
+    }
     st->st_mtim.tv_sec = (time_t)(t / 1000000000u);
     st->st_mtim.tv_nsec = (long)(t % 1000000000u);
     st->st_ctim = st->st_mtim;
@@ -304,6 +283,7 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
         hfs_lfile_set_entry(lf, parent, name);
         rc = hfs_lfile_snapshot(lf, &snap, &e);
     }
+    if (rc) hfs_lfile_report(lf, st, e.msg); /* once per file version */
     hfs_lfile_unref(lf);
     pthread_mutex_lock(&tab_mu);
     hfs_inode_t *n = rc ? NULL : hash_find(K_SNAP, 0, 0, snap);
@@ -328,10 +308,8 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
         snap = NULL;
         hash_insert(n);
     }
-    int report = rc && n && first_report(st);
     pthread_mutex_unlock(&tab_mu);
     hfs_snap_unref(snap);
-    if (report) hfs_log("%s", e.msg);
     return n;
 }
 
@@ -620,7 +598,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    (void)ino;
     hfs_fh_t *h = fh_of(fi);
     if (h->text) {
         size_t len = strlen(h->text);
@@ -636,8 +613,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         h5l_err_t e = {0};
         long r = hfs_snap_read(h->snap, (uint64_t)off, size, buf, &e);
-        if (r < 0) {
-            hfs_log("%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
+        if (r < 0) { /* logged once per file version, like a bad lookup */
+            char msg[sizeof e.msg + 64];
+            snprintf(msg, sizeof msg, "%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
+            hfs_lfile_report(h->snap->lf, &ino_of(ino)->bad_st, msg);
             fuse_reply_err(req, errno_of((int)r));
         } else {
             fuse_reply_buf(req, buf, (size_t)r);

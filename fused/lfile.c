@@ -26,10 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "badlog.h"
 #include "box.h"
 #include "cache.h"
 #include "codec.h"
@@ -44,10 +46,11 @@ struct hfs_lfile {
     dev_t dev;
     ino_t ino;
     h5l_reader_t *reader;
-    pthread_mutex_t mu;  /* skel, snap, failed, entry */
+    pthread_mutex_t mu;  /* skel, snap, failed, reported, entry */
     hfs_skel_t *skel;    /* newest skeleton */
     hfs_snap_t *snap;    /* newest snapshot */
-    int failed;
+    int failed;          /* the journal went bad (sticky) */
+    int reported;        /* ... and that was logged */
     h5l_err_t ferr;
     uint64_t parent;
     char *name;
@@ -190,6 +193,20 @@ void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name)
     }
     lf->last_use = now_s();
     pthread_mutex_unlock(&lf->mu);
+}
+
+void hfs_lfile_report(hfs_lfile_t *lf, const struct stat *st, const char *msg)
+{
+    int first = hfs_badlog_first(st);
+    if (lf) { /* a file that went bad stays bad while loaded: one line */
+        pthread_mutex_lock(&lf->mu);
+        if (lf->failed) {
+            if (lf->reported) first = 0;
+            lf->reported = 1;
+        }
+        pthread_mutex_unlock(&lf->mu);
+    }
+    if (first) hfs_log("%s", msg);
 }
 
 const char *hfs_snap_source(const hfs_snap_t *s) { return s->lf->path; }
@@ -564,7 +581,17 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
         if (rc && rc != H5L_EIO && !lf->failed) {
             lf->failed = 1;
             lf->ferr = e;
-            hfs_log("%s", e.msg);
+            lf->reported = 1;
+            /* the version that went bad (if the path still names this file)
+             * is reported: a lookup or a reload of it logs nothing more */
+            struct stat st;
+            if (stat(lf->path, &st) != 0 || st.st_dev != lf->dev || st.st_ino != lf->ino) {
+                memset(&st, 0, sizeof st);
+                st.st_dev = lf->dev;
+                st.st_ino = lf->ino;
+                st.st_size = -1;
+            }
+            if (hfs_badlog_first(&st)) hfs_log("%s", e.msg);
         }
         if (nnew && lf->name) {
             if (nnotes == cap) {
@@ -601,4 +628,5 @@ void hfs_lfile_shutdown(void)
     pthread_mutex_unlock(&reg_mu);
     hfs_cache_free(g_cache);
     g_cache = NULL;
+    hfs_badlog_clear();
 }

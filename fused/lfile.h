@@ -13,6 +13,7 @@
 #define HFS_LFILE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "h5log_reader.h"
 #include "skel.h"
@@ -41,6 +42,13 @@ int hfs_is_logfile(int fd);
 int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l_err_t *err);
 void hfs_lfile_unref(hfs_lfile_t *lf);
 
+/* Log msg, a problem met with the source file whose attributes are st (lf:
+ * its loaded file, or NULL if it could not be opened), unless it was logged
+ * before: each version of a file (badlog.h) once, whichever path meets it
+ * first (lookup, read, the ticker), and a file whose journal went bad once
+ * while it stays loaded, however its source changes meanwhile. */
+void hfs_lfile_report(hfs_lfile_t *lf, const struct stat *st, const char *msg);
+
 /* Remember (parent inode, name) as where the kernel knows this file. */
 void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name);
 
@@ -56,7 +64,8 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
 
 /* Ticker: refresh every live file; for each that gained ticks call
  * fn(ctx, parent, name) (after all locks are released). Also drops files
- * unused for idle_s seconds. Logs new errors through log_fn. */
+ * unused for idle_s seconds. Logs a journal that went bad (as
+ * hfs_lfile_report does: once). */
 typedef void (*hfs_newtick_fn)(void *ctx, uint64_t parent, const char *name);
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
 

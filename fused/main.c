@@ -3,12 +3,13 @@
  * Usage: h5logfs SRC MNT [-f] [-d] [-s] [-o tick=SECONDS,cache_size=SIZE,stats,...]
  * SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly (libfuse's
  * handlers); SIGUSR1 writes statistics to the log; a dead mount left by a
- * crashed daemon is cleared before mounting; READY=1 goes to systemd once
- * mounted.
+ * crashed daemon is cleared before mounting, a live h5logfs mount at MNT is
+ * refused (not stacked on); READY=1 goes to systemd once mounted.
  * The ticker thread polls every live log-layout file's journal once per
  * tick and invalidates the kernel's entry for each file that gained a tick,
  * from outside any request handler (DESIGN.md point 3). */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -29,7 +30,7 @@
 #include "lfile.h"
 
 typedef struct opts {
-    double tick;
+    char *tick;
     char *cache_size;
     int stats;
     char *source;
@@ -37,11 +38,11 @@ typedef struct opts {
     int has_fsname, has_subtype, allow, defperm;
 } opts_t;
 
-enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM };
+enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM, K_TICK };
 
 #define OPT(t, p, v) {t, offsetof(opts_t, p), v}
 static const struct fuse_opt spec[] = {
-    OPT("tick=%lf", tick, 0),
+    FUSE_OPT_KEY("tick=", K_TICK), /* parse_tick */
     OPT("cache_size=%s", cache_size, 0),
     OPT("stats", stats, 1),
     FUSE_OPT_KEY("fsname=", K_FSNAME),
@@ -74,6 +75,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case K_SUBTYPE: o->has_subtype = 1; return 1;
     case K_ALLOW: o->allow = 1; return 1;
     case K_DEFPERM: o->defperm = 1; return 1;
+    case K_TICK: /* the last one given counts */
+        free(o->tick);
+        o->tick = strdup(arg + strlen("tick="));
+        return o->tick ? 0 : -1;
     default: break;
     }
     if (key == FUSE_OPT_KEY_NONOPT && o->nonopt++ == 0) {
@@ -101,8 +106,31 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* tick=SECONDS: a number more than 0 and at most an hour, all of the
+ * value (fuse_opt's "%lf" took "1abc" as 1, and refused "abc" without
+ * saying what is allowed). Returns 0, or -1 with the message printed. */
+static int parse_tick(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || isnan(v)) {
+        fprintf(stderr, "h5logfs: tick=%s: not a number of seconds (must be more than 0 and at most 3600)\n", s);
+        return -1;
+    }
+    if (!(v > 0 && v <= 3600)) {
+        fprintf(stderr, "h5logfs: tick=%s: must be more than 0 and at most 3600 seconds\n", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static struct fuse_session *g_se;
-static volatile int g_stop;
+/* The ticker waits on a condition, not in nanosleep: at unmount it must end
+ * at once, not after up to a whole tick (an hour at tick=3600). */
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
+static int g_stop; /* under stop_mu */
 static volatile sig_atomic_t g_dump;
 
 static void on_usr1(int sig)
@@ -163,14 +191,104 @@ static void clear_stale_mount(const char *mnt)
     if (pid > 0) waitpid(pid, NULL, 0);
 }
 
+/* mountinfo writes space, tab, newline and backslash in a field as \ooo. */
+static void unescape_field(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+            *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+            p += 3;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+}
+
+/* The kernel stacks a second mount on a mount point without a word: a
+ * second h5logfs on a live one hides it, so every reader goes through the
+ * new daemon and the first is unreachable until both are unmounted (an
+ * easy slip: mount twice from fstab and by hand, or a restart script that
+ * does not check). Refuse when the topmost mount at mnt is an h5logfs
+ * that answers; a dead one (ENOTCONN) was cleared by clear_stale_mount.
+ * The topmost mount is the mountinfo line for this path whose device is
+ * that of mnt. Returns 0, or -1 with the message printed. */
+static int refuse_live_mount(const char *mnt)
+{
+    struct stat st;
+    struct statvfs sv;
+    char *path = realpath(mnt, NULL);
+    if (!path || stat(path, &st) != 0) { /* no such directory: the mount says why */
+        free(path);
+        return 0;
+    }
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f) {
+        free(path);
+        return 0;
+    }
+    char *line = NULL, *src = NULL;
+    size_t cap = 0;
+    int ours = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+        char *save = NULL, *fld[5] = {0};
+        unsigned maj, min;
+        int n = 0;
+        for (char *t = strtok_r(line, " \n", &save); t && n < 5; t = strtok_r(NULL, " \n", &save)) fld[n++] = t;
+        if (n < 5 || sscanf(fld[2], "%u:%u", &maj, &min) != 2 || makedev(maj, min) != st.st_dev) continue;
+        unescape_field(fld[4]);
+        if (strcmp(fld[4], path) != 0) continue;
+        char *t = strtok_r(NULL, " \n", &save);
+        while (t && strcmp(t, "-") != 0) t = strtok_r(NULL, " \n", &save);
+        char *type = t ? strtok_r(NULL, " \n", &save) : NULL;
+        char *source = type ? strtok_r(NULL, " \n", &save) : NULL;
+        if (!source) continue;
+        unescape_field(source);
+        /* fuse.h5logfs; plain fuse with fsname h5logfs#SRC where the kernel
+         * lacks subtypes (libfuse's fallback) */
+        ours = strcmp(type, "fuse.h5logfs") == 0 || strcmp(type, "fuseblk.h5logfs") == 0 ||
+               (strcmp(type, "fuse") == 0 && strncmp(source, "h5logfs#", 8) == 0);
+        if (strncmp(source, "h5logfs#", 8) == 0) source += 8;
+        free(src);
+        src = strdup(source);
+    }
+    free(line);
+    fclose(f);
+    free(path);
+    int refuse = ours && !(statvfs(mnt, &sv) != 0 && errno == ENOTCONN);
+    if (refuse)
+        fprintf(stderr, "h5logfs: %s is already an h5logfs mount (of %s); unmount it first\n", mnt,
+                src ? src : "?");
+    free(src);
+    return refuse ? -1 : 0;
+}
+
+/* Wait one tick. 0 once the daemon is stopping. */
+static int wait_tick(void)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)g_tick;
+    dl.tv_nsec += (long)((g_tick - (double)(time_t)g_tick) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&stop_mu);
+    while (!g_stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT) {
+    }
+    int go = !g_stop;
+    pthread_mutex_unlock(&stop_mu);
+    return go;
+}
+
 static void *ticker(void *arg)
 {
     (void)arg;
-    struct timespec ts = {(time_t)g_tick, (long)((g_tick - (double)(time_t)g_tick) * 1e9)};
     int first = 1;
-    while (!g_stop) {
-        nanosleep(&ts, NULL);
-        if (g_stop) break;
+    while (wait_tick()) {
         if (first) {
             raise_readahead();
             first = 0;
@@ -187,7 +305,9 @@ static void *ticker(void *arg)
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    opts_t o = {.tick = 0.1};
+    opts_t o = {0};
+    double tick = 0.1;
+    char *srcabs = NULL;
     struct fuse_cmdline_opts cmd;
     memset(&cmd, 0, sizeof cmd);
     int ret = 1;
@@ -211,11 +331,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s SRC MNT [options]  (try --help)\n", argv[0]);
         goto done;
     }
-    if (!(o.tick > 0 && o.tick <= 3600)) {
-        fprintf(stderr, "h5logfs: tick=%g: must be between 0 and 3600 seconds\n", o.tick);
-        goto done;
-    }
-    hfs_config_t c = {.source = o.source, .tick = o.tick, .stats = o.stats};
+    if (o.tick && parse_tick(o.tick, &tick) != 0) goto done;
+    hfs_config_t c = {.source = o.source, .tick = tick, .stats = o.stats};
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     c.cache_size = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 8 : (size_t)1 << 30;
     if (o.cache_size && parse_size(o.cache_size, &c.cache_size) != 0) {
@@ -231,22 +348,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "h5logfs: %s\n", err);
         goto done;
     }
-    /* read-only at the kernel too: mutations fail with EROFS before us */
     /* read-only at the kernel too (mutations fail with EROFS before us);
-     * our subtype and fsname unless given; with allow_other the kernel
-     * checks the source's permissions (the daemon runs as its owner) */
+     * our subtype and fsname (SRC's absolute path, so that /proc/mounts and
+     * refuse_live_mount name it wherever it was mounted from) unless given;
+     * with allow_other the kernel checks the source's permissions (the
+     * daemon runs as its owner) */
     char extra[4300];
+    srcabs = realpath(o.source, NULL);
     snprintf(extra, sizeof extra, "-oro%s%s%s%s", o.has_subtype ? "" : ",subtype=h5logfs",
-             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : o.source,
+             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : srcabs ? srcabs : o.source,
              o.allow && !o.defperm ? ",default_permissions" : "");
     fuse_opt_add_arg(&args, extra);
-    g_tick = o.tick;
+    g_tick = tick;
     g_mnt = cmd.mountpoint;
     struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), NULL);
     if (!se) goto out;
     g_se = se;
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
     clear_stale_mount(cmd.mountpoint);
+    if (refuse_live_mount(cmd.mountpoint) != 0) goto out_signals;
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
     if (!cmd.foreground) hfs_log_to_syslog(); /* stderr is /dev/null now */
@@ -266,7 +386,10 @@ int main(int argc, char **argv)
     /* the loop returns the signal that ended it: a requested stop is success */
     if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ret = 0;
     sd_notify(0, "STOPPING=1");
+    pthread_mutex_lock(&stop_mu);
     g_stop = 1;
+    pthread_cond_signal(&stop_cv);
+    pthread_mutex_unlock(&stop_mu);
     if (have_ticker) pthread_join(tk, NULL);
     if (o.stats) dump_stats();
     fuse_session_unmount(se);
@@ -282,6 +405,8 @@ done:
     free(cmd.mountpoint);
     free(o.source);
     free(o.cache_size);
+    free(o.tick);
+    free(srcabs);
     fuse_opt_free_args(&args);
     return ret;
 }

@@ -38,7 +38,9 @@ def start(src, mnt, *opts, log=None):
 def cleanup(p, mnt):
     if mounted(mnt):
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    if mounted(mnt):
+    for _ in range(4):  # mounts stacked by a failed test too
+        if not mounted(mnt):
+            break
         subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
     if p and p.poll() is None:
         p.kill()
@@ -62,12 +64,88 @@ def test_version_and_help():
     assert h.returncode == 0 and "tick=SECONDS" in h.stdout
 
 
-@pytest.mark.parametrize("opt,msg", [("tick=0", "tick=0"), ("cache_size=lots", "not a size")])
+RANGE = "must be more than 0 and at most 3600 seconds"
+NAN = "not a number of seconds (must be more than 0 and at most 3600)"
+
+
+@pytest.mark.parametrize("opt,msg", [
+    ("tick=0", "tick=0: " + RANGE), ("tick=-1", "tick=-1: " + RANGE), ("tick=3600.5", "tick=3600.5: " + RANGE),
+    ("tick=inf", "tick=inf: " + RANGE), ("tick=abc", "tick=abc: " + NAN), ("tick=1abc", "tick=1abc: " + NAN),
+    ("tick=nan", "tick=nan: " + NAN), ("tick=", "tick=: " + NAN), ("cache_size=lots", "cache_size=lots: not a size")])
 def test_bad_options_refused(dirs, opt, msg):
+    """Each refusal says what is allowed; garbage is refused, not read as 0
+    or as its leading number."""
     src, mnt = dirs
-    p = subprocess.run([DAEMON, str(src), str(mnt), "-f", "-o", opt], capture_output=True, text=True, timeout=10)
-    assert p.returncode != 0 and msg in p.stderr
-    assert not mounted(mnt)
+    try:
+        p = subprocess.run([DAEMON, str(src), str(mnt), "-f", "-o", opt], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 1 and "h5logfs: " + msg in p.stderr, p.stderr
+        assert not mounted(mnt)
+    finally:
+        cleanup(None, mnt)  # what a wrongly accepted option mounted
+
+
+def test_tick_limits_accepted_and_long_tick_stops_at_once(dirs):
+    """tick=3600 is allowed, and the daemon still ends at once on SIGTERM
+    (the ticker does not sleep out its hour); the last tick= given counts."""
+    src, mnt = dirs
+    p = start(src, mnt, "-o", "tick=0,tick=3600")
+    try:
+        with h5py.File(mnt / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+        assert time.time() - t0 < 5
+        assert not mounted(mnt)
+    finally:
+        cleanup(p, mnt)
+
+
+def mountinfo_count(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for line in f if line.split()[4] == str(mnt))
+
+
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "mount_helpers", "mount.h5logfs")
+
+
+def test_second_mount_on_a_live_mount_refused(dirs, tmp_path):
+    """A second h5logfs on a live h5logfs mount is refused, naming the first
+    one's source (directly and through mount.h5logfs); the first mount keeps
+    serving. A dead mount is still cleared, through the helper too."""
+    src, mnt = dirs
+    p = start(src, mnt)
+    try:
+        other = tmp_path / "other"
+        other.mkdir()
+        want = f"h5logfs: {mnt} is already an h5logfs mount (of {src}); unmount it first"
+        for cmd, cwd in [([DAEMON, str(other), str(mnt), "-f"], None),
+                         ([DAEMON, "other", "mnt/", "-f", "-o", "tick=0.5"], tmp_path)]:  # relative, trailing /
+            q = subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=cwd)
+            assert q.returncode == 1 and want in q.stderr, q.stderr
+        q = subprocess.run(["sh", HELPER, str(other), str(mnt), "-o", "ro"], capture_output=True, text=True,
+                           timeout=10, env=dict(os.environ, H5LOGFS_BIN=DAEMON))
+        assert q.returncode == 1 and want in q.stderr, q.stderr
+        assert mountinfo_count(mnt) == 1
+        assert p.poll() is None
+        with h5py.File(mnt / "t.h5", "r") as f:  # the first mount still serves
+            assert f["a"].shape == (17, 13, 9)
+        assert (mnt / "ref").is_dir()
+        # a dead one: the helper (which checks MNT is a directory) lets the
+        # daemon clear it and mount
+        p.kill()
+        p.wait()
+        with pytest.raises(OSError):
+            os.listdir(mnt)
+        time.sleep(1.5)  # the root's cached attributes (1 s) expire: stat fails too
+        q = subprocess.run(["sh", HELPER, str(src), str(mnt), "-o", "ro"], capture_output=True, text=True,
+                           timeout=20, env=dict(os.environ, H5LOGFS_BIN=DAEMON))
+        assert q.returncode == 0, q.stderr
+        assert mountinfo_count(mnt) == 1
+        with h5py.File(mnt / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+    finally:
+        cleanup(p, mnt)
 
 
 def test_missing_source_refused(tmp_path):
@@ -349,4 +427,124 @@ def test_bad_file_logged_once_while_unchanged(dirs, tmp_path):
         with h5py.File(mnt / "t.h5", "r") as f:  # the good file still reads
             assert f["a"].shape == (17, 13, 9)
     finally:
+        cleanup(p, mnt)
+
+
+def test_file_at_tick_0_shows_the_source_times(tmp_path):
+    """A log-layout file whose writer has not flushed yet (tick 0: nothing
+    committed, no commit time) shows the source file's times, not 1970."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    p = start(src, mnt)
+    out = tmp_path / "writer.out"
+    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"),
+                          "--ticks", "1", "--interval", "0", "--hold", "120"],
+                         env=ENV, stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: "created" in out.read_text(), 60), "the writer did not create its file"
+        path = mnt / "live.h5"
+        m, s = os.stat(path), os.stat(src / "live.h5")
+        assert os.getxattr(path, "user.h5logfs.tick") == b"0"
+        assert m.st_mtime_ns == s.st_mtime_ns and m.st_ctime_ns == s.st_ctime_ns, (m, s)
+        # the atime is the source's when looked up (reading the source may
+        # have moved the source's since)
+        assert 0 < s.st_mtime_ns - 3600 * 10**9 < m.st_atime_ns <= s.st_atime_ns, (m, s)
+    finally:
+        w.terminate()  # mpirun passes it on to the ranks
+        try:
+            w.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+        cleanup(p, mnt)
+
+
+def log_lines(logpath, name):
+    return [l for l in logpath.read_text().splitlines() if name in l]
+
+
+def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
+    """Lookups, stats, opens, reads, directory listings, forgotten inodes
+    and the ticker all meet a bad file; each bad file is logged once:
+    closed files bad from the start (garbage after the magic, a broken
+    journal, cut in half), a closed file cut after it was loaded (reads
+    fail), and a live file whose journal goes bad while its writer keeps
+    writing (the source changes after it went bad)."""
+    import errno
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    (src / "good").mkdir(parents=True)
+    mnt.mkdir()
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", TEST_WRITER, str(src / "good"), "--ticks", "3"],
+                   env=ENV, check=True, capture_output=True, timeout=300)
+    data = (src / "good" / "t.h5").read_bytes()
+    (src / "garbage.h5").write_bytes(data[:8] + np.random.default_rng(3).integers(0, 256, 5000, np.uint8).tobytes())
+    joff = int.from_bytes(data[32:40], "little")
+    broken = bytearray(data)
+    broken[joff + 64 + 16 + 3] ^= 0x40  # the first journal frame's payload: its checksum fails
+    (src / "broken.h5").write_bytes(bytes(broken))
+    (src / "half.h5").write_bytes(data[:len(data) // 2])
+    (src / "cut.h5").write_bytes(data)
+    logpath = tmp_path / "log"
+    p = start(src, mnt, "-o", "tick=0.05", log=open(logpath, "w"))
+    out = tmp_path / "writer.out"
+    w = None
+    names = ["garbage.h5", "broken.h5", "half.h5", "cut.h5", "live.h5"]
+
+    def meet(name):
+        """Every way to meet the file through the mount; errors expected."""
+        path = mnt / name
+        for fn in (os.stat, os.listdir, lambda q: open(q, "rb").read(), lambda q: os.getxattr(q, "user.h5logfs.tick")):
+            try:
+                fn(path if fn is not os.listdir else mnt)
+            except OSError:
+                pass
+    try:
+        # the cut file: loaded whole, then cut; its descriptor stays open and
+        # reads what is gone, again and again
+        assert (mnt / "cut.h5").read_bytes()
+        fd = os.open(mnt / "cut.h5", os.O_RDONLY)
+        os.truncate(src / "cut.h5", len(data) // 3)
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"),
+                              "--ticks", "6", "--interval", "1"], env=ENV, stdout=open(out, "w"),
+                             stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: "tick 2" in out.read_text(), 60)
+        assert os.getxattr(mnt / "live.h5", "user.h5logfs.tick") in (b"2", b"3")
+        # two frames after the last: the first fails its checksum and is not
+        # the last, so it is damage, not a torn write (the writer overwrites
+        # them with its next tick; the daemon has read them by then)
+        with open(src / "live.h5.h5lj", "ab") as f:
+            f.write((b"\0\0\0\0\x01\0\x01\0" + b"\x55" * 8) * 2)
+        eio = 0
+        rounds = 0
+        while w.poll() is None or rounds < 20:
+            for name in names:
+                meet(name)
+            for off in range(0, len(data), 4096):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                try:
+                    os.pread(fd, 4096, off)
+                except OSError as e:
+                    assert e.errno == errno.EIO
+                    eio += 1
+            rounds += 1
+            if rounds in (5, 15):  # the kernel forgets the inodes: lookups from scratch
+                subprocess.run(["sh", "-c", "echo 2 > /proc/sys/vm/drop_caches"], capture_output=True)
+            time.sleep(0.05)
+        os.close(fd)
+        assert w.wait() == 0
+        assert eio > 1, "the cut file's reads did not fail"
+        for name in ["garbage.h5", "broken.h5", "half.h5", "live.h5"]:
+            with pytest.raises(OSError) as ei:
+                open(mnt / name, "rb").read()
+            assert ei.value.errno == errno.EIO, name
+        time.sleep(0.5)  # the ticker's lines too
+        counts = {name: len(log_lines(logpath, name)) for name in names}
+        assert counts == {name: 1 for name in names}, logpath.read_text()[-3000:]
+        with h5py.File(mnt / "good" / "t.h5", "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+    finally:
+        if w and w.poll() is None:
+            w.terminate()
+            w.wait()
         cleanup(p, mnt)

@@ -2,7 +2,7 @@
  * the live-reading tests of the h5logfs daemon (tests/e2e/test_fused.py).
  *
  * Usage: mpirun -np P live_writer FILE --ticks N --interval SECONDS
- *                                      [--rows-per-tick R] [--first-delay S]
+ *                                      [--rows-per-tick R] [--hold SECONDS]
  *
  * Dimensions: t (unlimited), n = 64, m = 1024, one = 1.
  * Variables:
@@ -16,9 +16,10 @@
  * Hence a reader that sees stamp == S must see /w all S and /v of shape
  * (S*R, 64) with row i == i / R + 1; anything else is a torn or mixed
  * snapshot. One flush per tick, a sleep of --interval between ticks, close at
- * the end. --first-delay S sleeps S seconds after creating the file and
- * defining the variables, before the first flush: the window in which the
- * file exists without any tick (h5logtail's tests start it then). Rank 0 prints "tick K" after each flush (stdout, flushed) and
+ * the end. --hold sleeps that long after creating the file and defining
+ * everything, before the first flush: meanwhile the file is at tick 0
+ * (nothing committed), and rank 0 prints "created" when the hold starts;
+ * --first-delay S is the same without the note (h5logtail's tests). Rank 0 prints "tick K" after each flush (stdout, flushed) and
  * "live_writer: N ticks, R rows per tick" at the end. Exit status 0 on
  * success. */
 #include <errno.h>
@@ -60,8 +61,7 @@ static void share(uint64_t total, int rank, int size, uint64_t *lo, uint64_t *hi
 static void usage(void)
 {
     if (g_rank == 0)
-        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R] "
-                        "[--first-delay S]\n");
+        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R] [--hold SECONDS] [--first-delay SECONDS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -75,18 +75,19 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') usage();
     const char *path = argv[1];
     long ticks = -1, rows = 4;
-    double interval = -1, first_delay = 0;
+    double interval = -1, hold = 0, first_delay = 0;
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) usage();
         char *end = NULL;
         if (!strcmp(argv[i], "--ticks")) ticks = strtol(argv[i + 1], &end, 10);
         else if (!strcmp(argv[i], "--interval")) interval = strtod(argv[i + 1], &end);
         else if (!strcmp(argv[i], "--rows-per-tick")) rows = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--hold")) hold = strtod(argv[i + 1], &end);
         else if (!strcmp(argv[i], "--first-delay")) first_delay = strtod(argv[i + 1], &end);
         else usage();
         if (!end || *end) usage();
     }
-    if (ticks < 1 || interval < 0 || first_delay < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
+    if (ticks < 1 || interval < 0 || hold < 0 || first_delay < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
 
     h5l_file_t *f;
     int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
@@ -110,6 +111,13 @@ int main(int argc, char **argv)
     double *vbuf = malloc((rhi - rlo + 1) * NCOLS * sizeof *vbuf);
     if (!wbuf || !vbuf) die(f, "malloc", H5L_ENOMEM);
 
+    if (hold > 0) {
+        if (rank == 0) {
+            printf("created\n");
+            fflush(stdout);
+        }
+        sleep_seconds(hold);
+    }
     for (long k = 1; k <= ticks; k++) {
         sleep_seconds(k > 1 ? interval : first_delay);
         if (rhi > rlo) {
