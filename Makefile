@@ -44,7 +44,7 @@ BENCH := $(BUILD)/bench/bench_write
 
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
-	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db
+	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon
 
@@ -77,7 +77,8 @@ help:
 deps-check:
 	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
-	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest' 2>/dev/null; then \
+	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || \
+	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi
 
 deps:
