@@ -647,6 +647,7 @@ static int snap_xattr(const hfs_inode_t *n, const char *name, char *buf, size_t 
         return snprintf(buf, cap, "%llu", (unsigned long long)n->snap->tick);
     if (strcmp(name, "user.h5logfs.closed") == 0) return snprintf(buf, cap, "%d", n->snap->closed);
     if (strcmp(name, "user.h5logfs.source") == 0) return snprintf(buf, cap, "%s", hfs_snap_source(n->snap));
+    if (strcmp(name, "user.h5logfs.damaged") == 0) return hfs_snap_damage(n->snap, buf, cap);
     return -1;
 }
 
@@ -663,8 +664,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-    static const char names[] = "user.h5logfs.tick\0user.h5logfs.closed\0user.h5logfs.source";
-    size_t len = ino_of(ino)->kind == K_SNAP ? sizeof names : 0;
+    /* damaged is listed only when the file has a damaged tick */
+    static const char names[] = "user.h5logfs.tick\0user.h5logfs.closed\0user.h5logfs.source\0user.h5logfs.damaged";
+    hfs_inode_t *n = ino_of(ino);
+    char tmp[8];
+    size_t len = n->kind != K_SNAP ? 0
+               : hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
+               : sizeof names - sizeof "user.h5logfs.damaged";
     if (size == 0) fuse_reply_xattr(req, len);
     else if (len > size) fuse_reply_err(req, ERANGE);
     else fuse_reply_buf(req, names, len);

@@ -49,9 +49,12 @@ struct hfs_lfile {
     pthread_mutex_t mu;  /* skel, snap, failed, reported, entry */
     hfs_skel_t *skel;    /* newest skeleton */
     hfs_snap_t *snap;    /* newest snapshot */
-    int failed;          /* the journal went bad (sticky) */
+    int failed;          /* nothing can be served (sticky) */
     int reported;        /* ... and that was logged */
     h5l_err_t ferr;
+    int damaged;         /* a tick failed to load: the ticks before it are served */
+    uint64_t damaged_tick;
+    h5l_err_t derr;
     uint64_t parent;
     char *name;
     double last_use;
@@ -66,6 +69,7 @@ struct hfs_lfile {
 };
 
 static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid);
+static void report_damage(hfs_lfile_t *lf);
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_lfile_t *reg_head;
@@ -161,6 +165,9 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->ino = ino;
     lf->reader = r;
     lf->closed_seen = h5l_reader_closed(r); /* already closed: nothing to announce */
+    if (h5l_reader_damage(r, &lf->damaged_tick, &lf->derr)) {
+        lf->damaged = 1; /* logged once, when the registry takes it */
+    }
     lf->last_use = now_s();
     pthread_mutex_init(&lf->mu, NULL);
     pthread_mutex_lock(&reg_mu);
@@ -176,6 +183,7 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->next = reg_head;
     reg_head = lf;
     pthread_mutex_unlock(&reg_mu);
+    if (lf->damaged) report_damage(lf);
     *out = lf;
     return H5L_OK;
 }
@@ -195,6 +203,23 @@ void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name)
     pthread_mutex_unlock(&lf->mu);
 }
 
+/* A damaged tick found while loading: one line per file version (the
+ * version that went bad, if the path still names this file), saying which
+ * tick is served instead. */
+static void report_damage(hfs_lfile_t *lf)
+{
+    struct stat st;
+    if (stat(lf->path, &st) != 0 || st.st_dev != lf->dev || st.st_ino != lf->ino) {
+        memset(&st, 0, sizeof st);
+        st.st_dev = lf->dev;
+        st.st_ino = lf->ino;
+        st.st_size = -1;
+    }
+    if (hfs_badlog_first(&st))
+        hfs_log("%s (serving tick %llu, the last intact one)", lf->derr.msg,
+                (unsigned long long)h5l_reader_ntick(lf->reader));
+}
+
 void hfs_lfile_report(hfs_lfile_t *lf, const struct stat *st, const char *msg)
 {
     int first = hfs_badlog_first(st);
@@ -210,6 +235,16 @@ void hfs_lfile_report(hfs_lfile_t *lf, const struct stat *st, const char *msg)
 }
 
 const char *hfs_snap_source(const hfs_snap_t *s) { return s->lf->path; }
+
+int hfs_snap_damage(const hfs_snap_t *s, char *buf, size_t cap)
+{
+    hfs_lfile_t *lf = s->lf;
+    pthread_mutex_lock(&lf->mu);
+    int n = lf->damaged ? snprintf(buf, cap, "tick %llu: %s", (unsigned long long)lf->damaged_tick, lf->derr.msg) : -1;
+    pthread_mutex_unlock(&lf->mu);
+    return n;
+}
+
 
 void hfs_snap_unref(hfs_snap_t *s)
 {
@@ -415,9 +450,9 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     int rc = h5l_reader_chunk_info(lf->reader, s->tick, v->objid, key.coord, st, ct, &ci, err);
     if (rc) return rc;
     if (ci.direct && full) { /* 1. skip path */
-        long n = h5l_reader_pread(lf->reader, out, b - a, ci.direct_off + (a - g->addr));
-        if (n != (long)(b - a))
-            return h5l_err_set(err, H5L_EIO, "%s: short read of log data (file truncated?)", lf->path);
+        rc = h5l_reader_pread(lf->reader, ci.direct_tick, ci.direct_rank, out, b - a, ci.direct_off + (a - g->addr),
+                              err);
+        if (rc) return rc;
         atomic_fetch_add(&lf->st_skipped, b - a);
         hfs_cache_count_skip(g_cache, b - a);
         return H5L_OK;
@@ -518,14 +553,15 @@ char *hfs_lfile_stats_text(void)
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         n = snprintf(line, sizeof line,
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
-                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, log dropped %llu B%s\n",
+                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, log dropped %llu B%s%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader),
                      (unsigned long long)lf->st_snapshots, (unsigned long long)lf->st_skeletons,
                      (unsigned long long)h5l_reader_nrecords(lf->reader), (unsigned long long)lf->st_reads,
                      (unsigned long long)lf->st_hits, (unsigned long long)lf->st_misses,
                      (unsigned long long)lf->st_assembled, (unsigned long long)lf->st_skipped,
                      (unsigned long long)lf->st_gathered, (long long)lf->st_cached, (unsigned long long)lf->st_evictions,
-                     (unsigned long long)h5l_reader_dropped(lf->reader), lf->failed ? " (FAILED)" : "");
+                     (unsigned long long)h5l_reader_dropped(lf->reader), lf->failed ? " (FAILED)" : "",
+                     lf->damaged ? " (DAMAGED: later ticks not served)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }
     pthread_mutex_unlock(&reg_mu);
@@ -578,20 +614,11 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
             lf->closed_seen = 1;
             if (!nnew) nnew = -1;
         }
-        if (rc && rc != H5L_EIO && !lf->failed) {
-            lf->failed = 1;
-            lf->ferr = e;
-            lf->reported = 1;
-            /* the version that went bad (if the path still names this file)
-             * is reported: a lookup or a reload of it logs nothing more */
-            struct stat st;
-            if (stat(lf->path, &st) != 0 || st.st_dev != lf->dev || st.st_ino != lf->ino) {
-                memset(&st, 0, sizeof st);
-                st.st_dev = lf->dev;
-                st.st_ino = lf->ino;
-                st.st_size = -1;
-            }
-            if (hfs_badlog_first(&st)) hfs_log("%s", e.msg);
+        if (rc && rc != H5L_EIO && rc != H5L_ENOMEM && !lf->damaged) {
+            /* damage: the ticks before it stay served (reader), said once */
+            lf->damaged = 1;
+            h5l_reader_damage(lf->reader, &lf->damaged_tick, &lf->derr);
+            report_damage(lf);
         }
         if (nnew && lf->name) {
             if (nnotes == cap) {

@@ -31,6 +31,10 @@ typedef struct hfs_snap {
 /* The source path of a snapshot's file. */
 const char *hfs_snap_source(const hfs_snap_t *s);
 
+/* If the snapshot's file has a damaged tick: "tick N: reason" into buf
+ * (snprintf's return); -1 if the file is intact. */
+int hfs_snap_damage(const hfs_snap_t *s, char *buf, size_t cap);
+
 /* Create the shared chunk cache (limit in bytes). Call once before use. */
 int hfs_lfile_init(size_t cache_limit);
 

@@ -2,6 +2,8 @@
  * file; with --check, verify every checksum and report the first corruption.
  *
  * Usage: h5logdump [--check] [--records] [--quiet] FILE
+ * A damaged tick is reported (CORRUPT: tick N ...) after the intact ticks
+ * before it; --check also reads every data byte against its checksum.
  * Exit status: 0 fine, 1 damaged or unreadable, 2 usage. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -81,6 +83,8 @@ static void print_schema(h5l_reader_t *r)
     h5l_reader_unlock(r);
 }
 
+/* The records of tick t as the record table has them (decoded again here:
+ * the reader indexes records by chunk, not by tick). */
 static void print_records(h5l_reader_t *r, const h5l_tick_info_t *t)
 {
     int fd = open(h5l_reader_path(r), O_RDONLY);
@@ -92,28 +96,40 @@ static void print_records(h5l_reader_t *r, const h5l_tick_info_t *t)
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     size_t pos = 0;
+    uint64_t off = t->data_off;
     for (uint32_t k = 0; k < t->nranks; k++) {
+        pos = (pos + 7) & ~(size_t)7;
+        if (pos + H5L_BLOCK_LEN > t->table_size) break;
         h5l_block_t b;
-        if (h5l_block_decode(tab + pos, &b)) break;
+        h5l_block_decode(tab + pos, &b);
+        if (b.payload > t->table_size - pos - H5L_BLOCK_LEN) break;
         h5l_cur_t c = h5l_cur(tab + pos + H5L_BLOCK_LEN, b.payload);
-        for (uint64_t i = 0; i < b.nrec; i++) {
-            h5l_recfix_t f;
-            h5l_recfix_decode(&c, &f);
-            uint32_t nd = s->objs[f.objid].ndims;
-            printf("    seq (%llu,%u,%llu) %s off %llu size %llu", (unsigned long long)t->tick, b.rank,
-                   (unsigned long long)f.order, s->objs[f.objid].path, (unsigned long long)f.offset,
-                   (unsigned long long)f.size);
-            for (uint32_t bx = 0; bx < f.nboxes; bx++) {
-                uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
-                for (uint32_t d = 0; d < nd; d++) st[d] = h5l_cur_u64(&c);
-                for (uint32_t d = 0; d < nd; d++) ct[d] = h5l_cur_u64(&c);
+        printf("    rank %u: %u records, %llu data bytes at %llu\n", k, b.nrec, (unsigned long long)b.size,
+               (unsigned long long)off);
+        for (uint64_t i = 0; i < b.nrec && !c.bad; i++) {
+            uint32_t objid, nb;
+            if (h5l_rec_head_decode(&c, &objid, &nb) || objid >= s->nobjs || s->objs[objid].kind != H5L_OBJ_VAR) break;
+            const h5l_obj_t *o = &s->objs[objid];
+            uint32_t nd = o->ndims;
+            uint64_t bytes = 0;
+            printf("    seq (%llu,%u,%llu) %s off %llu", (unsigned long long)t->tick, k, (unsigned long long)i,
+                   o->path, (unsigned long long)off);
+            for (uint32_t bx = 0; bx < nb && !c.bad; bx++) {
+                uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], n = 1;
+                for (uint32_t d = 0; d < nd; d++) st[d] = h5l_cur_varint(&c);
+                for (uint32_t d = 0; d < nd; d++) ct[d] = h5l_cur_varint(&c);
                 printf(" start [");
                 for (uint32_t d = 0; d < nd; d++) printf("%s%llu", d ? "," : "", (unsigned long long)st[d]);
                 printf("] count [");
-                for (uint32_t d = 0; d < nd; d++) printf("%s%llu", d ? "," : "", (unsigned long long)ct[d]);
+                for (uint32_t d = 0; d < nd; d++) {
+                    printf("%s%llu", d ? "," : "", (unsigned long long)ct[d]);
+                    n *= ct[d];
+                }
                 printf("]");
+                bytes += n * o->type.size;
             }
-            printf("\n");
+            printf(" size %llu\n", (unsigned long long)bytes);
+            off += bytes;
         }
         pos += H5L_BLOCK_LEN + b.payload;
     }
@@ -145,12 +161,14 @@ int main(int argc, char **argv)
     h5l_err_t e = {0};
     h5l_reader_t *r;
     if (h5l_reader_open(argv[a], &r, &e)) {
-        /* open loads every tick: a damaged journal or table fails here */
+        /* nothing can be read: no user block, journal header, ... */
         fprintf(stderr, "h5logdump: %s\n", e.msg);
         if (check) printf("CORRUPT: %s\n", e.msg);
         return 1;
     }
-    uint64_t n = h5l_reader_ntick(r);
+    uint64_t n = h5l_reader_ntick(r), damaged = 0;
+    h5l_err_t de = {0};
+    int dmg = h5l_reader_damage(r, &damaged, &de);
     if (!quiet) {
         const uint8_t *id = h5l_reader_id(r);
         printf("file: %s\nstate: %s, journal %s\nidentity: ", argv[a],
@@ -170,9 +188,36 @@ int main(int argc, char **argv)
             if (records) print_records(r, &ti);
         }
     }
-    if (check)
-        printf("OK: %llu ticks, %llu records; every journal record and record table verified\n",
-               (unsigned long long)n, (unsigned long long)h5l_reader_nrecords(r));
+    int bad = 0;
+    if (dmg) {
+        fprintf(stderr, "h5logdump: %s\n", de.msg);
+        if (damaged) printf("CORRUPT: tick %llu: %s (ticks 1..%llu are intact)\n", (unsigned long long)damaged, de.msg,
+                            (unsigned long long)n);
+        else printf("CORRUPT: %s\n", de.msg);
+        bad = 1;
+    }
+    if (check) {
+        /* every data byte of every tick against its segment checksum */
+        uint64_t badsegs = 0, badticks = 0;
+        for (uint64_t t = 1; t <= n; t++) {
+            uint64_t nb = 0;
+            h5l_err_t ve = {0};
+            int rc = h5l_reader_verify(r, t, &nb, &ve);
+            if (rc) {
+                printf("CORRUPT: tick %llu: %s%s\n", (unsigned long long)t, ve.msg,
+                       nb > 1 ? " (and more segments of this tick)" : "");
+                badsegs += nb;
+                badticks++;
+                bad = 1;
+            }
+        }
+        if (!bad)
+            printf("OK: %llu ticks, %llu records; every journal frame, record table and data byte verified\n",
+                   (unsigned long long)n, (unsigned long long)h5l_reader_nrecords(r));
+        else if (badticks)
+            printf("CORRUPT: %llu data segments of %llu ticks fail their checksums\n", (unsigned long long)badsegs,
+                   (unsigned long long)badticks);
+    }
     h5l_reader_close(r);
-    return 0;
+    return bad ? 1 : 0;
 }

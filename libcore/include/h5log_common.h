@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 #define H5L_VERSION_STRING "0.1.0"
-#define H5L_FORMAT_VERSION 1
+#define H5L_FORMAT_VERSION 2
 #define H5L_UNLIMITED UINT64_MAX /* length of a growing dimension */
 #define H5L_GLOBAL 0             /* object id of the root group */
 #define H5L_MAX_DIMS 32

@@ -109,14 +109,29 @@ typedef struct h5l_tick_info {
 
 typedef struct h5l_reader h5l_reader_t;
 
-/* Open `path`. Fails with H5L_EFORMAT if it is not a log-layout file. Loads
- * every complete tick present. On failure *out is NULL. */
+/* Is `path` a log-layout file (the h5log magic at byte 0)? H5L_OK if so,
+ * H5L_EFORMAT if not, H5L_ENOTFOUND / H5L_EIO if it cannot be read. Reads 8
+ * bytes; says nothing of the rest of the file. */
+int h5l_probe(const char *path, h5l_err_t *err);
+
+/* Open `path` and load every complete tick present. Fails (with *out NULL)
+ * when nothing can be read: H5L_EFORMAT if it is not a log-layout file or
+ * of another format version, H5L_ECORRUPT for a damaged user block or
+ * journal header, H5L_EIO, H5L_ENOMEM. Damage met while loading ticks does
+ * not fail the open: the ticks before it are served and h5l_reader_damage
+ * says which tick is damaged and why. */
 int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err);
 
 /* Load ticks committed since the last call. *nnew (may be NULL) gets how many.
- * A torn tail is not an error. After an error the reader keeps serving the
- * ticks loaded before it, and the same error is returned again. */
+ * A torn tail is not an error (and costs no read until the journal grows
+ * past it). After damage the reader keeps serving the ticks loaded before
+ * it, and the same error is returned again. */
 int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err);
+
+/* The damage that stopped loading: 0 if none; else its code, *err its
+ * message and *tick (may be NULL) the first tick that could not be loaded
+ * (the reader serves the ticks before it). */
+int h5l_reader_damage(h5l_reader_t *r, uint64_t *tick, h5l_err_t *err);
 
 /* Newest loaded tick (0: none yet). */
 uint64_t h5l_reader_ntick(h5l_reader_t *r);
@@ -140,7 +155,8 @@ void h5l_reader_unlock(h5l_reader_t *r);
 const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
 
 /* Read box (start, count) of variable objid as of tick into buf (row-major,
- * the variable's type). The box must lie inside the shape at that tick. */
+ * the variable's type). The box must lie inside the shape at that tick.
+ * Every log byte used is verified (H5L_ECORRUPT if it fails). */
 int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                     const uint64_t *start, const uint64_t *count, void *buf,
                     h5l_err_t *err);
@@ -153,6 +169,8 @@ typedef struct h5l_chunk_info {
     int direct;           /* 1: the newest record alone covers the box, its
                            * bytes one contiguous run in the log */
     uint64_t direct_off;  /* then: absolute offset of the box's first element */
+    uint64_t direct_tick; /* then: the record's tick and rank (h5l_reader_pread) */
+    uint32_t direct_rank;
     int disjoint;         /* 1: no element of the box is written by two
                            * records (so reading any part of it reads each
                            * log byte once); only decided for chunks of at
@@ -169,9 +187,19 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                           const uint64_t *count, h5l_chunk_info_t *out,
                           h5l_err_t *err);
 
-/* pread n bytes at absolute offset off of the log file (the skip path of a
- * cache). Returns the bytes read (short only at end of file) or -errno. */
-long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off);
+/* Read n log bytes at absolute offset off, which lie inside the data of
+ * (tick, rank) — the skip path of a cache, with h5l_chunk_info_t's direct_*
+ * fields — verifying every byte against its data segment's checksum.
+ * H5L_OK; H5L_ECORRUPT when the data fails its checksum (the message names
+ * the file, tick, rank and byte range); H5L_EIO; H5L_EINVAL if the range is
+ * not inside that data. */
+int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
+                     h5l_err_t *err);
+
+/* Read and verify every data byte of tick t (h5logdump --check). *bad gets
+ * the number of segments that fail their checksum; H5L_ECORRUPT (message:
+ * the first) if any, H5L_EIO if reading fails. */
+int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *err);
 
 /* From now on, log bytes read for the caller are dropped from the kernel's
  * page cache once every byte of their 2 MiB segment has been read (a server

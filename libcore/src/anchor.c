@@ -119,7 +119,21 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
 {
     char path[256];
     snprintf(path, sizeof path, "/_h5log/%s", name);
-    if (H5Lexists(a->file, path, H5P_DEFAULT) > 0) H5Ldelete(a->file, path, H5P_DEFAULT);
+    if (H5Lexists(a->file, path, H5P_DEFAULT) > 0) {
+        /* made by an attempt that failed later (a retried flush): reuse it */
+        hid_t ds = H5Dopen2(a->file, path, H5P_DEFAULT);
+        hid_t sp = ds < 0 ? -1 : H5Dget_space(ds);
+        hsize_t n = 0;
+        if (sp >= 0) H5Sget_simple_extent_dims(sp, &n, NULL);
+        haddr_t addr = ds < 0 ? HADDR_UNDEF : H5Dget_offset(ds);
+        if (sp >= 0) H5Sclose(sp);
+        if (ds >= 0) H5Dclose(ds);
+        if (n == size && addr != HADDR_UNDEF) {
+            *off = addr;
+            return H5L_OK;
+        }
+        H5Ldelete(a->file, path, H5P_DEFAULT);
+    }
     hsize_t n = size;
     hid_t sp = H5Screate_simple(1, &n, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);

@@ -24,7 +24,8 @@ int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
                   const h5l_op_t *op, h5l_err_t *err);
 
 /* An early-allocated, never-filled 1-D byte dataset /_h5log/NAME of size
- * bytes (replacing one of that name); *off gets its absolute offset. */
+ * bytes; *off gets its absolute offset. One of that name and size made
+ * before (by a flush that then failed) is reused; another is replaced. */
 int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
                      uint64_t *off, h5l_err_t *err);
 

@@ -123,3 +123,30 @@ char *h5l_cur_str(h5l_cur_t *c)
     s[n] = 0;
     return s;
 }
+
+void h5l_buf_varint(h5l_buf_t *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        t[n++] = (uint8_t)(byte | (v ? 0x80 : 0));
+    } while (v);
+    h5l_buf_put(b, t, n);
+}
+
+uint64_t h5l_cur_varint(h5l_cur_t *c)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (c->pos >= c->len) break;
+        uint8_t byte = c->p[c->pos++];
+        /* the 10th byte holds bit 63 only: anything more overflows */
+        if (i == 9 && byte > 1) break;
+        v |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if (!(byte & 0x80)) return v;
+    }
+    c->bad = 1;
+    return 0;
+}

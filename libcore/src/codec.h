@@ -27,6 +27,7 @@ void h5l_buf_u32(h5l_buf_t *b, uint32_t v);
 void h5l_buf_u64(h5l_buf_t *b, uint64_t v);
 void h5l_buf_str(h5l_buf_t *b, const char *s); /* u32 length + bytes */
 void h5l_buf_pad8(h5l_buf_t *b);               /* zeros to a multiple of 8 */
+void h5l_buf_varint(h5l_buf_t *b, uint64_t v); /* unsigned LEB128, 1..10 bytes */
 
 typedef struct h5l_cur {
     const uint8_t *p;
@@ -45,6 +46,8 @@ uint8_t h5l_cur_u8(h5l_cur_t *c);
 uint16_t h5l_cur_u16(h5l_cur_t *c);
 uint32_t h5l_cur_u32(h5l_cur_t *c);
 uint64_t h5l_cur_u64(h5l_cur_t *c);
+/* An unsigned LEB128 varint; 0 and c->bad if truncated or over 64 bits. */
+uint64_t h5l_cur_varint(h5l_cur_t *c);
 /* A u32-length string as a fresh NUL-terminated copy (caller frees), or NULL
  * (and c->bad) if it runs past the end or holds a NUL. */
 char *h5l_cur_str(h5l_cur_t *c);

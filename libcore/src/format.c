@@ -35,6 +35,25 @@ uint64_t h5l_seed(const uint8_t id[16])
     return h5l_get_le64(id) ^ h5l_get_le64(id + 8);
 }
 
+struct h5l_hstream {
+    XXH3_state_t st;
+};
+
+h5l_hstream_t *h5l_hstream_new(void)
+{
+    h5l_hstream_t *h = aligned_alloc(64, sizeof *h);
+    if (h) {
+        memset(h, 0, sizeof *h);
+        XXH3_INITSTATE(&h->st);
+    }
+    return h;
+}
+
+void h5l_hstream_free(h5l_hstream_t *h) { free(h); }
+void h5l_hstream_reset(h5l_hstream_t *h, uint64_t seed) { XXH3_64bits_reset_withSeed(&h->st, seed); }
+void h5l_hstream_update(h5l_hstream_t *h, const void *p, size_t n) { XXH3_64bits_update(&h->st, p, n); }
+uint64_t h5l_hstream_digest(const h5l_hstream_t *h) { return XXH3_64bits_digest(&h->st); }
+
 void h5l_ub_encode(const h5l_ub_t *ub, uint8_t out[H5L_UB_LEN])
 {
     memset(out, 0, H5L_UB_LEN);
@@ -55,7 +74,10 @@ int h5l_ub_decode(const uint8_t in[H5L_UB_LEN], h5l_ub_t *ub, const char *what,
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (no h5log user block)", what);
     ub->version = h5l_get_le32(in + 8);
     if (ub->version != H5L_FORMAT_VERSION)
-        return h5l_err_set(err, H5L_EFORMAT, "%s: unsupported format version %u", what, ub->version);
+        return h5l_err_set(err, H5L_EFORMAT,
+                           "%s: unsupported format version %u (%s): this h5logfs reads format %u only", what,
+                           ub->version, ub->version < H5L_FORMAT_VERSION ? "written by an older h5logfs" : "written by a newer h5logfs",
+                           H5L_FORMAT_VERSION);
     if (h5l_get_le32(in + 12) != H5L_UB_LEN || h5l_get_le64(in + 56) != h5l_hash(in, 56, 0))
         return h5l_err_set(err, H5L_ECORRUPT, "%s: user block checksum mismatch", what);
     memcpy(ub->id, in + 16, 16);
@@ -73,6 +95,7 @@ void h5l_jhdr_encode(const h5l_jhdr_t *h, uint8_t out[H5L_JHDR_LEN])
     h5l_put_le32(out + 12, H5L_JHDR_LEN);
     memcpy(out + 16, h->id, 16);
     h5l_put_le64(out + 32, h->ctime_ns);
+    h5l_put_le32(out + 40, h->seglog);
     h5l_put_le64(out + 56, h5l_hash(out, 56, 0));
 }
 
@@ -83,21 +106,31 @@ int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal header magic missing", what);
     h->version = h5l_get_le32(in + 8);
     if (h->version != H5L_FORMAT_VERSION)
-        return h5l_err_set(err, H5L_EFORMAT, "%s: unsupported journal version %u", what, h->version);
+        return h5l_err_set(err, H5L_EFORMAT, "%s: unsupported journal version %u: this h5logfs reads format %u only",
+                           what, h->version, H5L_FORMAT_VERSION);
     if (h5l_get_le32(in + 12) != H5L_JHDR_LEN || h5l_get_le64(in + 56) != h5l_hash(in, 56, 0))
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal header checksum mismatch", what);
     memcpy(h->id, in + 16, 16);
     h->ctime_ns = h5l_get_le64(in + 32);
+    h->seglog = h5l_get_le32(in + 40);
+    if (h->seglog < H5L_SEGLOG_MIN || h->seglog > H5L_SEGLOG_MAX)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal header: data segment size 2^%u out of range", what,
+                           h->seglog);
     return H5L_OK;
 }
 
 void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
                       uint32_t len, uint64_t seed)
 {
-    uint8_t tv[4] = {(uint8_t)type, (uint8_t)(type >> 8), 1, 0};
-    h5l_buf_u32(b, len);
-    h5l_buf_put(b, tv, 4);
-    h5l_buf_u64(b, h5l_hash2(tv, 4, payload, len, seed));
+    uint8_t h[H5L_FRAME_LEN];
+    h5l_put_le32(h, len);
+    h[4] = (uint8_t)type;
+    h[5] = (uint8_t)(type >> 8);
+    h[6] = H5L_FORMAT_VERSION;
+    h[7] = 0;
+    h5l_put_le64(h + 8, h5l_hash(payload, len, seed));
+    h5l_put_le64(h + 16, h5l_hash(h, 16, seed));
+    h5l_buf_put(b, h, sizeof h);
     h5l_buf_put(b, payload, len);
     h5l_buf_pad8(b);
 }
@@ -291,48 +324,47 @@ int h5l_tick_decode(h5l_cur_t *c, h5l_tick_info_t *t, uint32_t *nops)
 
 void h5l_block_encode(const h5l_block_t *blk, uint8_t out[H5L_BLOCK_LEN])
 {
-    memcpy(out, h5l_block_magic, 8);
-    h5l_put_le32(out + 8, blk->version);
-    h5l_put_le32(out + 12, blk->rank);
-    h5l_put_le64(out + 16, blk->tick);
-    h5l_put_le64(out + 24, blk->nrec);
-    h5l_put_le64(out + 32, blk->payload);
-    h5l_put_le64(out + 40, blk->checksum);
+    h5l_put_le64(out, blk->checksum);
+    h5l_put_le32(out + 8, blk->payload);
+    h5l_put_le32(out + 12, blk->nrec);
+    h5l_put_le64(out + 16, blk->size);
 }
 
-int h5l_block_decode(const uint8_t in[H5L_BLOCK_LEN], h5l_block_t *blk)
+void h5l_block_decode(const uint8_t in[H5L_BLOCK_LEN], h5l_block_t *blk)
 {
-    if (memcmp(in, h5l_block_magic, 8) != 0) return H5L_ECORRUPT;
-    blk->version = h5l_get_le32(in + 8);
-    blk->rank = h5l_get_le32(in + 12);
-    blk->tick = h5l_get_le64(in + 16);
-    blk->nrec = h5l_get_le64(in + 24);
-    blk->payload = h5l_get_le64(in + 32);
-    blk->checksum = h5l_get_le64(in + 40);
-    if (blk->version != H5L_FORMAT_VERSION) return H5L_EFORMAT;
-    return H5L_OK;
+    blk->checksum = h5l_get_le64(in);
+    blk->payload = h5l_get_le32(in + 8);
+    blk->nrec = h5l_get_le32(in + 12);
+    blk->size = h5l_get_le64(in + 16);
 }
 
-void h5l_rec_encode(h5l_buf_t *b, const h5l_recfix_t *r, uint32_t ndims,
+uint64_t h5l_block_seed(uint64_t seed, uint64_t tick, uint32_t rank)
+{
+    return seed ^ (tick * 0x9E3779B97F4A7C15ull) ^ (((uint64_t)rank + 1) * 0xC2B2AE3D27D4EB4Full);
+}
+
+uint64_t h5l_block_sum(const uint8_t *block, uint64_t seed, uint64_t tick, uint32_t rank)
+{
+    uint32_t p = h5l_get_le32(block + 8);
+    return h5l_hash(block + 8, 16 + (size_t)p, h5l_block_seed(seed, tick, rank));
+}
+
+void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims,
                     const uint64_t *start, const uint64_t *count)
 {
-    h5l_buf_u32(b, r->objid);
-    h5l_buf_u32(b, r->nboxes);
-    h5l_buf_u64(b, r->order);
-    h5l_buf_u64(b, r->offset);
-    h5l_buf_u64(b, r->size);
-    for (uint32_t k = 0; k < r->nboxes; k++) {
-        for (uint32_t i = 0; i < ndims; i++) h5l_buf_u64(b, start[k * ndims + i]);
-        for (uint32_t i = 0; i < ndims; i++) h5l_buf_u64(b, count[k * ndims + i]);
+    h5l_buf_varint(b, objid);
+    h5l_buf_varint(b, nboxes);
+    for (uint32_t k = 0; k < nboxes; k++) {
+        for (uint32_t i = 0; i < ndims; i++) h5l_buf_varint(b, start[(size_t)k * ndims + i]);
+        for (uint32_t i = 0; i < ndims; i++) h5l_buf_varint(b, count[(size_t)k * ndims + i]);
     }
 }
 
-int h5l_recfix_decode(h5l_cur_t *c, h5l_recfix_t *r)
+int h5l_rec_head_decode(h5l_cur_t *c, uint32_t *objid, uint32_t *nboxes)
 {
-    r->objid = h5l_cur_u32(c);
-    r->nboxes = h5l_cur_u32(c);
-    r->order = h5l_cur_u64(c);
-    r->offset = h5l_cur_u64(c);
-    r->size = h5l_cur_u64(c);
-    return c->bad ? H5L_ECORRUPT : H5L_OK;
+    uint64_t o = h5l_cur_varint(c), n = h5l_cur_varint(c);
+    if (c->bad || o > UINT32_MAX || n > UINT32_MAX) return H5L_ECORRUPT;
+    *objid = (uint32_t)o;
+    *nboxes = (uint32_t)n;
+    return H5L_OK;
 }

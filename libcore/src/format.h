@@ -13,10 +13,15 @@
 #define H5L_USERBLOCK_SIZE 4096
 #define H5L_UB_LEN 64
 #define H5L_JHDR_LEN 64
-#define H5L_FRAME_LEN 16
+#define H5L_FRAME_LEN 24
+#define H5L_FRAME_MAX ((uint32_t)256 << 20) /* largest frame payload */
 #define H5L_TICK_LEN 64
-#define H5L_BLOCK_LEN 48
-#define H5L_REC_LEN 32
+#define H5L_BLOCK_LEN 24
+#define H5L_REC_MIN 3        /* smallest encoded record (scalar variable) */
+#define H5L_REC_MAXBOXES 256 /* boxes the writer puts in one record */
+#define H5L_SEGLOG_MIN 12
+#define H5L_SEGLOG_MAX 20
+#define H5L_SEGLOG_DEFAULT 15 /* 32 KiB data checksum segments */
 #define H5L_SIDECAR_SUFFIX ".h5lj"
 
 extern const uint8_t h5l_ub_magic[8];
@@ -24,7 +29,7 @@ extern const uint8_t h5l_jhdr_magic[8];
 extern const uint8_t h5l_block_magic[8];
 
 enum { H5L_UB_CLOSED = 1 };
-enum { H5L_REC_TICK = 1, H5L_REC_CLOSE = 2 };
+enum { H5L_REC_TICK = 1, H5L_REC_CLOSE = 2, H5L_REC_OPTIONAL = 0x8000 };
 enum { H5L_OP_GROUP = 1, H5L_OP_DIM = 2, H5L_OP_VAR = 3, H5L_OP_ATTR = 4,
        H5L_OP_DIMLEN = 5 };
 
@@ -38,6 +43,7 @@ typedef struct h5l_jhdr {
     uint32_t version;
     uint8_t id[16];
     uint64_t ctime_ns;
+    uint32_t seglog; /* data checksum segments are 2^seglog bytes */
 } h5l_jhdr_t;
 
 /* The checksum seed of a file identity. */
@@ -59,6 +65,11 @@ int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
 /* Append a whole frame (header, payload, padding) to b. */
 void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
                       uint32_t len, uint64_t seed);
+/* Bytes a frame of payload length len takes (header and padding). */
+static inline uint64_t h5l_frame_size(uint64_t len)
+{
+    return (H5L_FRAME_LEN + len + 7) & ~(uint64_t)7;
+}
 
 /* A schema op (docs/format.md 3.3). Decoded ops own their pointers. */
 typedef struct h5l_op {
@@ -84,24 +95,41 @@ void h5l_op_clear(h5l_op_t *op);
 void h5l_tick_encode(h5l_buf_t *b, const h5l_tick_info_t *t, uint32_t nops);
 int h5l_tick_decode(h5l_cur_t *c, h5l_tick_info_t *t, uint32_t *nops);
 
+/* A record-table block header (docs/format.md 4). */
 typedef struct h5l_block {
-    uint32_t version, rank;
-    uint64_t tick, nrec, payload, checksum;
+    uint64_t checksum;
+    uint32_t payload, nrec;
+    uint64_t size; /* the rank's data bytes in the tick */
 } h5l_block_t;
 
 void h5l_block_encode(const h5l_block_t *blk, uint8_t out[H5L_BLOCK_LEN]);
-int h5l_block_decode(const uint8_t in[H5L_BLOCK_LEN], h5l_block_t *blk);
+void h5l_block_decode(const uint8_t in[H5L_BLOCK_LEN], h5l_block_t *blk);
+/* The checksum seed of the block of (tick, rank). */
+uint64_t h5l_block_seed(uint64_t seed, uint64_t tick, uint32_t rank);
+/* Checksum of a whole encoded block (header bytes 8..24 and payload). */
+uint64_t h5l_block_sum(const uint8_t *block, uint64_t seed, uint64_t tick, uint32_t rank);
+/* The checksum seed of data segment j of (tick, rank). */
+static inline uint64_t h5l_seg_seed(uint64_t seed, uint64_t tick, uint32_t rank, uint64_t j)
+{
+    return h5l_block_seed(seed, tick, rank) ^ ((j + 1) * 0xD6E8FEB86659FD93ull);
+}
 
-/* One record's fixed part; boxes follow (start[nd], count[nd] per box). */
-typedef struct h5l_recfix {
-    uint32_t objid, nboxes;
-    uint64_t order, offset, size;
-} h5l_recfix_t;
+/* A streaming XXH3 hash (initialised properly: see h5l_hash2). */
+typedef struct h5l_hstream h5l_hstream_t;
+h5l_hstream_t *h5l_hstream_new(void); /* NULL: out of memory */
+void h5l_hstream_free(h5l_hstream_t *h);
+void h5l_hstream_reset(h5l_hstream_t *h, uint64_t seed);
+void h5l_hstream_update(h5l_hstream_t *h, const void *p, size_t n);
+uint64_t h5l_hstream_digest(const h5l_hstream_t *h); /* does not end the stream */
 
-void h5l_rec_encode(h5l_buf_t *b, const h5l_recfix_t *r, uint32_t ndims,
+/* A record (docs/format.md 4): objid, nboxes, then nboxes boxes of
+ * start[ndims], count[ndims], as varints. */
+void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims,
                     const uint64_t *start, const uint64_t *count);
-/* Decode the fixed part only (the caller knows ndims from objid). */
-int h5l_recfix_decode(h5l_cur_t *c, h5l_recfix_t *r);
+/* Decode a record's objid and number of boxes (the caller knows ndims from
+ * objid and reads the boxes with h5l_cur_varint). H5L_ECORRUPT if they run
+ * past the end or do not fit 32 bits. */
+int h5l_rec_head_decode(h5l_cur_t *c, uint32_t *objid, uint32_t *nboxes);
 
 /* Type descriptor: 4 bytes. Valid: int 1/2/4/8, float 4/8, string 1. */
 void h5l_type_encode(h5l_buf_t *b, h5l_type_t t);

@@ -1,45 +1,143 @@
-/* journal.c — journal framing (docs/format.md 3). Like LevelDB's log, a
- * frame that runs past the data or fails its checksum as the very last
- * frame is a torn tail — the writer may still be writing it, or died while
- * writing it — and is not an error; a bad frame with bytes after it can only
- * be damage, and is reported. */
+/* journal.c — journal frames (docs/format.md 3): scanning with the
+ * torn-tail rules, creating, appending.
+ *
+ * Like LevelDB's log, only the very end of a live journal may be
+ * incomplete: a frame whose verified header says it runs past the end is
+ * still being written (or its writer died), and a crash may leave zeros.
+ * Anything else that fails verification — a header, or a payload with
+ * non-zero bytes after it — was committed and then damaged, and is reported
+ * with its offset rather than taken for the end. The header's own checksum
+ * is what makes a damaged length detectable; without it one flipped length
+ * bit turned every later tick into a "torn tail". */
 #include "journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "codec.h"
 #include "format.h"
 
-int h5l_journal_next(const uint8_t *data, size_t len, size_t pos,
-                     uint64_t seed, const char *what, uint64_t base,
-                     h5l_frame_t *fr, h5l_err_t *err)
+#define WINDOW ((size_t)1 << 20) /* journal bytes read at once */
+
+void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live,
+                    uint64_t seed, const char *what)
 {
-    if (pos >= len || len - pos < H5L_FRAME_LEN) return 0;
-    const uint8_t *h = data + pos;
-    uint32_t plen = h5l_get_le32(h);
+    memset(s, 0, sizeof *s);
+    s->fd = fd;
+    s->mem = mem;
+    s->base = base;
+    s->live = live;
+    s->seed = seed;
+    s->what = what;
+}
+
+void h5l_jscan_free(h5l_jscan_t *s)
+{
+    if (!s) return;
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = s->wlen = 0;
+}
+
+/* Journal bytes [pos, pos + n) (all inside the available journal) as a
+ * pointer into memory or into the window, reading when needed. */
+static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t end, h5l_err_t *err)
+{
+    if (s->fd < 0) return s->mem + pos;
+    if (pos >= s->wpos && pos + n <= s->wpos + s->wlen) return s->buf + (pos - s->wpos);
+    size_t want = n > WINDOW ? n : WINDOW;
+    if (want > end - pos) want = (size_t)(end - pos);
+    if (want < n) want = n;
+    if (s->cap < want) {
+        uint8_t *b = realloc(s->buf, want);
+        if (!b) {
+            h5l_err_set(err, H5L_ENOMEM, "%s: out of memory reading the journal", s->what);
+            return NULL;
+        }
+        s->buf = b;
+        s->cap = want;
+    }
+    ssize_t got = h5l_pread_full(s->fd, s->buf, want, s->base + pos);
+    if (got < (ssize_t)n) {
+        s->wlen = 0;
+        h5l_err_set(err, H5L_EIO, "%s: reading the journal at %llu: %s", s->what, (unsigned long long)pos,
+                    got < 0 ? strerror((int)-got) : "file shrank");
+        return NULL;
+    }
+    s->wpos = pos;
+    s->wlen = (size_t)got;
+    return s->buf;
+}
+
+/* 1 if journal bytes [a, end) are all zero (a crash's zero-filled tail),
+ * 0 if not, <0 on a read error. Remembers how far it checked. */
+static int zero_tail(h5l_jscan_t *s, uint64_t a, uint64_t end, h5l_err_t *err)
+{
+    if (a >= s->zlo && a <= s->zhi) a = s->zhi; /* already known zero */
+    else s->zlo = a;
+    while (a < end) {
+        size_t n = end - a < WINDOW ? (size_t)(end - a) : WINDOW;
+        const uint8_t *p = jbytes(s, a, n, end, err);
+        if (!p) return H5L_EIO;
+        for (size_t i = 0; i < n; i++)
+            if (p[i]) return 0;
+        a += n;
+        s->zhi = a;
+    }
+    return 1;
+}
+
+/* A torn tail: not an error while live; corruption in a closed journal. */
+static int torn(h5l_jscan_t *s, uint64_t pos, uint64_t need, const char *why, h5l_err_t *err)
+{
+    if (!s->live)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal ends inside a frame at offset %llu (%s)",
+                           s->what, (unsigned long long)(s->base + pos), why);
+    s->need = need;
+    return 0;
+}
+
+int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, h5l_err_t *err)
+{
+    s->need = 0;
+    if (pos >= end) return 0; /* clean end */
+    uint64_t avail = end - pos;
+    if (avail < H5L_FRAME_LEN) return torn(s, pos, pos + H5L_FRAME_LEN, "short header", err);
+    const uint8_t *h = jbytes(s, pos, H5L_FRAME_LEN, end, err);
+    if (!h) return H5L_EIO;
+    if (h5l_get_le64(h + 16) != h5l_hash(h, 16, s->seed)) {
+        int z = zero_tail(s, pos, end, err);
+        if (z < 0) return z;
+        if (z) return torn(s, pos, end + 1, "zero-filled tail", err);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: header fails its checksum",
+                           s->what, (unsigned long long)(s->base + pos));
+    }
+    uint32_t len = h5l_get_le32(h);
     uint16_t type = (uint16_t)(h[4] | (h[5] << 8));
     uint16_t ver = (uint16_t)(h[6] | (h[7] << 8));
     uint64_t sum = h5l_get_le64(h + 8);
-    uint64_t flen = H5L_FRAME_LEN + (uint64_t)plen;
-    flen = (flen + 7) & ~(uint64_t)7;
-    if (flen > len - pos) return 0; /* runs past the data: torn or unwritten */
-    if (h5l_hash2(h + 4, 4, h + H5L_FRAME_LEN, plen, seed) != sum) {
-        if (pos + flen == len) return 0; /* last frame: torn write */
-        return h5l_err_set(err, H5L_ECORRUPT,
-                           "%s: journal record at offset %llu fails its checksum",
-                           what, (unsigned long long)(base + pos));
+    if (ver != H5L_FORMAT_VERSION || len > H5L_FRAME_MAX)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: version %u, length %u",
+                           s->what, (unsigned long long)(s->base + pos), ver, len);
+    uint64_t flen = h5l_frame_size(len);
+    if (flen > avail) return torn(s, pos, pos + flen, "frame not complete", err);
+    const uint8_t *p = jbytes(s, pos, (size_t)flen, end, err);
+    if (!p) return H5L_EIO;
+    if (h5l_hash(p + H5L_FRAME_LEN, len, s->seed) != sum) {
+        int z = zero_tail(s, pos + flen, end, err);
+        if (z < 0) return z;
+        if (z) return torn(s, pos, end + 1, "last frame incomplete", err);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu fails its checksum",
+                           s->what, (unsigned long long)(s->base + pos));
     }
-    if (ver != 1 || (type != H5L_REC_TICK && type != H5L_REC_CLOSE))
-        return h5l_err_set(err, H5L_ECORRUPT,
-                           "%s: journal record at offset %llu has unknown type %u version %u",
-                           what, (unsigned long long)(base + pos), type, ver);
     fr->type = type;
-    fr->payload = h + H5L_FRAME_LEN;
-    fr->len = plen;
-    fr->next = pos + (size_t)flen;
+    fr->payload = p + H5L_FRAME_LEN;
+    fr->len = len;
+    fr->pos = pos;
+    fr->next = pos + flen;
     return 1;
 }
 
@@ -52,6 +150,7 @@ int h5l_pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
             if (errno == EINTR) continue;
             return -errno;
         }
+        if (w == 0) return -ENOSPC; /* no progress: the device is full */
         p += w;
         n -= (size_t)w;
         off += (uint64_t)w;
@@ -75,14 +174,13 @@ ssize_t h5l_pread_full(int fd, void *buf, size_t n, uint64_t off)
     return (ssize_t)got;
 }
 
-int h5l_journal_create(const char *path, const uint8_t id[16],
-                       uint64_t ctime_ns, int *fd, h5l_buf_t *copy,
-                       h5l_err_t *err)
+int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns,
+                       uint32_t seglog, int *fd, h5l_buf_t *copy, h5l_err_t *err)
 {
     int d = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (d < 0)
         return h5l_err_set(err, H5L_EIO, "%s: cannot create journal: %s", path, strerror(errno));
-    h5l_jhdr_t h = {.version = H5L_FORMAT_VERSION, .ctime_ns = ctime_ns};
+    h5l_jhdr_t h = {.version = H5L_FORMAT_VERSION, .ctime_ns = ctime_ns, .seglog = seglog};
     memcpy(h.id, id, 16);
     uint8_t hdr[H5L_JHDR_LEN];
     h5l_jhdr_encode(&h, hdr);
@@ -107,6 +205,9 @@ int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        int sync, const char *what, h5l_buf_t *copy,
                        h5l_err_t *err)
 {
+    if (len > H5L_FRAME_MAX)
+        return h5l_err_set(err, H5L_EINVAL, "%s: a journal frame of %u bytes exceeds the %u-byte limit", what, len,
+                           H5L_FRAME_MAX);
     h5l_buf_t tmp = {0};
     h5l_buf_t *b = copy ? copy : &tmp;
     size_t before = b->len;
@@ -115,8 +216,8 @@ int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
     if (b->oom) {
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory framing a journal record", what);
     } else {
-        /* One write per frame: a reader sees either a prefix (torn, retried)
-         * or the whole frame, never a frame stitched from two writes. */
+        /* One write per frame: a reader sees a prefix (torn, retried) or
+         * the whole frame, never a frame stitched from two writes. */
         int e = h5l_pwrite_full(fd, b->p + before, b->len - before, *off);
         if (!e && sync && fdatasync(fd) != 0) e = -errno;
         if (e) rc = h5l_err_set(err, H5L_EIO, "%s: journal append failed: %s", what, strerror(-e));

@@ -1,7 +1,13 @@
 /* journal.h — the append-only journal: creating and appending (writer) and
- * walking frames (readers). The walk is a pure function over bytes, so the
- * torn-tail rules of docs/format.md 3.2 are tested without files.
- * Owns no memory: frames point into the caller's bytes. */
+ * scanning frames (readers), with the torn-tail rules of docs/format.md 3.2.
+ *
+ * A scanner reads the journal through a window of its bytes (from a file
+ * descriptor, or from memory for tests and fuzzing), so a reader never holds
+ * more than the window and the largest frame, whatever the journal claims.
+ * The scanner keeps what it learned about a torn tail between calls: how many
+ * bytes must exist before a retry can succeed, and how far the tail is known
+ * to be zero, so a live reader polling a stuck tail reads nothing again.
+ * Owns its window; frames point into it until the next call. */
 #ifndef H5L_JOURNAL_H
 #define H5L_JOURNAL_H
 
@@ -13,36 +19,57 @@
 
 typedef struct h5l_frame {
     uint16_t type;
-    const uint8_t *payload;
+    const uint8_t *payload; /* valid until the next h5l_jscan_next */
     uint32_t len;
-    size_t next; /* offset just past this frame (padding included) */
+    uint64_t pos, next;     /* journal offsets of this frame and of the next */
 } h5l_frame_t;
 
-/* Decode the frame starting at data[pos] (pos < len is not required).
- * Returns 1 and fills fr when a complete, verified frame is there; 0 when
- * there is none yet (clean end or torn tail); H5L_ECORRUPT (message names
- * `what` and the offset, relative to `base`) when the bytes are damaged. */
-int h5l_journal_next(const uint8_t *data, size_t len, size_t pos,
-                     uint64_t seed, const char *what, uint64_t base,
-                     h5l_frame_t *fr, h5l_err_t *err);
+typedef struct h5l_jscan {
+    int fd;              /* journal bytes are at fd offsets base.., or: */
+    const uint8_t *mem;  /* (fd < 0) all journal bytes in memory */
+    uint64_t base;
+    int live;            /* 1: the journal may still grow (sidecar) */
+    uint64_t seed;
+    const char *what;    /* names the file in messages */
+    uint64_t need;       /* a retry needs the journal to reach this length */
+    uint64_t zlo, zhi;   /* journal bytes [zlo, zhi) are known to be zero */
+    uint8_t *buf;        /* the window: journal bytes [wpos, wpos + wlen) */
+    size_t cap, wlen;
+    uint64_t wpos;
+} h5l_jscan_t;
+
+/* Set up a scanner (no I/O). For memory, fd = -1 and mem holds the bytes. */
+void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live,
+                    uint64_t seed, const char *what);
+void h5l_jscan_free(h5l_jscan_t *s);
+
+/* The frame at journal offset pos, with end bytes of journal available.
+ * Returns 1 and fills fr for a complete, verified frame; 0 when there is
+ * none: a clean end or (live only) a torn tail — then s->need says how long
+ * the journal must get before a retry can change the answer; H5L_ECORRUPT
+ * when the bytes are damaged (message names `what` and the frame's offset in
+ * that file: base + pos), H5L_EIO
+ * when reading fails. */
+int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, h5l_err_t *err);
 
 /* Create (truncate) the sidecar at path with a header for id; *fd gets an
  * O_WRONLY descriptor; the next frame goes at H5L_JHDR_LEN. If copy is not
  * NULL the header bytes are appended to it (the writer keeps every journal
  * byte, to embed an identical copy at close). */
-int h5l_journal_create(const char *path, const uint8_t id[16],
-                       uint64_t ctime_ns, int *fd, h5l_buf_t *copy,
-                       h5l_err_t *err);
+int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns,
+                       uint32_t seglog, int *fd, h5l_buf_t *copy, h5l_err_t *err);
 
 /* Append one frame at *off (updated), with one write. With sync, fdatasync
  * after. If copy is not NULL the frame's bytes are appended to it; on
- * failure copy is as it was. */
+ * failure copy and *off are as they were, so a retry writes the frame again
+ * over whatever part of it reached the file. */
 int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        const void *payload, uint32_t len, uint64_t seed,
                        int sync, const char *what, h5l_buf_t *copy,
                        h5l_err_t *err);
 
-/* Write all of buf at off, retrying short writes. 0 or -errno. */
+/* Write all of buf at off, retrying short writes. 0 or -errno (a write that
+ * makes no progress is -ENOSPC). */
 int h5l_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 /* Read up to n bytes at off, retrying short reads; returns bytes read
  * (less than n only at end of file) or -errno. */

@@ -1,19 +1,23 @@
 /* reader.c — open a log-layout file, load its ticks, read boxes as of a tick.
  *
  * Loading a tick: the TICK frame's ops are applied to the schema, its record
- * table is read with one pread, every block and record is checked (checksum,
- * ids, bounds against the dimension lengths of that tick, data inside the
- * tick's data region and inside the file), then records go into the index in
- * sequence order and the tick becomes visible by bumping `nticks`. Anything
- * wrong is corruption: the reader keeps the ticks it had and reports the same
- * error from then on.
+ * table is read with one pread, every block is checked (checksum bound to
+ * its tick and rank, records decoded, boxes inside the shape of that tick,
+ * records accounting for the rank's data exactly), then records go into the
+ * index in sequence order and the tick becomes visible by bumping `nticks`.
+ * Anything wrong is damage: the reader keeps the ticks before it, serves
+ * them, and reports the same error (naming the tick) from then on.
  *
  * Reading: fill, then for each index chunk the box touches, the records of
  * that chunk with tick <= T in sequence order, each clipped to box and chunk
  * (chunks partition space, so each element is written by the records of its
  * own chunk only, in their order: later sequence wins). Data comes from the
  * log with pread at absolute offsets — no mmap, so a file truncated under us
- * yields EIO, never SIGBUS. */
+ * yields EIO, never SIGBUS — and every byte is verified against the checksum
+ * of its data segment before it is returned: a segment wholly inside a read
+ * is hashed where it lands, a segment the read only touches is read whole
+ * into a small per-thread cache of verified segments (consecutive small
+ * reads of one segment then cost one pread and one hash). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,7 +36,17 @@
 #include "journal.h"
 #include "schema.h"
 
-#define SPAN_MAX (4u << 20) /* read a record's span at once up to this size */
+#define SPAN_MAX (4u << 20)          /* read a record's span at once up to this size */
+#define TABLE_MAX ((uint64_t)1 << 30) /* largest record table a reader loads */
+
+/* Where each rank's data of a tick lies and its segment checksums: one
+ * allocation per tick. */
+typedef struct tickx {
+    uint32_t nranks;
+    uint64_t *rstart;  /* nranks + 1: absolute start of each rank's data; [nranks] = end */
+    uint64_t *segbase; /* nranks + 1: index of each rank's first checksum */
+    uint64_t *sums;    /* every rank's segment checksums */
+} tickx_t;
 
 struct h5l_reader {
     char *path, *jpath;
@@ -41,20 +55,26 @@ struct h5l_reader {
     int live;      /* journal read from the sidecar */
     uint64_t jbase, jlimit; /* journal start in jfd; bytes (embedded only) */
     uint64_t jpos;          /* next frame, relative to jbase */
+    h5l_jscan_t scan;
     uint8_t id[16];
-    uint64_t seed;
+    uint64_t seed, serial;
+    uint32_t seglog;
     h5l_schema_t schema;
     h5l_index_t *index;
     h5l_tick_info_t *ticks;
+    tickx_t **tx;
     size_t nticks, cap_ticks;
     int closed;
     int failed;
+    uint64_t damaged_tick; /* the tick that failed to load (0: none, or not a tick) */
     h5l_err_t ferr;
     pthread_rwlock_t lock;     /* schema, index, ticks */
     pthread_mutex_t refresh_mu; /* one refresh at a time */
     _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
 };
+
+static _Atomic uint64_t reader_serial; /* tells readers apart in the segment caches */
 
 static uint64_t file_size(int fd)
 {
@@ -70,6 +90,19 @@ static int read_ub(int fd, const char *path, h5l_ub_t *ub, h5l_err_t *err)
     if (n < (ssize_t)sizeof b)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
     return h5l_ub_decode(b, ub, path, err);
+}
+
+int h5l_probe(const char *path, h5l_err_t *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return h5l_err_set(err, errno == ENOENT ? H5L_ENOTFOUND : H5L_EIO, "%s: %s", path, strerror(errno));
+    uint8_t m[8];
+    ssize_t n = h5l_pread_full(fd, m, sizeof m, 0);
+    close(fd);
+    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
+    if (n < 8 || memcmp(m, h5l_ub_magic, 8) != 0)
+        return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file", path);
+    return H5L_OK;
 }
 
 /* Point the reader at its journal: the sidecar while the file is live, else
@@ -122,7 +155,9 @@ static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
     if (rc) return rc;
     if (memcmp(h.id, r->id, 16) != 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal belongs to another file (identity mismatch)", what);
+    r->seglog = h.seglog;
     r->jpos = H5L_JHDR_LEN;
+    h5l_jscan_init(&r->scan, r->jfd, NULL, r->jbase, r->live, r->seed, what);
     return H5L_OK;
 }
 
@@ -132,6 +167,7 @@ int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
     h5l_reader_t *r = calloc(1, sizeof *r);
     if (!r) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     r->fd = r->jfd = -1;
+    r->serial = atomic_fetch_add(&reader_serial, 1) + 1;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     /* writer preference: a stream of reads must not starve tick loading */
@@ -153,7 +189,10 @@ int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
         goto fail;
     }
     if ((rc = attach_journal(r, err)) || (rc = check_jhdr(r, err))) goto fail;
-    if ((rc = h5l_reader_refresh(r, NULL, err))) goto fail;
+    /* damage found while loading is kept (h5l_reader_damage): the ticks
+     * before it are served; only an error that lets nothing be read fails */
+    rc = h5l_reader_refresh(r, NULL, err);
+    if (rc == H5L_ENOMEM) goto fail;
     *out = r;
     return H5L_OK;
 fail:
@@ -166,9 +205,12 @@ void h5l_reader_close(h5l_reader_t *r)
     if (!r) return;
     if (r->jfd >= 0 && r->jfd != r->fd) close(r->jfd);
     if (r->fd >= 0) close(r->fd);
+    h5l_jscan_free(&r->scan);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
+    for (size_t i = 0; i < r->nticks; i++) free(r->tx[i]);
+    free(r->tx);
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -177,9 +219,9 @@ void h5l_reader_close(h5l_reader_t *r)
     free(r);
 }
 
-/* Check one record against the schema as of tick t and the data region. */
-static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, const h5l_rec_t *rec,
-                     h5l_err_t *err)
+/* Decode and check one record's boxes against the schema as of tick t;
+ * rec->size gets the bytes its boxes need. */
+static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, h5l_err_t *err)
 {
     const h5l_obj_t *o = &r->schema.objs[rec->objid];
     uint64_t nbytes = 0;
@@ -199,74 +241,87 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, const h5l_rec_t 
                                r->path, (unsigned long long)t->tick, o->path);
         nbytes += ne * o->type.size;
     }
-    if (nbytes != rec->size)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' has size %llu, its boxes need %llu",
-                           r->path, (unsigned long long)t->tick, o->path,
-                           (unsigned long long)rec->size, (unsigned long long)nbytes);
-    if (rec->offset < t->data_off || rec->size > t->data_size ||
-        rec->offset - t->data_off > t->data_size - rec->size)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' points outside the tick's data",
-                           r->path, (unsigned long long)t->tick, o->path);
+    rec->size = nbytes;
     return H5L_OK;
 }
 
 /* Decode and check the record table of tick t into pend[] (not indexed
- * yet). Runs under the write lock. */
-static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab,
+ * yet) and fill x (rank starts, checksums). Runs under the write lock. */
+static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x,
                       h5l_rec_t **pend, size_t cap_pend, size_t *npend, h5l_err_t *err)
 {
     size_t pos = 0;
-    uint64_t total = 0;
+    uint64_t total = 0, seg = (uint64_t)1 << r->seglog, nsums = 0;
+    x->rstart[0] = t->data_off;
     for (uint32_t rank = 0; rank < t->nranks; rank++) {
         h5l_block_t blk;
-        if (t->table_size - pos < H5L_BLOCK_LEN || h5l_block_decode(tab + pos, &blk) ||
-            blk.rank != rank || blk.tick != t->tick || blk.payload > t->table_size - pos - H5L_BLOCK_LEN)
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u is damaged",
+        pos = (pos + 7) & ~(size_t)7;
+        if (pos > t->table_size || t->table_size - pos < H5L_BLOCK_LEN)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table ends before the block of rank %u",
                                r->path, (unsigned long long)t->tick, rank);
-        const uint8_t *pl = tab + pos + H5L_BLOCK_LEN;
-        if (h5l_hash(pl, blk.payload, r->seed) != blk.checksum)
+        h5l_block_decode(tab + pos, &blk);
+        if (blk.payload > t->table_size - pos - H5L_BLOCK_LEN)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u runs past its table",
+                               r->path, (unsigned long long)t->tick, rank);
+        if (h5l_block_sum(tab + pos, r->seed, t->tick, rank) != blk.checksum)
             return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u fails its checksum",
                                r->path, (unsigned long long)t->tick, rank);
+        if (blk.size > t->data_off + t->data_size - x->rstart[rank])
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u claims more data than the tick has",
+                               r->path, (unsigned long long)t->tick, rank);
+        x->rstart[rank + 1] = x->rstart[rank] + blk.size;
+        x->segbase[rank] = nsums;
+        uint64_t nseg = (blk.size + seg - 1) / seg;
+        const uint8_t *pl = tab + pos + H5L_BLOCK_LEN;
         h5l_cur_t c = h5l_cur(pl, blk.payload);
-        uint64_t prev_order = 0;
+        uint64_t off = x->rstart[rank];
         for (uint64_t i = 0; i < blk.nrec; i++) {
-            h5l_recfix_t f;
-            if (h5l_recfix_decode(&c, &f) || f.objid >= r->schema.nobjs ||
-                r->schema.objs[f.objid].kind != H5L_OBJ_VAR || f.nboxes == 0 ||
-                (i > 0 && f.order <= prev_order))
+            uint32_t objid, nboxes;
+            if (h5l_rec_head_decode(&c, &objid, &nboxes) || objid >= r->schema.nobjs ||
+                r->schema.objs[objid].kind != H5L_OBJ_VAR || r->schema.objs[objid].tick > t->tick || nboxes == 0)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu is malformed",
                                    r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
-            prev_order = f.order;
-            uint32_t nd = r->schema.objs[f.objid].ndims;
-            if (nd == 0 ? f.nboxes != 1 : f.nboxes > (c.len - c.pos) / (16 * (uint64_t)nd))
+            uint32_t nd = r->schema.objs[objid].ndims;
+            /* every varint takes a byte: bound the boxes by what is left */
+            if (nd == 0 ? nboxes != 1 : nboxes > (c.len - c.pos) / (2 * (uint64_t)nd))
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
                                    r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
-            h5l_rec_t *rec = h5l_index_new_rec(r->index, f.nboxes, nd);
+            if (*npend == cap_pend)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: more records than announced", r->path,
+                                   (unsigned long long)t->tick);
+            h5l_rec_t *rec = h5l_index_new_rec(r->index, nboxes, nd);
             if (!rec) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory loading records", r->path);
             rec->tick = t->tick;
             rec->rank = rank;
-            rec->order = f.order;
-            rec->objid = f.objid;
-            rec->offset = f.offset;
-            rec->size = f.size;
-            for (size_t j = 0; j < (size_t)f.nboxes * 2 * nd; j++) rec->boxes[j] = h5l_cur_u64(&c);
+            rec->order = i;
+            rec->objid = objid;
+            for (size_t j = 0; j < (size_t)nboxes * 2 * nd; j++) rec->boxes[j] = h5l_cur_varint(&c);
             if (c.bad)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
                                    r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
             int rc = check_rec(r, t, rec, err);
             if (rc) return rc;
-            if (*npend == cap_pend)
-                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: more records than announced", r->path,
-                                   (unsigned long long)t->tick);
+            if (rec->size > x->rstart[rank + 1] - off)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records need more data than the rank wrote",
+                                   r->path, (unsigned long long)t->tick, rank);
+            rec->offset = off;
+            off += rec->size;
             pend[(*npend)++] = rec;
         }
-        if (c.pos != c.len)
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has trailing bytes",
+        if (off != x->rstart[rank + 1])
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records do not account for its data",
                                r->path, (unsigned long long)t->tick, rank);
+        if (c.len - c.pos != nseg * 8)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has %zu bytes for %llu data checksums",
+                               r->path, (unsigned long long)t->tick, rank, c.len - c.pos, (unsigned long long)nseg);
+        for (uint64_t j = 0; j < nseg; j++) x->sums[nsums + j] = h5l_get_le64(c.p + c.pos + 8 * j);
+        nsums += nseg;
         total += blk.nrec;
         pos += H5L_BLOCK_LEN + blk.payload;
     }
-    if (total != t->nrecords || pos != t->table_size)
+    x->segbase[t->nranks] = nsums;
+    if (total != t->nrecords || ((pos + 7) & ~(size_t)7) != t->table_size ||
+        x->rstart[t->nranks] != t->data_off + t->data_size)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table disagrees with its journal entry",
                            r->path, (unsigned long long)t->tick);
     return H5L_OK;
@@ -287,14 +342,33 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
         t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)",
                            r->path, (unsigned long long)t.tick, (unsigned long long)fsize);
-    if (t.table_size > ((uint64_t)1 << 40))
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: absurd record table size", r->path,
-                           (unsigned long long)t.tick);
+    if (t.table_size > TABLE_MAX)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table of %llu bytes (this reader loads at most %llu)",
+                           r->path, (unsigned long long)t.tick, (unsigned long long)t.table_size,
+                           (unsigned long long)TABLE_MAX);
+    /* every rank has a block header; every record at least a few bytes */
+    if (t.nranks > t.table_size / H5L_BLOCK_LEN || t.nrecords > t.table_size / H5L_REC_MIN)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: %u ranks and %llu records cannot fit %llu table bytes",
+                           r->path, (unsigned long long)t.tick, t.nranks, (unsigned long long)t.nrecords,
+                           (unsigned long long)t.table_size);
+    uint64_t seg = (uint64_t)1 << r->seglog;
+    uint64_t maxsums = t.data_size / seg + t.nranks; /* each rank's last segment may be partial */
+    size_t xbytes = sizeof(tickx_t) + (2 * ((size_t)t.nranks + 1) + (size_t)maxsums) * sizeof(uint64_t);
+    tickx_t *x = malloc(xbytes);
     uint8_t *tab = malloc(t.table_size ? t.table_size : 1);
-    if (!tab) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    if (!tab || !x) {
+        free(tab);
+        free(x);
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    }
+    x->nranks = t.nranks;
+    x->rstart = (uint64_t *)(x + 1);
+    x->segbase = x->rstart + t.nranks + 1;
+    x->sums = x->segbase + t.nranks + 1;
     ssize_t n = h5l_pread_full(r->fd, tab, t.table_size, t.table_off);
     if (n != (ssize_t)t.table_size) {
         free(tab);
+        free(x);
         return h5l_err_set(err, n < 0 ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table",
                            r->path, (unsigned long long)t.tick);
     }
@@ -324,12 +398,9 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * on failure: a tick that fails leaves neither records nor definitions. */
     h5l_rec_t **pend = NULL;
     size_t npend = 0;
-    if (!rc && t.nrecords > t.table_size / H5L_REC_LEN)
-        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record count exceeds its table", r->path,
-                         (unsigned long long)t.tick);
     if (!rc && !(pend = malloc((t.nrecords ? t.nrecords : 1) * sizeof *pend)))
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    if (!rc) rc = load_table(r, &t, tab, pend, t.nrecords, &npend, err);
+    if (!rc) rc = load_table(r, &t, tab, x, pend, t.nrecords, &npend, err);
     for (size_t i = 0; !rc && i < npend; i++)
         if ((rc = h5l_index_insert(r->index, pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
@@ -338,15 +409,20 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
         h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
-        if (!ti) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        else {
-            r->ticks = ti;
-            r->cap_ticks = cap;
-        }
+        if (ti) r->ticks = ti;
+        tickx_t **tx = ti ? realloc(r->tx, cap * sizeof *tx) : NULL;
+        if (tx) r->tx = tx;
+        if (!ti || !tx) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        else r->cap_ticks = cap;
     }
-    if (!rc) r->ticks[r->nticks++] = t; /* the tick becomes visible here */
+    if (!rc) { /* the tick becomes visible here */
+        r->tx[r->nticks] = x;
+        r->ticks[r->nticks++] = t;
+        x = NULL;
+    }
     pthread_rwlock_unlock(&r->lock);
     free(tab);
+    free(x);
     return rc;
 }
 
@@ -362,57 +438,58 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
     }
     if (r->closed) goto out;
     uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
-    if (end <= r->jpos) {
-        if (!r->live && end < r->jpos) goto corrupt_short;
-        goto out;
-    }
-    size_t n = (size_t)(end - r->jpos);
-    uint8_t *buf = malloc(n);
-    if (!buf) {
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        goto out;
-    }
-    ssize_t got = h5l_pread_full(r->jfd, buf, n, r->jbase + r->jpos);
-    if (got < 0) {
-        free(buf);
-        rc = h5l_err_set(err, H5L_EIO, "%s: reading journal: %s", r->path, strerror((int)-got));
-        goto out; /* an I/O error may pass: not sticky */
-    }
-    size_t pos = 0;
-    const char *what = r->live ? r->jpath : r->path;
+    if (r->live && r->scan.need && end < r->scan.need) goto out; /* a torn tail not grown enough: read nothing */
     for (;;) {
         h5l_frame_t fr;
-        int k = h5l_journal_next(buf, (size_t)got, pos, r->seed, what, r->jbase + r->jpos, &fr, err);
+        int k = h5l_jscan_next(&r->scan, r->jpos, end, &fr, err);
         if (k < 0) {
             rc = k;
+            if (rc == H5L_ECORRUPT) r->damaged_tick = r->nticks + 1;
             break;
         }
         if (k == 0) break;
+        uint16_t type = fr.type;
         if (r->closed) {
-            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal continues after its CLOSE record", what);
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal continues after its CLOSE record (offset %llu)",
+                             r->scan.what, (unsigned long long)fr.pos);
             break;
         }
-        if (fr.type == H5L_REC_TICK) {
+        if (type == H5L_REC_TICK) {
             rc = load_tick(r, fr.payload, fr.len, err);
-            if (rc) break;
+            if (rc) {
+                r->damaged_tick = r->nticks + 1;
+                break;
+            }
             if (nnew) (*nnew)++;
-        } else {
+        } else if (type == H5L_REC_CLOSE) {
             r->closed = 1;
+        } else if (!(type & H5L_REC_OPTIONAL)) {
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu has unknown type %u",
+                             r->scan.what, (unsigned long long)fr.pos, type);
+            break;
         }
-        pos = fr.next;
+        r->jpos = fr.next;
     }
-    r->jpos += pos;
-    free(buf);
-    if (!rc && !r->live && r->jpos != end) {
-    corrupt_short:
+    if (!rc && !r->live && r->jpos != end)
         rc = h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal ends in an incomplete record", r->path);
-    }
-    if (rc && rc != H5L_EIO) {
+    if (!rc && !r->live && !r->closed)
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal has no CLOSE record", r->path);
+    if (rc && rc != H5L_EIO && rc != H5L_ENOMEM) {
         r->failed = 1;
         if (err) r->ferr = *err;
         else h5l_err_set(&r->ferr, rc, "%s: %s", r->path, h5l_strerror(rc));
     }
 out:
+    pthread_mutex_unlock(&r->refresh_mu);
+    return rc;
+}
+
+int h5l_reader_damage(h5l_reader_t *r, uint64_t *tick, h5l_err_t *err)
+{
+    pthread_mutex_lock(&r->refresh_mu);
+    int rc = r->failed ? r->ferr.code : H5L_OK;
+    if (rc && err) *err = r->ferr;
+    if (tick) *tick = r->failed ? r->damaged_tick : 0;
     pthread_mutex_unlock(&r->refresh_mu);
     return rc;
 }
@@ -484,9 +561,10 @@ static void drop_seg(void *ctx, uint64_t off, uint64_t len)
 
 uint64_t h5l_reader_dropped(h5l_reader_t *r) { return atomic_load(&r->stat_dropped); }
 
-/* Log bytes read for a caller (not metadata): drop-behind accounting. */
+/* Log bytes read for a caller (not metadata): statistics, drop-behind. */
 static void count_read(h5l_reader_t *r, uint64_t off, uint64_t n)
 {
+    atomic_fetch_add(&r->stat_bytes, n);
     h5l_drop_t *d = atomic_load(&r->drop);
     if (d) h5l_drop_count(d, off, n, drop_seg, r);
 }
@@ -498,65 +576,261 @@ void h5l_reader_dropbehind(h5l_reader_t *r)
     if (d && !atomic_compare_exchange_strong(&r->drop, &none, d)) h5l_drop_free(d);
 }
 
+/* ---- verified reads of log data ------------------------------------- */
+
+/* A few verified segments per thread, so consecutive small reads of one
+ * segment (a column, a reply cut mid-segment) read and hash it once. Keyed
+ * by the reader's serial number (never reused) and the segment's offset:
+ * log bytes never change once committed. Freed when the thread ends. */
+#define SEGC_N 4
+typedef struct segent {
+    uint64_t serial, off;
+    size_t len, cap;
+    uint8_t *data;
+} segent_t;
+typedef struct segcache {
+    segent_t e[SEGC_N];
+    unsigned next;
+} segcache_t;
+
+static pthread_key_t segc_key;
+static pthread_once_t segc_once = PTHREAD_ONCE_INIT;
+
+static void segc_free(void *p)
+{
+    segcache_t *c = p;
+    for (int i = 0; i < SEGC_N; i++) free(c->e[i].data);
+    free(c);
+}
+static void segc_init(void) { pthread_key_create(&segc_key, segc_free); }
+
+static segcache_t *segc_get(void)
+{
+    pthread_once(&segc_once, segc_init);
+    segcache_t *c = pthread_getspecific(segc_key);
+    if (!c && (c = calloc(1, sizeof *c)) && pthread_setspecific(segc_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+static int seg_mismatch(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off, uint64_t len, h5l_err_t *err)
+{
+    return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu, rank %u: log data [%llu, %llu) fails its checksum", r->path,
+                       (unsigned long long)tick, rank, (unsigned long long)off, (unsigned long long)(off + len));
+}
+
+static int seg_read_err(h5l_reader_t *r, uint64_t off, ssize_t got, h5l_err_t *err)
+{
+    return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: %s", r->path, (unsigned long long)off,
+                       got < 0 ? strerror((int)-got) : "file truncated");
+}
+
+/* Segment j of (tick, rank) — absolute offset *off, length *len — and its
+ * checksum. */
+static uint64_t seg_of(const h5l_reader_t *r, const tickx_t *x, uint32_t rank, uint64_t j, uint64_t *off,
+                       uint64_t *len)
+{
+    uint64_t seg = (uint64_t)1 << r->seglog, rs = x->rstart[rank], re = x->rstart[rank + 1];
+    *off = rs + j * seg;
+    *len = re - *off < seg ? re - *off : seg;
+    return x->sums[x->segbase[rank] + j];
+}
+
+/* Read n log bytes at absolute offset off, inside the data of (tick,
+ * rank), into dst, verified by whole segments. Call with the read lock. */
+static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off, size_t n, uint8_t *dst,
+                    h5l_err_t *err)
+{
+    if (n == 0) return H5L_OK;
+    if (tick < 1 || tick > r->nticks || rank >= r->tx[tick - 1]->nranks)
+        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick, rank);
+    const tickx_t *x = r->tx[tick - 1];
+    uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
+    if (off < rs || n > re - off)
+        return h5l_err_set(err, H5L_EINVAL, "%s: read [%llu, +%zu) outside the data of tick %llu rank %u", r->path,
+                           (unsigned long long)off, n, (unsigned long long)tick, rank);
+    uint64_t seglog = r->seglog, end = off + n;
+    uint64_t j = (off - rs) >> seglog, jlast = (end - 1 - rs) >> seglog;
+    for (; j <= jlast; j++) {
+        uint64_t so, sl;
+        uint64_t sum = seg_of(r, x, rank, j, &so, &sl);
+        if (so >= off && so + sl <= end) {
+            /* whole segments inside the read: into place with one pread,
+             * then hashed there */
+            uint64_t k = j;
+            uint64_t run = sl;
+            while (k < jlast) {
+                uint64_t o2, l2;
+                seg_of(r, x, rank, k + 1, &o2, &l2);
+                if (o2 + l2 > end) break;
+                run += l2;
+                k++;
+            }
+            ssize_t got = h5l_pread_full(r->fd, dst + (so - off), (size_t)run, so);
+            if (got != (ssize_t)run) return seg_read_err(r, so, got, err);
+            count_read(r, so, run);
+            for (uint64_t q = j; q <= k; q++) {
+                uint64_t o2, l2;
+                uint64_t s2 = seg_of(r, x, rank, q, &o2, &l2);
+                if (h5l_hash(dst + (o2 - off), (size_t)l2, h5l_seg_seed(r->seed, tick, rank, q)) != s2)
+                    return seg_mismatch(r, tick, rank, o2, l2, err);
+            }
+            j = k;
+            continue;
+        }
+        /* a segment the read only touches: through the cache */
+        segcache_t *c = segc_get();
+        segent_t *e = NULL;
+        for (int i = 0; c && i < SEGC_N; i++)
+            if (c->e[i].serial == r->serial && c->e[i].off == so && c->e[i].len == sl) e = &c->e[i];
+        uint8_t *tmp = NULL;
+        const uint8_t *src;
+        if (e) {
+            src = e->data;
+        } else {
+            uint8_t *buf;
+            if (c) {
+                e = &c->e[c->next++ % SEGC_N];
+                if (e->cap < sl) {
+                    uint8_t *d = realloc(e->data, (size_t)sl);
+                    if (!d) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+                    e->data = d;
+                    e->cap = (size_t)sl;
+                }
+                e->serial = 0; /* invalid until verified */
+                buf = e->data;
+            } else if (!(buf = tmp = malloc((size_t)sl))) {
+                return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            }
+            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
+            if (got != (ssize_t)sl) {
+                free(tmp);
+                return seg_read_err(r, so, got, err);
+            }
+            count_read(r, so, sl);
+            if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
+                free(tmp);
+                return seg_mismatch(r, tick, rank, so, sl, err);
+            }
+            if (e) {
+                e->serial = r->serial;
+                e->off = so;
+                e->len = (size_t)sl;
+            }
+            src = buf;
+        }
+        uint64_t a = so > off ? so : off, b = so + sl < end ? so + sl : end;
+        memcpy(dst + (a - off), src + (a - so), (size_t)(b - a));
+        free(tmp);
+    }
+    return H5L_OK;
+}
+
+int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
+                     h5l_err_t *err)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    int rc = log_read(r, tick, rank, off, n, buf, err);
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *err)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    int rc = H5L_OK;
+    *bad = 0;
+    if (tick < 1 || tick > r->nticks) {
+        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded", r->path, (unsigned long long)tick);
+        goto out;
+    }
+    const tickx_t *x = r->tx[tick - 1];
+    size_t cap = (size_t)1 << r->seglog;
+    uint8_t *buf = malloc(cap);
+    if (!buf) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        goto out;
+    }
+    h5l_err_t first = {0};
+    for (uint32_t rank = 0; rank < x->nranks && rc != H5L_EIO; rank++) {
+        uint64_t nseg = x->segbase[rank + 1] - x->segbase[rank];
+        for (uint64_t j = 0; j < nseg; j++) {
+            uint64_t so, sl;
+            uint64_t sum = seg_of(r, x, rank, j, &so, &sl);
+            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
+            if (got != (ssize_t)sl) {
+                rc = seg_read_err(r, so, got, err);
+                break;
+            }
+            if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
+                if (!(*bad)++) seg_mismatch(r, tick, rank, so, sl, &first);
+            }
+        }
+    }
+    free(buf);
+    if (!rc && *bad) {
+        if (err) *err = first;
+        rc = H5L_ECORRUPT;
+    }
+out:
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
 /* Copying one clipped piece of a record into the read buffer. */
 typedef struct copy_ctx {
-    h5l_reader_t *r;
     uint8_t *dst;
     size_t esize;
-    uint64_t src_off;      /* absolute file offset of the record box's data */
-    const uint8_t *span;   /* when the span was read at once */
+    const uint8_t *span;   /* the piece's span of the record, verified */
     uint64_t span_first;   /* element offset of span[0] in the box */
-    uint64_t rd_off, rd_len; /* log bytes read run by run, not yet counted */
-    int err;
 } copy_ctx_t;
-
-/* Count the pending read range (statistics, drop-behind): once per
- * contiguous range rather than per run, which for a record of single
- * elements would be an atomic and a lock per element. */
-static void copy_count(copy_ctx_t *c)
-{
-    if (!c->rd_len) return;
-    atomic_fetch_add(&c->r->stat_bytes, c->rd_len);
-    count_read(c->r, c->rd_off, c->rd_len);
-    c->rd_len = 0;
-}
 
 static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
 {
     copy_ctx_t *c = vctx;
-    size_t bytes = (size_t)(n * c->esize);
-    if (c->span) {
-        memcpy(c->dst + dst * c->esize, c->span + (src - c->span_first) * c->esize, bytes);
-        return 0;
-    }
-    uint64_t off = c->src_off + src * c->esize;
-    ssize_t got = h5l_pread_full(c->r->fd, c->dst + dst * c->esize, bytes, off);
-    if (got != (ssize_t)bytes) {
-        c->err = got < 0 ? (int)-got : EIO;
-        return -1;
-    }
-    if (c->rd_len && c->rd_off + c->rd_len != off) copy_count(c);
-    if (!c->rd_len) c->rd_off = off;
-    c->rd_len += bytes;
+    memcpy(c->dst + dst * c->esize, c->span + (src - c->span_first) * c->esize, (size_t)(n * c->esize));
     return 0;
 }
 
-/* Copy X (inside record box B and inside the read box R) from the log. */
-static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
-                      const uint64_t *bs, const uint64_t *bc, const uint64_t *xs,
-                      const uint64_t *xc, const uint64_t *rs, const uint64_t *rc,
-                      void *buf, uint8_t **scratch, size_t *scratch_cap, h5l_err_t *err)
+typedef struct vrun_ctx {
+    h5l_reader_t *r;
+    const h5l_rec_t *rec;
+    uint8_t *dst;
+    size_t esize;
+    uint64_t box_off;
+    h5l_err_t *err;
+    int rc;
+} vrun_ctx_t;
+
+/* A run read straight from the log (verified) into the read buffer. */
+static int vread_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    vrun_ctx_t *c = vctx;
+    c->rc = log_read(c->r, c->rec->tick, c->rec->rank, c->box_off + src * c->esize, (size_t)(n * c->esize),
+                     c->dst + dst * c->esize, c->err);
+    return c->rc ? -1 : 0;
+}
+
+/* Copy X (inside box B of record rec, whose data starts at box_off, and
+ * inside the read box R) from the log. */
+static int copy_piece(h5l_reader_t *r, const h5l_rec_t *rec, const h5l_obj_t *o, uint64_t box_off,
+                      const uint64_t *bs, const uint64_t *bc, const uint64_t *xs, const uint64_t *xc,
+                      const uint64_t *rs, const uint64_t *rc, void *buf, uint8_t **scratch, size_t *scratch_cap,
+                      h5l_err_t *err)
 {
     uint32_t nd = o->ndims;
     size_t es = o->type.size;
-    copy_ctx_t c = {r, buf, es, box_off, NULL, 0, 0, 0, 0};
     uint64_t last[H5L_MAX_DIMS];
     for (uint32_t d = 0; d < nd; d++) last[d] = xs[d] + xc[d] - 1;
     uint64_t first = h5l_box_offset(nd, bs, bc, xs);
     uint64_t span = h5l_box_offset(nd, bs, bc, last) - first + 1;
     uint64_t need = h5l_box_nelem(nd, xc);
-    /* Many small runs close together: one pread of the span beats one per
-     * run. Few large runs: pread each straight into the caller's buffer. */
+    /* Many small runs close together: one verified read of the span, runs
+     * copied out of it. A contiguous piece, or runs far apart: each run is
+     * read (verified) straight into the caller's buffer; runs that share a
+     * segment then share one read through the segment cache. */
     if (span != need && span * es <= SPAN_MAX && (span * es <= 65536 || span <= 2 * need)) {
         if (*scratch_cap < span * es) {
             uint8_t *s = realloc(*scratch, span * es);
@@ -564,21 +838,15 @@ static int copy_piece(h5l_reader_t *r, const h5l_obj_t *o, uint64_t box_off,
             *scratch = s;
             *scratch_cap = span * es;
         }
-        ssize_t got = h5l_pread_full(r->fd, *scratch, span * es, box_off + first * es);
-        if (got != (ssize_t)(span * es))
-            return h5l_err_set(err, H5L_EIO, "%s: short read of log data at %llu (file truncated?)", r->path,
-                               (unsigned long long)(box_off + first * es));
-        atomic_fetch_add(&r->stat_bytes, span * es);
-        count_read(r, box_off + first * es, span * es);
-        c.span = *scratch;
-        c.span_first = first;
+        int e = log_read(r, rec->tick, rec->rank, box_off + first * es, (size_t)(span * es), *scratch, err);
+        if (e) return e;
+        copy_ctx_t c = {buf, es, *scratch, first};
+        h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c);
+        return H5L_OK;
     }
-    int bad = h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c);
-    copy_count(&c);
-    if (bad)
-        return h5l_err_set(err, H5L_EIO, "%s: reading log data of '%s': %s", r->path, o->path,
-                           c.err ? strerror(c.err) : "short read (file truncated?)");
-    return H5L_OK;
+    vrun_ctx_t v = {r, rec, buf, es, box_off, err, 0};
+    h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, vread_run, &v);
+    return v.rc;
 }
 
 typedef struct fill_ctx {
@@ -592,26 +860,36 @@ static int fill_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
 {
     (void)src;
     fill_ctx_t *c = ctx;
+    uint8_t *p = c->buf + dst * c->es;
+    size_t total = (size_t)(n * c->es), done = c->es;
     int zero = 1;
     for (size_t i = 0; i < c->es; i++) zero &= c->fill[i] == 0;
     if (zero) {
-        memset(c->buf + dst * c->es, 0, n * c->es);
+        memset(p, 0, total);
         return 0;
     }
-    for (uint64_t i = 0; i < n; i++) memcpy(c->buf + (dst + i) * c->es, c->fill, c->es);
+    /* netCDF's default fills are not zero: one element, then doubling
+     * copies, rather than one small memcpy per element */
+    memcpy(p, c->fill, c->es);
+    while (done < total) {
+        size_t k = done < total - done ? done : total - done;
+        memcpy(p + done, p, k);
+        done += k;
+    }
     return 0;
 }
 
-/* Does one single-box record of the list contain the whole piece? */
+/* Does one box of one record of the list contain the whole piece? */
 static int covered(h5l_rec_t *const *list, size_t n, uint32_t nd, const uint64_t *ps, const uint64_t *pc)
 {
     for (size_t i = 0; i < n; i++) {
         const h5l_rec_t *rec = list[i];
-        if (rec->nboxes != 1) continue;
-        const uint64_t *bs = rec->boxes, *bc = bs + nd;
-        uint32_t d = 0;
-        while (d < nd && bs[d] <= ps[d] && ps[d] + pc[d] <= bs[d] + bc[d]) d++;
-        if (d == nd) return 1;
+        for (uint32_t k = 0; k < rec->nboxes; k++) {
+            const uint64_t *bs = rec->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
+            uint32_t d = 0;
+            while (d < nd && bs[d] <= ps[d] && ps[d] + pc[d] <= bs[d] + bc[d]) d++;
+            if (d == nd) return 1;
+        }
     }
     return 0;
 }
@@ -680,7 +958,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                 const uint64_t *bs = rec->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
                 uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
                 if (h5l_box_intersect(nd, bs, bc, ps, pc, xs, xc))
-                    rc = copy_piece(r, o, boff, bs, bc, xs, xc, start, count, buf, &scratch, &scratch_cap, err);
+                    rc = copy_piece(r, rec, o, boff, bs, bc, xs, xc, start, count, buf, &scratch, &scratch_cap, err);
                 boff += h5l_box_nelem(nd, bc) * o->type.size;
             }
         }
@@ -751,19 +1029,11 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     if (runs[0] == 1) {
         out->direct = 1;
         out->direct_off = last->offset + runs[1] * o->type.size;
+        out->direct_tick = last->tick;
+        out->direct_rank = last->rank;
     }
 out:
     pthread_rwlock_unlock(&r->lock);
     return rc;
-}
-
-long h5l_reader_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off)
-{
-    ssize_t got = h5l_pread_full(r->fd, buf, n, off);
-    if (got > 0) {
-        atomic_fetch_add(&r->stat_bytes, (uint64_t)got);
-        count_read(r, off, (uint64_t)got);
-    }
-    return (long)got;
 }
 

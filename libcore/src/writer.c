@@ -1,18 +1,25 @@
 /* writer.c — libh5log's MPI writer (h5log.h).
  *
  * Between flushes a rank only appends: h5l_put copies data into an arena
- * (h5l_iput remembers the caller's pointer), and the record for it is encoded
- * at once into this rank's record block, its file offset left relative to
- * the rank's first byte. Definitions are applied to a local schema (the same
- * checks readers make) and kept as pending ops.
+ * (h5l_iput remembers the caller's pointer), feeds it to the checksum of the
+ * current data segment (so hashing happens while the bytes are hot, off the
+ * flush's critical path), and grows the open record: puts of one variable
+ * made one after another share a record, and a put that extends the last
+ * box along one dimension grows that box (docs/format.md 6). Records need no
+ * offsets (they are laid in data order). Definitions are applied to a local
+ * schema (the same checks readers make) and kept as pending ops.
  *
- * A flush is a fixed sequence of collectives (docs/format.md 6): agree on
- * the ops (hash) and on grown dimensions (MAX), place every rank's bytes
- * (Exscan/Allreduce of sizes), let rank 0 allocate the tick's two datasets
- * with libhdf5, write data and record block with one collective MPI-IO call
- * each, agree that every write succeeded, and only then let rank 0 append
- * the TICK record: the commit point. Any failure before the commit leaves
- * the buffered writes in place, so the caller may flush again.
+ * A flush is a fixed sequence of collectives (docs/format.md 6): one Exscan
+ * and one Allreduce agree on sizes, ops (hash) and grown dimensions (MAX);
+ * every rank places the tick in the newest log extent from the same totals
+ * (rank 0 allocates the next extent with libhdf5 only when it does not fit,
+ * and broadcasts where); each rank writes its data and its record block with
+ * independent MPI-IO writes and checks the transferred byte counts (MPI-IO
+ * reports a full disk as a short count); a Reduce of the statuses lets rank
+ * 0 append the TICK frame only once every write succeeded: the commit
+ * point. Any failure before the commit commits nothing and leaves the
+ * buffered writes in place, so the caller may flush again (the tick goes to
+ * the same place).
  *
  * The arena is reserved address space (MAP_NORESERVE) of the buffer limit:
  * it costs memory only where written, never moves, and keeps its pages
@@ -28,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +50,8 @@
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
 #define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
+#define EXTENT_FIRST ((uint64_t)1 << 20) /* the first log extent */
+#define EXTENT_SLACK ((uint64_t)1 << 30) /* an extent is at most this much larger than its first tick needs */
 #define NC_CHUNK_BYTES 4194304.0 /* netCDF-C's default chunk size (4 MiB) */
 #define NC_CHUNK_1D_UNLIM 4096   /* netCDF-C's default for 1-D unlimited variables */
 
@@ -50,10 +60,15 @@ typedef struct piece {
     size_t len;
 } piece_t;
 
-typedef struct patch {
-    size_t pos;     /* byte position of a record's offset field in recs */
-    uint64_t local; /* offset from this rank's first data byte */
-} patch_t;
+/* The record being built: puts of one variable made one after another
+ * (format.md 6). Its boxes stay open to merging until another variable's
+ * put, the box limit or the flush encodes it. */
+typedef struct openrec {
+    int varid;        /* -1: none open */
+    uint32_t ndims, nboxes;
+    uint64_t *boxes;  /* nboxes x (start[ndims], count[ndims]) */
+    size_t cap;       /* uint64s */
+} openrec_t;
 
 enum { ST_OPEN = 0, ST_CLOSED = 1 };
 
@@ -69,9 +84,15 @@ struct h5l_file {
     piece_t *pieces;
     size_t npieces, cap_pieces;
     h5l_buf_t recs; /* H5L_BLOCK_LEN header placeholder, then records */
-    patch_t *patches;
-    size_t npatches, cap_patches;
-    uint64_t nrec, data_bytes;
+    openrec_t cur;  /* the record still open to merging */
+    uint64_t nrec, data_bytes, nputs;
+    /* checksums of this rank's data segments, computed as puts arrive */
+    uint32_t seglog;
+    h5l_hstream_t *hs;   /* the segment being filled */
+    uint64_t seg_fill;   /* its bytes so far */
+    uint64_t *sums;      /* finished segments */
+    size_t nsums, cap_sums;
+    uint64_t sums_tick;  /* the tick the checksums are seeded for */
     uint8_t *arena;
     size_t arena_used, arena_cap;
     uint64_t *want; /* per dimension: extent this rank's pending puts need */
@@ -84,6 +105,9 @@ struct h5l_file {
     size_t ndims_committed;   /* dimensions of the last published tick */
     MPI_Datatype agg_type;    /* flush reduction element (agg_type_for) */
     size_t agg_n;
+    /* every rank: the newest log extent (format.md 1), from the same
+     * agreed sizes on every rank; only rank 0 creates extents */
+    uint64_t ext_off, ext_size, ext_used, ext_count;
     /* rank 0 only */
     h5l_anchor_t *anc;
     int jfd;
@@ -183,7 +207,9 @@ static void free_file(h5l_file_t *f)
     for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
     free(f->ops);
     free(f->pieces);
-    free(f->patches);
+    free(f->cur.boxes);
+    free(f->sums);
+    h5l_hstream_free(f->hs);
     free(f->want);
     h5l_buf_free(&f->recs);
     h5l_buf_free(&f->jcopy);
@@ -226,6 +252,43 @@ static int agree(h5l_file_t *f, int code)
     return all;
 }
 
+/* Start checksumming the data of tick t from its first byte. */
+static void sums_restart(h5l_file_t *f, uint64_t t)
+{
+    f->sums_tick = t;
+    f->nsums = 0;
+    f->seg_fill = 0;
+    h5l_hstream_reset(f->hs, h5l_seg_seed(f->seed, t, (uint32_t)f->rank, 0));
+}
+
+/* Feed this rank's next n data bytes to the segment checksums. Room in
+ * sums must have been made (sums_room). Cannot fail. */
+static void sums_feed(h5l_file_t *f, const uint8_t *p, size_t n)
+{
+    uint64_t seg = (uint64_t)1 << f->seglog;
+    while (n) {
+        size_t k = seg - f->seg_fill < n ? (size_t)(seg - f->seg_fill) : n;
+        h5l_hstream_update(f->hs, p, k);
+        p += k;
+        n -= k;
+        f->seg_fill += k;
+        if (f->seg_fill == seg) {
+            f->sums[f->nsums++] = h5l_hstream_digest(f->hs);
+            f->seg_fill = 0;
+            h5l_hstream_reset(f->hs, h5l_seg_seed(f->seed, f->sums_tick, (uint32_t)f->rank, f->nsums));
+        }
+    }
+}
+
+static int grow_arr(void **p, size_t *cap, size_t n, size_t elem);
+
+/* Room for the checksums n more data bytes complete. 0 or -1. */
+static int sums_room(h5l_file_t *f, size_t n)
+{
+    size_t more = (size_t)((f->seg_fill + n) >> f->seglog);
+    return grow_arr((void **)&f->sums, &f->cap_sums, f->nsums + more + 1, sizeof *f->sums);
+}
+
 int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
 {
     if (!out) return fail(NULL, H5L_EINVAL, "h5l_create: NULL output pointer");
@@ -251,7 +314,10 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     }
     f->path = strdup(path);
     if (f->path && asprintf(&f->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) f->jpath = NULL;
-    if (!f->path || !f->jpath || h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
+    f->cur.varid = -1;
+    f->seglog = H5L_SEGLOG_DEFAULT;
+    f->hs = h5l_hstream_new();
+    if (!f->path || !f->jpath || !f->hs || h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
         rc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
     f->recs.len = H5L_BLOCK_LEN;
     if (!rc && f->opts.buffer_limit) {
@@ -270,7 +336,7 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         h5l_err_t e = {0};
         new_identity(f->id);
         /* sidecar first: a reader that sees the new user block finds it */
-        int c = h5l_journal_create(f->jpath, f->id, now_ns(), &f->jfd, &f->jcopy, &e);
+        int c = h5l_journal_create(f->jpath, f->id, now_ns(), f->seglog, &f->jfd, &f->jcopy, &e);
         f->joff = H5L_JHDR_LEN;
         if (!c) c = h5l_anchor_create(path, f->id, &f->anc, &e);
         st.code = c;
@@ -281,6 +347,7 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     if (!rc) {
         memcpy(f->id, st.v, 16);
         f->seed = h5l_seed(f->id);
+        sums_restart(f, 1);
         int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
         f->fh_open = mrc == MPI_SUCCESS;
         rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
@@ -632,6 +699,47 @@ static int grow_arr(void **p, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
+/* Bytes the open record may take once encoded (every varint at most 10). */
+static size_t openrec_max(const openrec_t *r)
+{
+    return r->varid < 0 ? 0 : 20 + (size_t)r->nboxes * 2 * r->ndims * 10;
+}
+
+/* Encode the open record into f->recs (room reserved by the caller). */
+static void openrec_close(h5l_file_t *f)
+{
+    openrec_t *r = &f->cur;
+    if (r->varid < 0) return;
+    h5l_buf_varint(&f->recs, (uint64_t)r->varid);
+    h5l_buf_varint(&f->recs, r->nboxes);
+    for (size_t i = 0; i < (size_t)r->nboxes * 2 * r->ndims; i++) h5l_buf_varint(&f->recs, r->boxes[i]);
+    f->nrec++;
+    r->varid = -1;
+    r->nboxes = 0;
+}
+
+/* Can box (s, c) follow the last box of the open record as one box? Yes
+ * when it extends that box along one dimension k: dimensions before k have
+ * count 1 in both and the same start, dimensions after k are equal, and it
+ * starts where the last box ends along k — then the two boxes' elements in
+ * row-major order are the two puts' bytes one after the other. Returns k,
+ * or -1. */
+static int merge_dim(const openrec_t *r, const uint64_t *s, const uint64_t *c)
+{
+    uint32_t nd = r->ndims;
+    if (nd == 0 || r->nboxes == 0) return -1;
+    const uint64_t *ls = r->boxes + (size_t)(r->nboxes - 1) * 2 * nd, *lc = ls + nd;
+    for (uint32_t k = 0; k < nd; k++) {
+        if (s[k] == ls[k] + lc[k] && lc[k] <= UINT64_MAX - c[k]) {
+            uint32_t d = k + 1;
+            while (d < nd && s[d] == ls[d] && c[d] == lc[d]) d++;
+            if (d == nd) return (int)k;
+        }
+        if (lc[k] != 1 || c[k] != 1 || s[k] != ls[k]) return -1;
+    }
+    return -1;
+}
+
 static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count,
                       const void *buf, int copy)
 {
@@ -666,10 +774,11 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
                     "%s: h5l_put '%s': %zu bytes do not fit the write buffer (%zu of %zu used): call h5l_flush",
                     f->path, o->path, bytes, f->arena_used, f->arena_cap);
     /* reserve everything first: after this point nothing can fail */
-    size_t rlen = H5L_REC_LEN + 16 * (size_t)nd;
-    if (h5l_buf_reserve(&f->recs, rlen) ||
+    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)) ||
         grow_arr((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
-        grow_arr((void **)&f->patches, &f->cap_patches, f->npatches + 1, sizeof *f->patches)) {
+        grow_arr((void **)&f->cur.boxes, &f->cur.cap, ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2,
+                 sizeof *f->cur.boxes) ||
+        sums_room(f, bytes)) {
         f->recs.oom = 0;
         return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
     }
@@ -684,14 +793,31 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         last->len += bytes;
     else
         f->pieces[f->npieces++] = (piece_t){src, bytes};
-    f->patches[f->npatches++] = (patch_t){f->recs.len + 16, f->data_bytes};
-    h5l_recfix_t r = {(uint32_t)varid, 1, f->nrec, 0, bytes};
-    h5l_rec_encode(&f->recs, &r, nd, start, count);
+    sums_feed(f, src, bytes);
+    /* the record: grow the open one's last box, add a box to it, or start
+     * a new one (format.md 6) */
+    openrec_t *r = &f->cur;
+    int k = r->varid == varid ? merge_dim(r, start, count) : -1;
+    if (k >= 0) {
+        r->boxes[(size_t)(r->nboxes - 1) * 2 * nd + nd + (size_t)k] += count[k];
+    } else {
+        if (r->varid != varid || r->nboxes >= H5L_REC_MAXBOXES || nd == 0) { /* a scalar's record has one box */
+            openrec_close(f);
+            r->varid = varid;
+            r->ndims = nd;
+        }
+        uint64_t *b = r->boxes + (size_t)r->nboxes * 2 * nd;
+        for (uint32_t d = 0; d < nd; d++) {
+            b[d] = start[d];
+            b[nd + d] = count[d];
+        }
+        r->nboxes++;
+    }
+    f->nputs++;
     for (uint32_t d = 0; d < nd; d++) {
         uint32_t id = o->dimids[d];
         if (f->schema.dims[id].unlimited && start[d] + count[d] > f->want[id]) f->want[id] = start[d] + count[d];
     }
-    f->nrec++;
     f->data_bytes += bytes;
     return H5L_OK;
 }
@@ -738,25 +864,34 @@ int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
     return rc;
 }
 
-/* One collective write of pieces at off (hindexed memory type; blocks kept
- * under 1 GiB for int counts). Called by every rank, with n == 0 too. */
-static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n)
+/* Why a write came up short: MPI-IO (OpenMPI's ompio) reports a full file
+ * system as success with a short count, so look at the file system. */
+static const char *short_reason(h5l_file_t *f)
 {
+    struct statvfs sv;
+    if (statvfs(f->path, &sv) == 0 && sv.f_bavail == 0) return "no space left on device";
+    return "short write";
+}
+
+/* This rank's pieces, in order, at off: one independent write (hindexed
+ * memory type for several pieces; blocks under 1 GiB for int counts), and
+ * every byte checked to have been transferred. */
+static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n, uint64_t total)
+{
+    if (total == 0) return H5L_OK;
     size_t nb = 0;
     for (size_t i = 0; i < n; i++) nb += (pc[i].len + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
     MPI_Status st;
     int mrc;
-    if (nb == 0) {
-        mrc = MPI_File_write_at_all(f->fh, off, NULL, 0, MPI_BYTE, &st);
-    } else if (nb == 1) {
-        mrc = MPI_File_write_at_all(f->fh, off, (void *)pc[0].p, (int)pc[0].len, MPI_BYTE, &st);
+    MPI_Count done = 0;
+    if (nb == 1) {
+        mrc = MPI_File_write_at(f->fh, off, (void *)pc[0].p, (int)pc[0].len, MPI_BYTE, &st);
     } else {
         int *lens = malloc(nb * sizeof *lens);
         MPI_Aint *disp = malloc(nb * sizeof *disp);
         if (!lens || !disp) {
             free(lens);
             free(disp);
-            mrc = MPI_File_write_at_all(f->fh, off, NULL, 0, MPI_BYTE, &st);
             return fail(f, H5L_ENOMEM, "%s: out of memory describing the write", f->path);
         }
         size_t k = 0;
@@ -771,7 +906,7 @@ static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t
         MPI_Datatype t;
         MPI_Type_create_hindexed((int)nb, lens, disp, MPI_BYTE, &t);
         MPI_Type_commit(&t);
-        mrc = MPI_File_write_at_all(f->fh, off, MPI_BOTTOM, 1, t, &st);
+        mrc = MPI_File_write_at(f->fh, off, MPI_BOTTOM, 1, t, &st);
         MPI_Type_free(&t);
         free(lens);
         free(disp);
@@ -780,8 +915,12 @@ static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t
         char s[MPI_MAX_ERROR_STRING];
         int l = 0;
         MPI_Error_string(mrc, s, &l);
-        return fail(f, H5L_EIO, "%s: MPI_File_write_at_all at %lld failed: %s", f->path, (long long)off, s);
+        return fail(f, H5L_EIO, "%s: writing %llu bytes at %lld failed: %s", f->path, (unsigned long long)total,
+                    (long long)off, s);
     }
+    if (MPI_Get_elements_x(&st, MPI_BYTE, &done) != MPI_SUCCESS || done != (MPI_Count)total)
+        return fail(f, H5L_EIO, "%s: %s: %lld of %llu bytes written at %lld", f->path, short_reason(f),
+                    (long long)done, (unsigned long long)total, (long long)off);
     return H5L_OK;
 }
 
@@ -789,29 +928,55 @@ static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t
 static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, size_t len)
 {
     h5l_err_t e = {0};
+    if (len > H5L_FRAME_MAX)
+        return fail(f, H5L_EINVAL, "%s: the definitions of one flush take %zu bytes (at most %u): flush more often",
+                    f->path, len, H5L_FRAME_MAX);
     int rc = h5l_journal_append(f->jfd, &f->joff, type, payload, (uint32_t)len, f->seed,
                                 f->opts.sync == H5L_SYNC_TICK, f->jpath, &f->jcopy, &e);
     return rc ? fail(f, rc, "%s", e.msg) : H5L_OK;
 }
 
-/* Rank 0: mirror pending ops into the file and allocate the tick's data
- * and table datasets. */
-static int rank0_prepare(h5l_file_t *f, uint64_t tick, uint64_t dtot, uint64_t mtot,
-                         uint64_t *doff, uint64_t *moff, h5l_err_t *e)
+/* Size of the next log extent for a tick of `need` bytes: twice the last
+ * (1 MiB first), never less than the tick needs nor more than 1 GiB
+ * beyond it (format.md 1). */
+static uint64_t next_extent(const h5l_file_t *f, uint64_t need)
 {
-    int rc = H5L_OK;
-    for (size_t i = 0; i < f->nops && !rc; i++) rc = h5l_anchor_op(f->anc, &f->schema, tick, &f->ops[i], e);
-    char name[64];
-    *doff = 0;
-    if (!rc && dtot) {
-        snprintf(name, sizeof name, "data.%llu", (unsigned long long)tick);
-        rc = h5l_anchor_alloc(f->anc, name, dtot, doff, e);
+    uint64_t sz = f->ext_count ? 2 * f->ext_size : EXTENT_FIRST;
+    if (sz > need + EXTENT_SLACK) sz = need + EXTENT_SLACK;
+    return sz < need ? need : sz;
+}
+
+/* Step 1 of a flush: the open record is encoded and this rank's record
+ * block (header placeholder, records, segment checksums) completed; its
+ * padded length is returned in *blen. f->recs.len before the checksums is
+ * kept in *rlen so a failed flush can take them off again. */
+static int finish_block(h5l_file_t *f, uint64_t tick, uint64_t *blen, size_t *rlen)
+{
+    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)))
+        return fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu", f->path, (unsigned long long)tick);
+    openrec_close(f);
+    *rlen = f->recs.len;
+    for (size_t i = 0; i < f->nsums; i++) h5l_buf_u64(&f->recs, f->sums[i]);
+    if (f->seg_fill) h5l_buf_u64(&f->recs, h5l_hstream_digest(f->hs)); /* the partial last segment */
+    h5l_buf_pad8(&f->recs);
+    if (f->recs.oom) {
+        f->recs.oom = 0;
+        f->recs.len = *rlen;
+        return fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu", f->path, (unsigned long long)tick);
     }
-    if (!rc) {
-        snprintf(name, sizeof name, "meta.%llu", (unsigned long long)tick);
-        rc = h5l_anchor_alloc(f->anc, name, mtot, moff, e);
+    /* the payload: records and checksums; the padding is not part of it */
+    uint64_t payload = (uint64_t)(*rlen - H5L_BLOCK_LEN) + 8 * ((uint64_t)f->nsums + (f->seg_fill ? 1 : 0));
+    if (payload > H5L_FRAME_MAX) {
+        f->recs.len = *rlen;
+        return fail(f, H5L_EINVAL, "%s: flush %llu: the record block of rank %d takes %llu bytes (at most %u): flush more often",
+                    f->path, (unsigned long long)tick, f->rank, (unsigned long long)payload, H5L_FRAME_MAX);
     }
-    return rc;
+    h5l_block_t blk = {0, (uint32_t)payload, (uint32_t)f->nrec, f->data_bytes};
+    h5l_block_encode(&blk, f->recs.p);
+    blk.checksum = h5l_block_sum(f->recs.p, f->seed, tick, (uint32_t)f->rank);
+    h5l_block_encode(&blk, f->recs.p);
+    *blen = f->recs.len;
+    return H5L_OK;
 }
 
 int h5l_flush(h5l_file_t *f)
@@ -822,8 +987,9 @@ int h5l_flush(h5l_file_t *f)
     size_t nd = f->schema.ndims;
     h5l_buf_t opsb = {0};
     h5l_op_t *grown = NULL;
-    size_t ngrown = 0;
-    uint64_t *want = NULL;
+    size_t ngrown = 0, rlen = f->recs.len;
+    uint64_t *want = NULL, blen = 0;
+    int lrc = finish_block(f, tick, &blen, &rlen); /* a local failure still takes part below */
 
     /* 1. one MPI_Exscan places this rank's bytes; one MPI_Allreduce (a
      * custom op) gives the totals, checks that every rank made the same
@@ -835,14 +1001,14 @@ int h5l_flush(h5l_file_t *f)
     size_t nold = f->ndims_committed, nagg = AGG_N + nold;
     uint64_t *agg = calloc(nagg, sizeof *agg);
     uint64_t h = f->opts.check_collective ? h5l_hash(opsb.p, opsb.len, 0) : 0;
-    uint64_t mine[2] = {f->data_bytes, f->recs.len}, pre[2] = {0, 0};
+    uint64_t mine[2] = {f->data_bytes, blen}, pre[2] = {0, 0};
     MPI_Datatype at;
     if (agg_type_for(f, nagg, &at) != MPI_SUCCESS) {
         free(agg);
         agg = NULL; /* a local failure: the collective below is still needed */
     }
-    uint64_t local[AGG_N] = {f->data_bytes, f->recs.len, f->nrec, h, ~h,
-                             (opsb.oom || !want || !grown || !agg) ? 1u : 0u, nd};
+    uint64_t local[AGG_N] = {f->data_bytes, blen, f->nrec, h, ~h,
+                             (opsb.oom || !want || !grown || !agg || lrc) ? 1u : 0u, nd};
     if (agg) {
         memcpy(agg, local, sizeof local);
         memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
@@ -853,8 +1019,8 @@ int h5l_flush(h5l_file_t *f)
                   : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
     if (mrc != MPI_SUCCESS || !agg) {
         free(agg);
-        rc = fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
-                  (unsigned long long)tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
+        rc = lrc ? lrc : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
+                              (unsigned long long)tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
         goto out;
     }
     if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
@@ -863,8 +1029,8 @@ int h5l_flush(h5l_file_t *f)
     memcpy(want, agg + AGG_N, nold * sizeof *want);
     free(agg);
     if (oom) {
-        rc = fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu (on some rank)", f->path,
-                  (unsigned long long)tick);
+        rc = lrc ? lrc : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
+                              f->path, (unsigned long long)tick);
         goto out;
     }
     if (mismatch) {
@@ -893,35 +1059,44 @@ int h5l_flush(h5l_file_t *f)
         }
     }
 
-    /* 4. rank 0 allocates the tick's datasets */
-    bstat_t st = {0};
-    if (f->rank == 0) {
-        h5l_err_t e = {0};
-        st.code = rank0_prepare(f, tick, tot[0], tot[1], &st.v[0], &st.v[1], &e);
-        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+    /* 3. place the tick in the newest log extent; every rank decides the
+     * same from the same totals, and only when it does not fit does rank 0
+     * allocate the next extent (libhdf5) and broadcast where it is */
+    uint64_t dspace = (tot[0] + 7) & ~(uint64_t)7, need = dspace + tot[1];
+    if (!f->ext_count || f->ext_size - f->ext_used < need) {
+        uint64_t size = next_extent(f, need);
+        bstat_t st = {0};
+        if (f->rank == 0) {
+            h5l_err_t e = {0};
+            char name[64];
+            snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
+            st.code = h5l_anchor_alloc(f->anc, name, size, &st.v[0], &e);
+            if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        }
+        if ((rc = bcast_status(f, &st))) goto out;
+        f->ext_off = st.v[0];
+        f->ext_size = size;
+        f->ext_used = 0;
+        f->ext_count++;
     }
-    if ((rc = bcast_status(f, &st))) goto out;
-    uint64_t doff = st.v[0], moff = st.v[1];
+    uint64_t doff = tot[0] ? f->ext_off + f->ext_used : 0, moff = f->ext_off + f->ext_used + dspace;
 
-    /* 5. absolute offsets into the records, then the block header */
-    for (size_t i = 0; i < f->npatches; i++)
-        h5l_put_le64(f->recs.p + f->patches[i].pos, doff + pre[0] + f->patches[i].local);
-    h5l_block_t blk = {H5L_FORMAT_VERSION, (uint32_t)f->rank, tick, f->nrec, f->recs.len - H5L_BLOCK_LEN, 0};
-    blk.checksum = h5l_hash(f->recs.p + H5L_BLOCK_LEN, blk.payload, f->seed);
-    h5l_block_encode(&blk, f->recs.p);
-
-    /* 6. move the bytes; every rank takes part in every call */
+    /* 4. rank 0 mirrors the tick's definitions into the HDF5 file (its
+     * failure stops the commit below); every rank writes its data and its
+     * record block, independently, every byte checked */
     int wrc = H5L_OK;
-    if (tot[0]) wrc = write_pieces(f, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces);
-    /* the record block: small, so an independent write (no collective) */
-    MPI_Status mst;
-    if (f->recs.len > INT_MAX ||
-        MPI_File_write_at(f->fh, (MPI_Offset)(moff + pre[1]), f->recs.p, (int)f->recs.len, MPI_BYTE, &mst) !=
-            MPI_SUCCESS) {
-        if (!wrc) wrc = fail(f, H5L_EIO, "%s: writing the record block of tick %llu failed", f->path,
-                             (unsigned long long)tick);
+    if (f->rank == 0)
+        for (size_t i = 0; i < f->nops && !wrc; i++) {
+            h5l_err_t e = {0};
+            wrc = h5l_anchor_op(f->anc, &f->schema, tick, &f->ops[i], &e);
+            if (wrc) fail(f, wrc, "%s", e.msg);
+        }
+    if (!wrc) wrc = write_pieces(f, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces, f->data_bytes);
+    if (!wrc) {
+        piece_t blk = {f->recs.p, (size_t)blen};
+        wrc = write_pieces(f, (MPI_Offset)(moff + pre[1]), &blk, 1, blen);
     }
-    if (f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS && !wrc)
+    if (!wrc && f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS)
         wrc = fail(f, H5L_EIO, "%s: MPI_File_sync failed", f->path);
     /* every rank's write has returned once rank 0 has all statuses: only
      * then may the commit happen (the broadcast below carries the verdict) */
@@ -931,8 +1106,8 @@ int h5l_flush(h5l_file_t *f)
         goto out;
     }
 
-    /* 7. commit: rank 0 appends the TICK record */
-    memset(&st, 0, sizeof st);
+    /* 5. commit: rank 0 appends the TICK frame */
+    bstat_t st = {0};
     if (f->rank == 0 && worst) {
         st.code = worst;
         if (wrc) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
@@ -954,18 +1129,22 @@ int h5l_flush(h5l_file_t *f)
     }
     if ((rc = bcast_status(f, &st))) goto out;
 
-    /* 8. published: the pending state becomes history */
+    /* 6. published: the pending state becomes history */
     for (size_t i = 0; i < ngrown; i++) h5l_schema_apply(&f->schema, tick, &grown[i], NULL);
     for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
     f->nops = 0;
-    f->npieces = f->npatches = 0;
+    f->npieces = 0;
     f->recs.len = H5L_BLOCK_LEN;
-    f->nrec = f->data_bytes = 0;
+    rlen = f->recs.len;
+    f->nrec = f->data_bytes = f->nputs = 0;
     f->arena_used = 0;
+    f->ext_used += need;
     if (nd) memset(f->want, 0, nd * sizeof *f->want);
     f->ndims_committed = nd;
     f->tick = tick;
+    sums_restart(f, tick + 1);
 out:
+    f->recs.len = rlen; /* a failed flush leaves the records as they were, for a retry */
     h5l_buf_free(&opsb);
     free(grown);
     free(want);
@@ -978,7 +1157,7 @@ int h5l_close(h5l_file_t *f)
     if (rc) return rc;
     /* flush only if some rank has something pending: close adds no empty
      * tick (an explicit h5l_flush always publishes one) */
-    uint64_t pending = f->nops + f->nrec;
+    uint64_t pending = f->nops + f->nputs;
     if (MPI_Allreduce(MPI_IN_PLACE, &pending, 1, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS)
         rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
     else if (pending)

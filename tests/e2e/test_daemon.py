@@ -467,10 +467,12 @@ def log_lines(logpath, name):
 def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
     """Lookups, stats, opens, reads, directory listings, forgotten inodes
     and the ticker all meet a bad file; each bad file is logged once:
-    closed files bad from the start (garbage after the magic, a broken
-    journal, cut in half), a closed file cut after it was loaded (reads
-    fail), and a live file whose journal goes bad while its writer keeps
-    writing (the source changes after it went bad)."""
+    closed files bad from the start (garbage after the magic, cut in half:
+    nothing can be read), a broken journal (its first tick is damaged: the
+    file is served at tick 0 and says so), a closed file cut after it was
+    loaded (reads fail), and a live file whose journal goes bad while its
+    writer keeps writing (served at its last intact tick; the source
+    changes after it went bad)."""
     import errno
     src, mnt = tmp_path / "src", tmp_path / "mnt"
     (src / "good").mkdir(parents=True)
@@ -481,10 +483,15 @@ def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
     (src / "garbage.h5").write_bytes(data[:8] + np.random.default_rng(3).integers(0, 256, 5000, np.uint8).tobytes())
     joff = int.from_bytes(data[32:40], "little")
     broken = bytearray(data)
-    broken[joff + 64 + 16 + 3] ^= 0x40  # the first journal frame's payload: its checksum fails
+    broken[joff + 64 + 24 + 3] ^= 0x40  # the first journal frame's payload: its checksum fails
     (src / "broken.h5").write_bytes(bytes(broken))
     (src / "half.h5").write_bytes(data[:len(data) // 2])
-    (src / "cut.h5").write_bytes(data)
+    # the cut file: big enough (several MiB of data) that what the daemon
+    # verified and keeps of it cannot hold what is cut away
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "cut.h5"), "--ticks", "3",
+                    "--interval", "0", "--rows-per-tick", "3000"], env=ENV, check=True, capture_output=True,
+                   timeout=300)
+    cutlen = os.path.getsize(src / "cut.h5")
     logpath = tmp_path / "log"
     p = start(src, mnt, "-o", "tick=0.05", log=open(logpath, "w"))
     out = tmp_path / "writer.out"
@@ -504,7 +511,7 @@ def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
         # reads what is gone, again and again
         assert (mnt / "cut.h5").read_bytes()
         fd = os.open(mnt / "cut.h5", os.O_RDONLY)
-        os.truncate(src / "cut.h5", len(data) // 3)
+        os.truncate(src / "cut.h5", cutlen // 3)
         w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"),
                               "--ticks", "6", "--interval", "1"], env=ENV, stdout=open(out, "w"),
                              stderr=subprocess.DEVNULL)
@@ -520,10 +527,10 @@ def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
         while w.poll() is None or rounds < 20:
             for name in names:
                 meet(name)
-            for off in range(0, len(data), 4096):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            for off in range(0, cutlen, 1 << 20):
                 try:
-                    os.pread(fd, 4096, off)
+                    os.pread(fd, 1 << 20, off)
                 except OSError as e:
                     assert e.errno == errno.EIO
                     eio += 1
@@ -534,10 +541,16 @@ def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
         os.close(fd)
         assert w.wait() == 0
         assert eio > 1, "the cut file's reads did not fail"
-        for name in ["garbage.h5", "broken.h5", "half.h5", "live.h5"]:
+        for name in ["garbage.h5", "half.h5"]:
             with pytest.raises(OSError) as ei:
                 open(mnt / name, "rb").read()
             assert ei.value.errno == errno.EIO, name
+        for name, tick in (("broken.h5", 0), ("live.h5", None)):  # served at the last intact tick
+            assert open(mnt / name, "rb").read()
+            dmg = os.getxattr(mnt / name, "user.h5logfs.damaged").decode()
+            served = int(os.getxattr(mnt / name, "user.h5logfs.tick"))
+            assert dmg.startswith(f"tick {served + 1}:"), (name, dmg, served)
+            assert tick is None or served == tick, (name, served)
         time.sleep(0.5)  # the ticker's lines too
         counts = {name: len(log_lines(logpath, name)) for name in names}
         assert counts == {name: 1 for name in names}, logpath.read_text()[-3000:]

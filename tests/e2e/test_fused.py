@@ -122,11 +122,11 @@ def journal_frames(data):
     j = data[joff:joff + jlen]
     assert j[:8] == b"\x89H5LJNL\n"
     frames, pos = [], 64
-    while pos + 16 <= len(j):
+    while pos + 24 <= len(j):  # a 24-byte header, the payload, padding to 8
         n = int.from_bytes(j[pos:pos + 4], "little")
         typ = int.from_bytes(j[pos + 4:pos + 6], "little")
         frames.append((pos, n, typ))
-        pos += 16 + n + (-n % 8)
+        pos += 24 + n + (-n % 8)
     assert pos == len(j), "journal frames do not tile the journal"
     return joff, jlen, frames
 
@@ -543,14 +543,15 @@ def test_bad_input_fails_alone(tmp_path, h5logfs):
     (src / "junk.h5").write_bytes(junk.tobytes())
 
     # a closed log file with one payload byte flipped in a TICK frame in the
-    # middle of its embedded journal (checksum fails, more frames follow)
+    # middle of its embedded journal (checksum fails, more frames follow):
+    # the ticks before it are still served, and the damage is said
     joff, jlen, frames = journal_frames(data)
     mid = jlen // 2
     i = max(k for k, fr in enumerate(frames) if fr[0] <= mid)
-    i = min(i, len(frames) - 2)  # never the last (CLOSE) frame: a bad last frame is a torn tail
+    i = min(max(i, 1), len(frames) - 2)  # not tick 1, never the last (CLOSE) frame
     pos, n, typ = frames[i]
     assert typ == 1 and n > 0, frames
-    at = pos + 16 + n // 2 if not (pos + 16 <= mid < pos + 16 + n) else mid
+    at = pos + 24 + n // 2
     bad = bytearray(data)
     bad[joff + at] ^= 0x40
     (src / "bad.h5").write_bytes(bytes(bad))
@@ -568,7 +569,18 @@ def test_bad_input_fails_alone(tmp_path, h5logfs):
     assert read_all(m.path("junk.h5")) == junk.tobytes(), "junk.h5 does not pass through unchanged"
     good_still_reads()
 
-    for name in ("bad.h5", "trunc.h5"):
+    # bad.h5: frame i holds tick i + 1, so tick i is the newest intact one
+    with h5py.File(m.path("bad.h5"), "r") as f:
+        assert "a" in f
+    assert os.getxattr(m.path("bad.h5"), "user.h5logfs.tick") == str(i).encode()
+    dmg = os.getxattr(m.path("bad.h5"), "user.h5logfs.damaged").decode()
+    assert dmg.startswith(f"tick {i + 1}:") and "checksum" in dmg, dmg
+    assert "user.h5logfs.damaged" not in os.listxattr(m.path("good", "t.h5"))
+    lines = wait_for_log(m, "bad.h5")
+    assert len(lines) == 1 and f"serving tick {i}" in lines[0], lines
+    good_still_reads()
+
+    for name in ("trunc.h5",):
         how = expect_eio(m.path(name))
         good_still_reads()
         expect_eio(m.path(name))  # and again: still an error, still no crash

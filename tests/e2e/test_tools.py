@@ -141,10 +141,16 @@ def test_failed_replay_keeps_existing_out(work):
     assert out.read_bytes() == b"the previous output\n" and leftovers(d) == []
     assert sha(src) == h
 
-    # a write error once the output is under way (the file size limit: the
-    # output is about 20 times larger than 64 KiB)
+    # a write error once the output is under way (the file size limit: a
+    # quarter of what the whole output takes, measured first)
+    p = replay(src, d / "size.h5")
+    assert p.returncode == 0, p.stderr
+    limit = os.path.getsize(d / "size.h5") // 4
+    os.unlink(d / "size.h5")
+    assert limit > 4096
+
     def small_fsize():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     p = replay(src, out, preexec_fn=small_fsize)
     assert p.returncode == 1, (p.returncode, p.stderr[-2000:])

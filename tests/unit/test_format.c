@@ -18,7 +18,6 @@
 
 #include "codec.h"
 #include "format.h"
-#include "journal.h"
 #include "tharness.h"
 
 static uint32_t le32(const uint8_t *p)
@@ -113,14 +112,14 @@ static void test_codec_str_rejects(void)
 
 static void test_ub_layout_roundtrip(void)
 {
-    h5l_ub_t ub = {.version = 1, .jr_off = 0x1122334455667788ull, .jr_len = 4242, .flags = H5L_UB_CLOSED};
+    h5l_ub_t ub = {.version = 2, .jr_off = 0x1122334455667788ull, .jr_len = 4242, .flags = H5L_UB_CLOSED};
     memcpy(ub.id, ID, 16);
     uint8_t out[H5L_UB_LEN];
     memset(out, 0xCC, sizeof out);
     h5l_ub_encode(&ub, out);
     static const uint8_t magic[8] = {0x89, 0x48, 0x35, 0x4C, 0x4F, 0x47, 0x0D, 0x0A};
     CHECK(memcmp(out, magic, 8) == 0);
-    CHECK_EQ(le32(out + 8), 1);
+    CHECK_EQ(le32(out + 8), 2);
     CHECK_EQ(le32(out + 12), 64);
     CHECK(memcmp(out + 16, ID, 16) == 0);
     CHECK(le64(out + 32) == 0x1122334455667788ull);
@@ -132,7 +131,7 @@ static void test_ub_layout_roundtrip(void)
     memset(&d, 0, sizeof d);
     h5l_err_t e = {0};
     CHECK_EQ(h5l_ub_decode(out, &d, "f.h5", &e), H5L_OK);
-    CHECK_EQ(d.version, 1);
+    CHECK_EQ(d.version, 2);
     CHECK(memcmp(d.id, ID, 16) == 0);
     CHECK(d.jr_off == ub.jr_off);
     CHECK_EQ(d.jr_len, 4242);
@@ -145,7 +144,7 @@ static void test_ub_layout_roundtrip(void)
 
 static void test_ub_rejects(void)
 {
-    h5l_ub_t ub = {.version = 1, .flags = 0};
+    h5l_ub_t ub = {.version = 2, .flags = 0};
     memcpy(ub.id, ID, 16);
     uint8_t good[H5L_UB_LEN], b[H5L_UB_LEN];
     h5l_ub_encode(&ub, good);
@@ -169,14 +168,18 @@ static void test_ub_rejects(void)
         CHECK_EQ(h5l_ub_decode(b, &d, "myfile.h5", &e), H5L_ECORRUPT);
         CHECK(strstr(e.msg, "myfile.h5") != NULL);
     }
-    /* unknown version, correctly checksummed: EFORMAT naming the version */
-    memcpy(b, good, sizeof b);
-    b[8] = 2;
-    uint64_t h = XXH3_64bits_withSeed(b, 56, 0);
-    for (int i = 0; i < 8; i++) b[56 + i] = (uint8_t)(h >> (8 * i));
-    CHECK_EQ(h5l_ub_decode(b, &d, "v.h5", &e), H5L_EFORMAT);
-    CHECK(strstr(e.msg, "version 2") != NULL);
-    CHECK(strstr(e.msg, "v.h5") != NULL);
+    /* another version, correctly checksummed: EFORMAT naming the version
+     * and whether an older or newer h5logfs wrote it */
+    uint64_t h;
+    for (int v = 1; v <= 3; v += 2) {
+        memcpy(b, good, sizeof b);
+        b[8] = (uint8_t)v;
+        h = XXH3_64bits_withSeed(b, 56, 0);
+        for (int i = 0; i < 8; i++) b[56 + i] = (uint8_t)(h >> (8 * i));
+        CHECK_EQ(h5l_ub_decode(b, &d, "v.h5", &e), H5L_EFORMAT);
+        CHECK(strstr(e.msg, v == 1 ? "version 1 (written by an older" : "version 3 (written by a newer") != NULL);
+        CHECK(strstr(e.msg, "v.h5") != NULL);
+    }
     /* header length field other than 64, correctly checksummed */
     memcpy(b, good, sizeof b);
     b[12] = 65;
@@ -193,18 +196,19 @@ static void test_ub_rejects(void)
 
 static void test_jhdr_layout_roundtrip_rejects(void)
 {
-    h5l_jhdr_t h = {.version = 1, .ctime_ns = 1700000000123456789ull};
+    h5l_jhdr_t h = {.version = 2, .ctime_ns = 1700000000123456789ull, .seglog = 15};
     memcpy(h.id, ID, 16);
     uint8_t out[H5L_JHDR_LEN];
     memset(out, 0xCC, sizeof out);
     h5l_jhdr_encode(&h, out);
     static const uint8_t magic[8] = {0x89, 0x48, 0x35, 0x4C, 0x4A, 0x4E, 0x4C, 0x0A};
     CHECK(memcmp(out, magic, 8) == 0);
-    CHECK_EQ(le32(out + 8), 1);
+    CHECK_EQ(le32(out + 8), 2);
     CHECK_EQ(le32(out + 12), 64);
     CHECK(memcmp(out + 16, ID, 16) == 0);
     CHECK(le64(out + 32) == 1700000000123456789ull);
-    for (int i = 40; i < 56; i++) CHECK_EQ(out[i], 0);
+    CHECK_EQ(le32(out + 40), 15);
+    for (int i = 44; i < 56; i++) CHECK_EQ(out[i], 0);
     CHECK(le64(out + 56) == XXH3_64bits_withSeed(out, 56, 0));
 
     h5l_jhdr_t d;
@@ -212,7 +216,8 @@ static void test_jhdr_layout_roundtrip_rejects(void)
     CHECK_EQ(h5l_jhdr_decode(out, &d, "j", &e), H5L_OK);
     CHECK(memcmp(d.id, ID, 16) == 0);
     CHECK(d.ctime_ns == h.ctime_ns);
-    CHECK_EQ(d.version, 1);
+    CHECK_EQ(d.version, 2);
+    CHECK_EQ(d.seglog, 15);
 
     uint8_t b[H5L_JHDR_LEN];
     for (int i = 0; i < H5L_JHDR_LEN; i++) {
@@ -227,6 +232,15 @@ static void test_jhdr_layout_roundtrip_rejects(void)
     for (int i = 0; i < 8; i++) b[56 + i] = (uint8_t)(x >> (8 * i));
     CHECK_EQ(h5l_jhdr_decode(b, &d, "j", &e), H5L_EFORMAT);
     CHECK(strstr(e.msg, "9") != NULL);
+    /* a segment size outside 2^12 .. 2^20, correctly checksummed */
+    const uint32_t segs[] = {0, 11, 21, 64};
+    for (int k = 0; k < 4; k++) {
+        memcpy(b, out, sizeof b);
+        for (int i = 0; i < 4; i++) b[40 + i] = (uint8_t)(segs[k] >> (8 * i));
+        x = XXH3_64bits_withSeed(b, 56, 0);
+        for (int i = 0; i < 8; i++) b[56 + i] = (uint8_t)(x >> (8 * i));
+        CHECK_EQ(h5l_jhdr_decode(b, &d, "j", &e), H5L_ECORRUPT);
+    }
 }
 
 /* ---- frame ---------------------------------------------------------- */
@@ -239,19 +253,20 @@ static void test_frame_layout(void)
         for (uint32_t i = 0; i < len; i++) pl[i] = (uint8_t)(i * 7 + 1);
         h5l_buf_t b = {0};
         h5l_frame_encode(&b, H5L_REC_CLOSE, pl, len, seed);
-        CHECK_EQ(b.len, (16 + len + 7) / 8 * 8);
+        CHECK_EQ(b.len, (24 + len + 7) / 8 * 8);
+        CHECK_EQ(b.len, h5l_frame_size(len));
         CHECK_EQ(le32(b.p), len);
         CHECK_EQ(le16(b.p + 4), 2);
-        CHECK_EQ(le16(b.p + 6), 1);
-        uint8_t cat[24];
-        memcpy(cat, b.p + 4, 4);
-        memcpy(cat + 4, pl, len);
-        CHECK(le64(b.p + 8) == XXH3_64bits_withSeed(cat, 4 + len, seed));
-        CHECK(len == 0 || memcmp(b.p + 16, pl, len) == 0);
-        for (size_t i = 16 + len; i < b.len; i++) CHECK_EQ(b.p[i], 0);
+        CHECK_EQ(le16(b.p + 6), 2);
+        CHECK(le64(b.p + 8) == XXH3_64bits_withSeed(pl, len, seed));
+        CHECK(le64(b.p + 16) == XXH3_64bits_withSeed(b.p, 16, seed));
+        CHECK(len == 0 || memcmp(b.p + 24, pl, len) == 0);
+        for (size_t i = 24 + len; i < b.len; i++) CHECK_EQ(b.p[i], 0);
         h5l_buf_free(&b);
     }
 }
+
+/* ---- hashing -------------------------------------------------------- */
 
 /* Fill a stack region (larger than an XXH3 state) so that a hash state
  * later placed anywhere in it (states are 64-byte aligned) looks already
@@ -270,16 +285,17 @@ static __attribute__((noinline)) void dirty_stack(uint64_t seed)
     (void)junk[0];
 }
 
-static __attribute__((noinline)) uint64_t frame_sum(const uint8_t *pl, uint32_t len, uint64_t seed)
+/* A streaming hash of pl through h5l_hstream, in two updates. */
+static __attribute__((noinline)) uint64_t stream_sum(const uint8_t *pl, uint32_t len, uint64_t seed)
 {
-    h5l_buf_t b = {0};
-    h5l_frame_encode(&b, H5L_REC_TICK, pl, len, seed);
-    uint64_t s = le64(b.p + 8);
-    h5l_frame_t fr;
-    h5l_err_t e = {0};
-    int k = h5l_journal_next(b.p, b.len, 0, seed, "t", 0, &fr, &e);
-    h5l_buf_free(&b);
-    return k == 1 ? s : ~s;
+    h5l_hstream_t *h = h5l_hstream_new();
+    if (!h) return 0;
+    h5l_hstream_reset(h, seed);
+    h5l_hstream_update(h, pl, len / 2);
+    h5l_hstream_update(h, pl + len / 2, len - len / 2);
+    uint64_t s = h5l_hstream_digest(h);
+    h5l_hstream_free(h);
+    return s;
 }
 
 /* Streaming hashes (two pieces) equal one-shot XXH3 for every length up to
@@ -297,14 +313,8 @@ static void test_hash2_streaming_equals_oneshot(void)
         dirty_stack(seed);
         uint64_t got = h5l_hash2(buf, cut, buf + cut, len - cut, seed);
         bad += got != XXH3_64bits_withSeed(buf, len, seed);
-        uint8_t cat[4100];
-        cat[0] = H5L_REC_TICK;
-        cat[1] = 0;
-        cat[2] = 1;
-        cat[3] = 0;
-        memcpy(cat + 4, buf, len);
         dirty_stack(seed);
-        badframe += frame_sum(buf, len, seed) != XXH3_64bits_withSeed(cat, 4 + (size_t)len, seed);
+        badframe += stream_sum(buf, len, seed) != XXH3_64bits_withSeed(buf, len, seed);
     }
     CHECK_EQ(bad, 0);
     CHECK_EQ(badframe, 0);
@@ -750,67 +760,114 @@ static void test_tick_header(void)
 
 static void test_block_header(void)
 {
-    h5l_block_t blk = {.version = 1, .rank = 5, .tick = 99, .nrec = 4, .payload = 0x1000, .checksum = 0xABCDEF0123456789ull};
+    h5l_block_t blk = {.checksum = 0xABCDEF0123456789ull, .payload = 0x1000, .nrec = 4, .size = 1ull << 40};
     uint8_t out[H5L_BLOCK_LEN];
     h5l_block_encode(&blk, out);
-    CHECK(memcmp(out, "H5LRECS\0", 8) == 0);
-    CHECK_EQ(le32(out + 8), 1);
-    CHECK_EQ(le32(out + 12), 5);
-    CHECK_EQ(le64(out + 16), 99);
-    CHECK_EQ(le64(out + 24), 4);
-    CHECK_EQ(le64(out + 32), 0x1000);
-    CHECK(le64(out + 40) == 0xABCDEF0123456789ull);
+    CHECK(le64(out) == 0xABCDEF0123456789ull);
+    CHECK_EQ(le32(out + 8), 0x1000);
+    CHECK_EQ(le32(out + 12), 4);
+    CHECK(le64(out + 16) == 1ull << 40);
     h5l_block_t d;
-    CHECK_EQ(h5l_block_decode(out, &d), H5L_OK);
-    CHECK(d.version == 1 && d.rank == 5 && d.tick == 99 && d.nrec == 4 && d.payload == 0x1000 &&
-          d.checksum == blk.checksum);
-    uint8_t b[H5L_BLOCK_LEN];
-    for (int i = 0; i < 8; i++) {
-        memcpy(b, out, sizeof b);
-        b[i] ^= 0x20;
-        CHECK_EQ(h5l_block_decode(b, &d), H5L_ECORRUPT);
-    }
-    memcpy(b, out, sizeof b);
-    b[8] = 2;
-    CHECK_EQ(h5l_block_decode(b, &d), H5L_EFORMAT);
-    memcpy(b, out, sizeof b);
-    b[11] = 1; /* version 0x01000001 */
-    CHECK(h5l_block_decode(b, &d) != H5L_OK);
+    h5l_block_decode(out, &d);
+    CHECK(d.checksum == blk.checksum && d.payload == 0x1000 && d.nrec == 4 && d.size == blk.size);
+    /* the seed binds (tick, rank): format.md 4, computed here */
+    uint64_t seed = h5l_seed(ID);
+    CHECK(h5l_block_seed(seed, 7, 3) ==
+          (seed ^ (7 * 0x9E3779B97F4A7C15ull) ^ (4 * 0xC2B2AE3D27D4EB4Full)));
+    CHECK(h5l_block_seed(seed, 7, 3) != h5l_block_seed(seed, 7, 2));
+    CHECK(h5l_block_seed(seed, 7, 3) != h5l_block_seed(seed, 8, 3));
+    /* the checksum covers bytes 8 .. 24+P */
+    uint8_t blkb[H5L_BLOCK_LEN + 5] = {0};
+    blk.payload = 5;
+    h5l_block_encode(&blk, blkb);
+    memcpy(blkb + H5L_BLOCK_LEN, "abcde", 5);
+    CHECK(h5l_block_sum(blkb, seed, 7, 3) == XXH3_64bits_withSeed(blkb + 8, 21, h5l_block_seed(seed, 7, 3)));
+    CHECK(h5l_seg_seed(seed, 7, 3, 0) == (h5l_block_seed(seed, 7, 3) ^ 0xD6E8FEB86659FD93ull));
+    CHECK(h5l_seg_seed(seed, 7, 3, 9) == (h5l_block_seed(seed, 7, 3) ^ (10 * 0xD6E8FEB86659FD93ull)));
 }
 
 /* ---- records -------------------------------------------------------- */
+
+/* LEB128 written here, independently. */
+static size_t leb(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        p[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) p[n] |= 0x80;
+        n++;
+    } while (v);
+    return n;
+}
+
+static void test_varints(void)
+{
+    const uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 35, UINT64_MAX - 1,
+                             UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        h5l_buf_t b = {0};
+        h5l_buf_varint(&b, vals[i]);
+        uint8_t want[10];
+        size_t n = leb(want, vals[i]);
+        CHECK(b.len == n && memcmp(b.p, want, n) == 0);
+        h5l_cur_t c = h5l_cur(b.p, b.len);
+        CHECK(h5l_cur_varint(&c) == vals[i] && !c.bad && c.pos == n);
+        for (size_t k = 0; k < n; k++) { /* every truncation */
+            uint8_t *p = dup_n(b.p, k);
+            c = h5l_cur(p, k);
+            h5l_cur_varint(&c);
+            CHECK(c.bad);
+            free(p);
+        }
+        h5l_buf_free(&b);
+    }
+    /* over 64 bits: a 10th byte above 1, or an 11th byte */
+    uint8_t big[11];
+    memset(big, 0xff, sizeof big);
+    big[9] = 0x02;
+    h5l_cur_t c = h5l_cur(big, 10);
+    h5l_cur_varint(&c);
+    CHECK(c.bad);
+    big[9] = 0x81;
+    c = h5l_cur(big, 11);
+    h5l_cur_varint(&c);
+    CHECK(c.bad);
+}
 
 static void test_records(void)
 {
     const uint32_t nd = 3;
     uint64_t st[6] = {1, 2, 3, 1ull << 40, 0, 9};
     uint64_t ct[6] = {4, 5, 6, 1, 2, 3};
-    h5l_recfix_t r = {.objid = 17, .nboxes = 2, .order = 12345, .offset = 0x7766554433221100ull, .size = 888};
     h5l_buf_t b = {0};
-    h5l_rec_encode(&b, &r, nd, st, ct);
-    CHECK_EQ(b.len, 32 + 16 * 2 * 3);
-    CHECK_EQ(le32(b.p), 17);
-    CHECK_EQ(le32(b.p + 4), 2);
-    CHECK_EQ(le64(b.p + 8), 12345);
-    CHECK(le64(b.p + 16) == 0x7766554433221100ull);
-    CHECK_EQ(le64(b.p + 24), 888);
-    /* boxes: start[nd] then count[nd], box after box */
-    for (uint32_t k = 0; k < 2; k++)
-        for (uint32_t i = 0; i < nd; i++) {
-            CHECK(le64(b.p + 32 + k * 48 + i * 8) == st[k * nd + i]);
-            CHECK(le64(b.p + 32 + k * 48 + 24 + i * 8) == ct[k * nd + i]);
-        }
-    h5l_recfix_t d;
+    h5l_rec_encode(&b, 17, 2, nd, st, ct);
+    /* objid, nboxes, then per box start[nd] count[nd], all LEB128 */
+    uint8_t want[128];
+    size_t n = leb(want, 17);
+    n += leb(want + n, 2);
+    for (uint32_t k = 0; k < 2; k++) {
+        for (uint32_t i = 0; i < nd; i++) n += leb(want + n, st[k * nd + i]);
+        for (uint32_t i = 0; i < nd; i++) n += leb(want + n, ct[k * nd + i]);
+    }
+    CHECK(b.len == n && memcmp(b.p, want, n) == 0);
+    uint32_t objid = 0, nb = 0;
     h5l_cur_t c = h5l_cur(b.p, b.len);
-    CHECK_EQ(h5l_recfix_decode(&c, &d), H5L_OK);
-    CHECK(d.objid == 17 && d.nboxes == 2 && d.order == 12345 && d.offset == r.offset && d.size == 888);
-    CHECK_EQ(c.pos, 32);
-    for (size_t n = 0; n < H5L_REC_LEN; n++) {
-        uint8_t *p = dup_n(b.p, n);
-        c = h5l_cur(p, n);
-        CHECK_EQ(h5l_recfix_decode(&c, &d), H5L_ECORRUPT);
+    CHECK_EQ(h5l_rec_head_decode(&c, &objid, &nb), H5L_OK);
+    CHECK(objid == 17 && nb == 2 && c.pos == 2);
+    for (size_t k = 0; k < 2; k++) {
+        uint8_t *p = dup_n(b.p, k);
+        c = h5l_cur(p, k);
+        CHECK_EQ(h5l_rec_head_decode(&c, &objid, &nb), H5L_ECORRUPT);
         free(p);
     }
+    /* an objid over 32 bits */
+    h5l_buf_t o = {0};
+    h5l_buf_varint(&o, 1ull << 32);
+    h5l_buf_varint(&o, 1);
+    c = h5l_cur(o.p, o.len);
+    CHECK_EQ(h5l_rec_head_decode(&c, &objid, &nb), H5L_ECORRUPT);
+    h5l_buf_free(&o);
     h5l_buf_free(&b);
 }
 
@@ -819,4 +876,4 @@ TEST_MAIN(T(test_codec_le_and_pad), T(test_codec_str_rejects), T(test_ub_layout_
           T(test_hash2_streaming_equals_oneshot),
           T(test_type_valid), T(test_op_roundtrip_all_kinds), T(test_op_layout),
           T(test_op_truncation_every_length), T(test_op_rejects), T(test_tick_header),
-          T(test_block_header), T(test_records))
+          T(test_block_header), T(test_varints), T(test_records))

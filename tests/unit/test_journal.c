@@ -1,13 +1,15 @@
-/* test_journal.c — journal framing and the torn-tail rules of docs/format.md
- * 3.2, through h5l_journal_next (a pure walk over bytes) and through
- * h5l_journal_create/h5l_journal_append on a real file.
+/* test_journal.c — journal frames and the torn-tail rules of docs/format.md
+ * 3.2, through the scanner (h5l_jscan_next, over bytes in memory and over a
+ * file) and through h5l_journal_create/h5l_journal_append on a real file.
  *
  * Why: a live reader polls a journal a writer is appending to. It must tell
- * "not written yet" (any prefix of a valid journal, a damaged LAST frame) from
- * damage (a bad frame with bytes after it, an unknown type with a valid
- * checksum, a frame from another file's journal), and must never crash on any
- * prefix. Frames are also built here by an independent encoder, so the
- * library's encoder is checked byte for byte. */
+ * "not written yet" (any prefix of a valid journal, a zero-filled tail, a
+ * damaged payload of the LAST frame) from damage (a bad header anywhere, a
+ * bad frame with anything after it — in particular one flipped bit in a
+ * frame's length, which used to make every later tick look torn), must say
+ * how long the journal must grow before a retry can help, and must never
+ * crash on any input. Frames are also built here by an independent encoder,
+ * so the library's encoder is checked byte for byte. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -36,26 +38,26 @@ static uint64_t seed_of(const uint8_t id[16])
     return a ^ b;
 }
 
-/* Independent frame encoder (format.md 3.2), any type and version. */
-static void my_frame(h5l_buf_t *b, uint16_t type, uint16_t ver, const uint8_t *pl, uint32_t len,
-                     uint64_t seed)
+static void put_le(uint8_t *p, uint64_t v, int n)
 {
-    uint8_t *cat = malloc(4 + (size_t)len);
-    cat[0] = (uint8_t)type;
-    cat[1] = (uint8_t)(type >> 8);
-    cat[2] = (uint8_t)ver;
-    cat[3] = (uint8_t)(ver >> 8);
-    if (len) memcpy(cat + 4, pl, len);
-    uint64_t sum = XXH3_64bits_withSeed(cat, 4 + (size_t)len, seed);
-    uint8_t h[16];
-    for (int i = 0; i < 4; i++) h[i] = (uint8_t)(len >> (8 * i));
-    memcpy(h + 4, cat, 4);
-    for (int i = 0; i < 8; i++) h[8 + i] = (uint8_t)(sum >> (8 * i));
-    h5l_buf_put(b, h, 16);
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Independent frame encoder (format.md 3.2), any type, version and length
+ * field: 24-byte header (length, type, version, payload checksum, header
+ * checksum), payload, zero padding to 8. */
+static void my_frame(h5l_buf_t *b, uint16_t type, uint16_t ver, const uint8_t *pl, uint32_t len, uint64_t seed)
+{
+    uint8_t h[24];
+    put_le(h, len, 4);
+    put_le(h + 4, type, 2);
+    put_le(h + 6, ver, 2);
+    put_le(h + 8, XXH3_64bits_withSeed(pl, len, seed), 8);
+    put_le(h + 16, XXH3_64bits_withSeed(h, 16, seed), 8);
+    h5l_buf_put(b, h, 24);
     h5l_buf_put(b, pl, len);
     static const uint8_t z[8];
-    if ((16 + len) % 8) h5l_buf_put(b, z, 8 - (16 + len) % 8);
-    free(cat);
+    if ((24 + len) % 8) h5l_buf_put(b, z, 8 - (24 + len) % 8);
 }
 
 #define NFR 6
@@ -72,7 +74,7 @@ typedef struct {
 static void build(jr_t *j, uint64_t seed)
 {
     memset(j, 0, sizeof *j);
-    h5l_jhdr_t h = {.version = 1, .ctime_ns = 5};
+    h5l_jhdr_t h = {.version = 2, .ctime_ns = 5, .seglog = 15};
     memcpy(h.id, ID, 16);
     uint8_t hdr[H5L_JHDR_LEN];
     h5l_jhdr_encode(&h, hdr);
@@ -88,30 +90,37 @@ static void build(jr_t *j, uint64_t seed)
     j->starts[NFR] = j->b.len;
 }
 
-/* Walk data[0..len) from the header on. Returns the number of frames found,
- * *rc the final return of h5l_journal_next (0 or an error). */
-static int walk(const uint8_t *data, size_t len, uint64_t seed, uint64_t base, int *rc,
+/* Scan data[0..len) from the header on (live or embedded). Returns the
+ * number of frames found, *rc the final return (0 or an error), *need what
+ * the scanner says a retry needs. */
+static int walk(const uint8_t *data, size_t len, uint64_t seed, uint64_t base, int live, int *rc, uint64_t *need,
                 h5l_err_t *err, jr_t *check)
 {
-    size_t pos = H5L_JHDR_LEN;
+    h5l_jscan_t s;
+    h5l_jscan_init(&s, -1, data, base, live, seed, "J");
+    uint64_t pos = H5L_JHDR_LEN;
     int n = 0;
     for (;;) {
         h5l_frame_t fr;
-        int k = h5l_journal_next(data, len, pos, seed, "J", base, &fr, err);
+        int k = h5l_jscan_next(&s, pos, len, &fr, err);
         if (k != 1) {
             *rc = k;
+            if (need) *need = s.need;
+            h5l_jscan_free(&s);
             return n;
         }
         if (check && n < NFR) {
             CHECK_EQ(fr.type, check->type[n]);
             CHECK_EQ(fr.len, check->plen[n]);
-            CHECK(fr.payload == data + check->starts[n] + 16);
+            CHECK(fr.payload == data + check->starts[n] + 24);
             CHECK(fr.len == 0 || memcmp(fr.payload, check->payload[n], fr.len) == 0);
             CHECK_EQ(fr.next, check->starts[n + 1]);
+            CHECK_EQ(fr.pos, check->starts[n]);
         }
         if (fr.next <= pos) { /* no progress would loop forever */
             CHECK(0);
             *rc = -999;
+            h5l_jscan_free(&s);
             return n;
         }
         pos = fr.next;
@@ -127,10 +136,11 @@ static void test_encoder_matches_spec(void)
     build(&j, seed);
     h5l_buf_t mine = {0};
     h5l_buf_put(&mine, j.b.p, H5L_JHDR_LEN);
-    for (int i = 0; i < NFR; i++) my_frame(&mine, j.type[i], 1, j.payload[i], j.plen[i], seed);
+    for (int i = 0; i < NFR; i++) my_frame(&mine, j.type[i], 2, j.payload[i], j.plen[i], seed);
     CHECK_EQ(mine.len, j.b.len);
     CHECK(mine.len == j.b.len && memcmp(mine.p, j.b.p, mine.len) == 0);
     for (int i = 0; i <= NFR; i++) CHECK_EQ(j.starts[i] % 8, 0);
+    for (int i = 0; i < NFR; i++) CHECK_EQ(j.starts[i + 1] - j.starts[i], h5l_frame_size(j.plen[i]));
     h5l_buf_free(&mine);
     h5l_buf_free(&j.b);
 }
@@ -142,22 +152,22 @@ static void test_walk_all_frames(void)
     build(&j, seed);
     uint8_t *d = malloc(j.b.len);
     memcpy(d, j.b.p, j.b.len);
-    int rc = -1;
-    h5l_err_t e = {0};
-    CHECK_EQ(walk(d, j.b.len, seed, 0, &rc, &e, &j), NFR);
-    CHECK_EQ(rc, 0);
-    /* pos at or past the end: clean end */
-    h5l_frame_t fr;
-    CHECK_EQ(h5l_journal_next(d, j.b.len, j.b.len, seed, "J", 0, &fr, &e), 0);
-    CHECK_EQ(h5l_journal_next(d, j.b.len, j.b.len + 100, seed, "J", 0, &fr, &e), 0);
+    for (int live = 0; live < 2; live++) {
+        int rc = -1;
+        h5l_err_t e = {0};
+        CHECK_EQ(walk(d, j.b.len, seed, 0, live, &rc, NULL, &e, &j), NFR);
+        CHECK_EQ(rc, 0);
+    }
     free(d);
     h5l_buf_free(&j.b);
 }
 
-/* Every prefix of the journal is a clean walk: exactly the frames that lie
- * wholly (padding included) inside the prefix, then 0, never an error. The
- * prefix is an exact-size heap copy, so an over-read shows under ASan. */
-static void test_every_prefix_is_clean(void)
+/* Every prefix of a live journal is a clean scan: exactly the frames that
+ * lie wholly (padding included) inside the prefix, then 0, never an error,
+ * and `need` is where the cut frame's header, or the whole frame, ends.
+ * The same prefixes of an embedded journal are corruption unless they end
+ * at a frame boundary. Exact-size heap copies: an over-read trips ASan. */
+static void test_every_prefix(void)
 {
     uint64_t seed = seed_of(ID);
     jr_t j;
@@ -167,12 +177,24 @@ static void test_every_prefix_is_clean(void)
         memcpy(d, j.b.p, len);
         int want = 0;
         while (want < NFR && j.starts[want + 1] <= len) want++;
+        uint64_t want_need = 0;
+        if (want < NFR && len > j.starts[want]) {
+            uint64_t s = j.starts[want];
+            want_need = len - s < 24 ? s + 24 : j.starts[want + 1];
+        }
         int rc = -1;
+        uint64_t need = 7;
         h5l_err_t e = {0};
-        int got = walk(d, len, seed, 0, &rc, &e, &j);
-        if (got != want || rc != 0) {
-            fprintf(stderr, "  prefix %zu: %d frames rc %d, want %d frames rc 0 (%s)\n", len, got, rc, want,
-                    e.msg);
+        int got = walk(d, len, seed, 0, 1, &rc, &need, &e, &j);
+        if (got != want || rc != 0 || need != want_need) {
+            fprintf(stderr, "  live prefix %zu: %d frames rc %d need %llu, want %d frames rc 0 need %llu (%s)\n", len,
+                    got, rc, (unsigned long long)need, want, (unsigned long long)want_need, e.msg);
+            CHECK(0);
+        }
+        got = walk(d, len, seed, 0, 0, &rc, NULL, &e, &j);
+        int boundary = len == j.starts[want];
+        if (got != want || rc != (boundary ? 0 : H5L_ECORRUPT)) {
+            fprintf(stderr, "  embedded prefix %zu: %d frames rc %d (%s)\n", len, got, rc, e.msg);
             CHECK(0);
         }
         free(d);
@@ -180,17 +202,16 @@ static void test_every_prefix_is_clean(void)
     h5l_buf_free(&j.b);
 }
 
-/* A flipped byte inside the last frame (its header after the length field,
- * its payload) reads as a torn tail: all earlier frames, then 0. A flipped
- * length field may make it "run past the data" (torn) or end early with a bad
- * checksum and bytes after it (corrupt), but never verifies. */
-static void test_flip_in_last_frame_is_torn(void)
+/* The last frame: a flipped payload byte reads as a torn tail (a crash may
+ * leave the last frame's later pages unwritten); a flipped header byte is
+ * corruption (a torn write never leaves a bad header with data after it). */
+static void test_flip_in_last_frame(void)
 {
     uint64_t seed = seed_of(ID);
     jr_t j;
     build(&j, seed);
     size_t s = j.starts[NFR - 1];
-    size_t pend = s + 16 + j.plen[NFR - 1];
+    size_t pend = s + 24 + j.plen[NFR - 1];
     uint8_t *d = malloc(j.b.len);
     for (size_t i = s; i < pend; i++) {
         for (int bit = 0; bit < 8; bit += 7) {
@@ -198,25 +219,24 @@ static void test_flip_in_last_frame_is_torn(void)
             d[i] ^= (uint8_t)(1u << bit);
             int rc = -1;
             h5l_err_t e = {0};
-            int got = walk(d, j.b.len, seed, 0, &rc, &e, NULL);
-            if (i >= s + 4) {
-                if (got != NFR - 1 || rc != 0) {
-                    fprintf(stderr, "  flip at %zu (frame at %zu): %d frames rc %d (%s)\n", i, s, got, rc, e.msg);
-                    CHECK(0);
-                }
-            } else {
-                CHECK_EQ(got, NFR - 1);
-                CHECK(rc == 0 || rc == H5L_ECORRUPT);
+            int got = walk(d, j.b.len, seed, 0, 1, &rc, NULL, &e, NULL);
+            int want_rc = i < s + 24 ? H5L_ECORRUPT : 0;
+            if (got != NFR - 1 || rc != want_rc) {
+                fprintf(stderr, "  flip at %zu (frame at %zu): %d frames rc %d (%s)\n", i, s, got, rc, e.msg);
+                CHECK(0);
             }
+            /* embedded: any damage is corruption */
+            got = walk(d, j.b.len, seed, 0, 0, &rc, NULL, &e, NULL);
+            CHECK(got == NFR - 1 && rc == H5L_ECORRUPT);
         }
     }
     free(d);
     h5l_buf_free(&j.b);
 }
 
-/* A flipped byte in any earlier frame (header after the length, payload) is
- * corruption: H5L_ECORRUPT, a message naming the journal and the absolute
- * offset base + frame start, and every frame before it delivered. */
+/* A flipped byte in any earlier frame — header, length field included, or
+ * payload — is corruption: H5L_ECORRUPT, a message naming the journal and
+ * the offset base + frame start, and every frame before it delivered. */
 static void test_flip_in_middle_frame_is_corrupt(void)
 {
     uint64_t seed = seed_of(ID);
@@ -226,37 +246,110 @@ static void test_flip_in_middle_frame_is_corrupt(void)
     const uint64_t base = 1000003;
     for (int f = 0; f < NFR - 1; f++) {
         size_t s = j.starts[f];
-        for (size_t i = s + 4; i < s + 16 + j.plen[f]; i++) {
-            memcpy(d, j.b.p, j.b.len);
-            d[i] ^= 0x04;
-            int rc = 0;
-            h5l_err_t e = {0};
-            int got = walk(d, j.b.len, seed, base, &rc, &e, NULL);
-            char want[64];
-            snprintf(want, sizeof want, "offset %llu", (unsigned long long)(base + s));
-            if (got != f || rc != H5L_ECORRUPT || e.code != H5L_ECORRUPT || !strstr(e.msg, want) ||
-                !strstr(e.msg, "J")) {
-                fprintf(stderr, "  flip at %zu in frame %d: %d frames rc %d msg '%s' (want '%s')\n", i, f, got,
-                        rc, e.msg, want);
-                CHECK(0);
+        for (size_t i = s; i < s + 24 + j.plen[f]; i++) {
+            for (int bit = 0; bit < 8; bit += 3) {
+                memcpy(d, j.b.p, j.b.len);
+                d[i] ^= (uint8_t)(1u << bit);
+                int rc = 0;
+                h5l_err_t e = {0};
+                int got = walk(d, j.b.len, seed, base, 1, &rc, NULL, &e, NULL);
+                char want[64];
+                snprintf(want, sizeof want, "offset %llu", (unsigned long long)(base + s));
+                if (got != f || rc != H5L_ECORRUPT || e.code != H5L_ECORRUPT || !strstr(e.msg, want) ||
+                    !strstr(e.msg, "J")) {
+                    fprintf(stderr, "  flip at %zu in frame %d: %d frames rc %d msg '%s' (want '%s')\n", i, f, got,
+                            rc, e.msg, want);
+                    CHECK(0);
+                }
             }
-        }
-        /* a flipped length never verifies: the walk stops at frame f */
-        for (size_t i = s; i < s + 4; i++) {
-            memcpy(d, j.b.p, j.b.len);
-            d[i] ^= 0x01;
-            int rc = 1;
-            int got = walk(d, j.b.len, seed, base, &rc, NULL, NULL);
-            CHECK_EQ(got, f);
-            CHECK(rc == 0 || rc == H5L_ECORRUPT);
         }
     }
     free(d);
     h5l_buf_free(&j.b);
 }
 
-/* A frame checksummed with another identity's seed (a record copied from
- * another journal) never verifies: corrupt in the middle, torn at the end. */
+/* The reported failure: 20 ticks, one flipped bit in the length of frame 5
+ * of a live sidecar. It used to read as "4 ticks" and a torn tail. */
+static void test_flipped_length_bit_of_frame_5(void)
+{
+    uint64_t seed = seed_of(ID);
+    h5l_buf_t b = {0};
+    uint8_t hdr[H5L_JHDR_LEN] = {0};
+    h5l_buf_put(&b, hdr, sizeof hdr);
+    size_t starts[20];
+    uint8_t pl[100];
+    for (int i = 0; i < 20; i++) {
+        for (int k = 0; k < 100; k++) pl[k] = (uint8_t)(i + k);
+        starts[i] = b.len;
+        h5l_frame_encode(&b, H5L_REC_TICK, pl, 64 + (uint32_t)i, seed);
+    }
+    for (int bit = 0; bit < 32; bit++) {
+        b.p[starts[4] + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        int rc = 0;
+        h5l_err_t e = {0};
+        int got = walk(b.p, b.len, seed, 0, 1, &rc, NULL, &e, NULL);
+        if (got != 4 || rc != H5L_ECORRUPT) {
+            fprintf(stderr, "  length bit %d of frame 5: %d frames rc %d (%s)\n", bit, got, rc, e.msg);
+            CHECK(0);
+        }
+        b.p[starts[4] + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    h5l_buf_free(&b);
+}
+
+/* A crash may leave zeros where the tail was: zeros after the last frame,
+ * or a last frame whose payload reads as zeros, are a torn tail. Zeros
+ * followed by anything non-zero are corruption. The scanner remembers how
+ * far it found zeros. */
+static void test_zero_filled_tail(void)
+{
+    uint64_t seed = seed_of(ID);
+    jr_t j;
+    build(&j, seed);
+    for (size_t zeros = 1; zeros < 300; zeros += 37) {
+        h5l_buf_t b = {0};
+        h5l_buf_put(&b, j.b.p, j.starts[NFR - 1]);
+        uint8_t z[300] = {0};
+        h5l_buf_put(&b, z, zeros);
+        int rc = 1;
+        uint64_t need = 0;
+        h5l_err_t e = {0};
+        CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, &need, &e, NULL), NFR - 1);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(need, zeros < 24 ? j.starts[NFR - 1] + 24 : b.len + 1);
+        /* one non-zero byte at the very end: corruption */
+        if (zeros >= 24) {
+            b.p[b.len - 1] = 1;
+            CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, NULL, &e, NULL), NFR - 1);
+            CHECK_EQ(rc, H5L_ECORRUPT);
+        }
+        h5l_buf_free(&b);
+    }
+    /* the last frame's header written, its payload pages zero */
+    h5l_buf_t b = {0};
+    h5l_buf_put(&b, j.b.p, j.b.len);
+    size_t s = j.starts[NFR - 2];
+    memset(b.p + s + 24, 0, j.plen[NFR - 2]);
+    h5l_buf_put(&b, "\0\0\0\0\0\0\0\0", 8);
+    b.len = j.starts[NFR - 1] + 8;
+    memset(b.p + j.starts[NFR - 1], 0, 8);
+    int rc = 1;
+    CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, NULL, NULL, NULL), NFR - 2);
+    CHECK_EQ(rc, 0);
+    /* the scanner does not re-check zeros it has seen */
+    h5l_jscan_t sc;
+    h5l_jscan_init(&sc, -1, b.p, 0, 1, seed, "J");
+    h5l_frame_t fr;
+    CHECK_EQ(h5l_jscan_next(&sc, j.starts[NFR - 2], b.len, &fr, NULL), 0);
+    CHECK_EQ(sc.zhi, b.len);
+    CHECK_EQ(sc.need, b.len + 1);
+    h5l_jscan_free(&sc);
+    h5l_buf_free(&b);
+    h5l_buf_free(&j.b);
+}
+
+/* A frame checksummed with another identity's seed (a frame copied from
+ * another journal) never verifies. */
 static void test_wrong_seed(void)
 {
     uint64_t seed = seed_of(ID);
@@ -264,45 +357,41 @@ static void test_wrong_seed(void)
     build(&j, seed);
     int rc = 1;
     h5l_err_t e = {0};
-    CHECK_EQ(walk(j.b.p, j.b.len, seed ^ 1, 0, &rc, &e, NULL), 0);
+    CHECK_EQ(walk(j.b.p, j.b.len, seed ^ 1, 0, 1, &rc, NULL, &e, NULL), 0);
     CHECK_EQ(rc, H5L_ECORRUPT);
     CHECK(strstr(e.msg, "offset 64") != NULL);
-    /* a journal whose only frame has the wrong seed: torn (retry later) */
-    CHECK_EQ(walk(j.b.p, j.starts[1], seed ^ 1, 0, &rc, &e, NULL), 0);
-    CHECK_EQ(rc, 0);
-
     /* a foreign frame spliced in between two good ones */
     h5l_buf_t b = {0};
     h5l_buf_put(&b, j.b.p, j.starts[1]);
     uint8_t pl[24] = {1, 2, 3};
     h5l_frame_encode(&b, H5L_REC_TICK, pl, sizeof pl, seed + 1);
     h5l_frame_encode(&b, H5L_REC_TICK, pl, sizeof pl, seed);
-    CHECK_EQ(walk(b.p, b.len, seed, 0, &rc, &e, NULL), 1);
+    CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, NULL, &e, NULL), 1);
     CHECK_EQ(rc, H5L_ECORRUPT);
     h5l_buf_free(&b);
     h5l_buf_free(&j.b);
 }
 
-/* Unknown type or record version with a valid checksum is corruption, even
- * as the last frame (a torn write cannot produce a verifying frame). */
-static void test_unknown_type_or_version(void)
+/* A verified header with an unknown version, or a length over the frame
+ * limit, is corruption even as the last frame. Types are the reader's
+ * business: any type scans. */
+static void test_bad_version_or_length(void)
 {
     uint64_t seed = seed_of(ID);
-    const uint16_t types[] = {0, 3, 0x100, 0xFFFF};
     uint8_t pl[16] = {9, 9, 9};
+    const uint16_t vers[] = {0, 1, 3, 0xFFFF};
     for (int last = 0; last < 2; last++) {
-        for (size_t t = 0; t < sizeof types / sizeof types[0] + 2; t++) {
+        for (size_t t = 0; t < 4; t++) {
             h5l_buf_t b = {0};
             uint8_t hdr[H5L_JHDR_LEN] = {0};
             h5l_buf_put(&b, hdr, sizeof hdr);
-            my_frame(&b, H5L_REC_TICK, 1, pl, 16, seed);
+            my_frame(&b, H5L_REC_TICK, 2, pl, 16, seed);
             size_t bad_at = b.len;
-            if (t < 4) my_frame(&b, types[t], 1, pl, 16, seed);
-            else my_frame(&b, t == 4 ? H5L_REC_TICK : H5L_REC_CLOSE, t == 4 ? 2 : 0, pl, 16, seed);
-            if (!last) my_frame(&b, H5L_REC_TICK, 1, pl, 16, seed);
+            my_frame(&b, H5L_REC_TICK, vers[t], pl, 16, seed);
+            if (!last) my_frame(&b, H5L_REC_TICK, 2, pl, 16, seed);
             int rc = 1;
             h5l_err_t e = {0};
-            CHECK_EQ(walk(b.p, b.len, seed, 0, &rc, &e, NULL), 1);
+            CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, NULL, &e, NULL), 1);
             CHECK_EQ(rc, H5L_ECORRUPT);
             char want[32];
             snprintf(want, sizeof want, "offset %zu", bad_at);
@@ -310,26 +399,36 @@ static void test_unknown_type_or_version(void)
             h5l_buf_free(&b);
         }
     }
-}
-
-/* Frames whose length field claims far more than there is (up to 4 GiB) are
- * "not there yet", and must not overflow the bounds arithmetic. */
-static void test_huge_length_is_torn(void)
-{
-    uint64_t seed = seed_of(ID);
-    const uint32_t lens[] = {0xFFFFFFFFu, 0xFFFFFFF9u, 0x80000000u, 1u << 20};
-    for (size_t i = 0; i < 4; i++) {
-        uint8_t d[H5L_JHDR_LEN + 32] = {0};
-        for (int k = 0; k < 4; k++) d[H5L_JHDR_LEN + k] = (uint8_t)(lens[i] >> (8 * k));
-        d[H5L_JHDR_LEN + 4] = 1;
-        d[H5L_JHDR_LEN + 6] = 1;
+    /* a verified header claiming more than 256 MiB: corruption, no read of
+     * the payload; one claiming 1 MiB that is not there yet: torn, need */
+    const uint32_t lens[] = {0xFFFFFFFFu, H5L_FRAME_MAX + 1, 1u << 20};
+    for (size_t i = 0; i < 3; i++) {
+        uint8_t d[H5L_JHDR_LEN + 64] = {0};
+        uint8_t *h = d + H5L_JHDR_LEN;
+        put_le(h, lens[i], 4);
+        put_le(h + 4, H5L_REC_TICK, 2);
+        put_le(h + 6, 2, 2);
+        put_le(h + 16, XXH3_64bits_withSeed(h, 16, seed), 8);
         int rc = 1;
-        CHECK_EQ(walk(d, sizeof d, seed, 0, &rc, NULL, NULL), 0);
-        CHECK_EQ(rc, 0);
+        uint64_t need = 0;
+        CHECK_EQ(walk(d, sizeof d, seed, 0, 1, &rc, &need, NULL, NULL), 0);
+        CHECK_EQ(rc, i < 2 ? H5L_ECORRUPT : 0);
+        if (i == 2) CHECK_EQ(need, H5L_JHDR_LEN + h5l_frame_size(lens[i]));
     }
+    /* optional and unknown types scan like any other */
+    h5l_buf_t b = {0};
+    uint8_t hdr[H5L_JHDR_LEN] = {0};
+    h5l_buf_put(&b, hdr, sizeof hdr);
+    my_frame(&b, H5L_REC_OPTIONAL | 7, 2, pl, 16, seed);
+    my_frame(&b, 99, 2, pl, 16, seed);
+    int rc = 1;
+    CHECK_EQ(walk(b.p, b.len, seed, 0, 1, &rc, NULL, NULL, NULL), 2);
+    CHECK_EQ(rc, 0);
+    h5l_buf_free(&b);
 }
 
-/* create + append on a real file, read back through the walker. */
+/* create + append on a real file, read back through a scanner on the
+ * descriptor (windowed reads), including frames larger than the window. */
 static void test_create_append_file(void)
 {
     char dir[] = "/tmp/h5ljXXXXXX";
@@ -340,21 +439,23 @@ static void test_create_append_file(void)
     int fd = -1;
     h5l_err_t e = {0};
     h5l_buf_t copy = {0}; /* the writer's in-memory copy of every journal byte */
-    CHECK_EQ(h5l_journal_create(path, ID, 123456789, &fd, &copy, &e), H5L_OK);
+    CHECK_EQ(h5l_journal_create(path, ID, 123456789, 15, &fd, &copy, &e), H5L_OK);
     CHECK(fd >= 0);
     CHECK_EQ(copy.len, H5L_JHDR_LEN);
     uint64_t off = H5L_JHDR_LEN;
-    uint8_t pl[3][40];
-    const uint32_t lens[3] = {40, 5, 0};
+    enum { N = 40 };
+    static uint8_t big[3 << 20];
+    for (size_t k = 0; k < sizeof big; k++) big[k] = (uint8_t)(k * 7 + 1);
+    uint32_t lens[N];
     h5l_buf_t want = {0};
-    for (int i = 0; i < 3; i++) {
-        for (int k = 0; k < 40; k++) pl[i][k] = (uint8_t)(i + k);
+    for (int i = 0; i < N; i++) {
+        lens[i] = i == 7 ? (uint32_t)sizeof big : i == 30 ? (1u << 20) + 3 : (uint32_t)(i * 97 % 5000);
         uint64_t before = off;
-        uint16_t type = i == 2 ? H5L_REC_CLOSE : H5L_REC_TICK;
-        CHECK_EQ(h5l_journal_append(fd, &off, type, pl[i], lens[i], seed, i == 1, "J", i ? &copy : NULL, &e), H5L_OK);
-        if (i == 0) my_frame(&copy, type, 1, pl[i], lens[i], seed); /* NULL copy: kept by hand */
-        CHECK_EQ(off - before, (16 + lens[i] + 7) / 8 * 8);
-        my_frame(&want, type, 1, pl[i], lens[i], seed);
+        uint16_t type = i == N - 1 ? H5L_REC_CLOSE : H5L_REC_TICK;
+        CHECK_EQ(h5l_journal_append(fd, &off, type, big + i, lens[i], seed, i == 1, "J", i ? &copy : NULL, &e), H5L_OK);
+        if (i == 0) my_frame(&copy, type, 2, big + i, lens[i], seed); /* NULL copy: kept by hand */
+        CHECK_EQ(off - before, h5l_frame_size(lens[i]));
+        my_frame(&want, type, 2, big + i, lens[i], seed);
     }
     close(fd);
 
@@ -365,28 +466,38 @@ static void test_create_append_file(void)
     CHECK_EQ((uint64_t)st.st_size, off);
     uint8_t *d = malloc((size_t)st.st_size);
     CHECK_EQ(h5l_pread_full(rfd, d, (size_t)st.st_size, 0), st.st_size);
-    /* pread past the end: short count, not an error */
     uint8_t tmp[16];
     CHECK_EQ(h5l_pread_full(rfd, tmp, sizeof tmp, (uint64_t)st.st_size - 4), 4);
     CHECK_EQ(h5l_pread_full(rfd, tmp, sizeof tmp, (uint64_t)st.st_size + 100), 0);
-    close(rfd);
-
     h5l_jhdr_t h;
     CHECK_EQ(h5l_jhdr_decode(d, &h, path, &e), H5L_OK);
     CHECK(memcmp(h.id, ID, 16) == 0);
     CHECK_EQ(h.ctime_ns, 123456789);
-    CHECK(want.len == (size_t)st.st_size - H5L_JHDR_LEN &&
-          memcmp(d + H5L_JHDR_LEN, want.p, want.len) == 0);
-    /* the copy holds exactly the file's bytes */
+    CHECK_EQ(h.seglog, 15);
+    CHECK(want.len == (size_t)st.st_size - H5L_JHDR_LEN && memcmp(d + H5L_JHDR_LEN, want.p, want.len) == 0);
     CHECK(copy.len == (size_t)st.st_size && memcmp(copy.p, d, copy.len) == 0);
-    int rc = 1;
-    CHECK_EQ(walk(d, (size_t)st.st_size, seed, 0, &rc, &e, NULL), 3);
-    CHECK_EQ(rc, 0);
+    /* the scanner over the descriptor sees every frame, payloads intact */
+    h5l_jscan_t sc;
+    h5l_jscan_init(&sc, rfd, NULL, 0, 0, seed, path);
+    uint64_t pos = H5L_JHDR_LEN;
+    int n = 0, bad = 0;
+    h5l_frame_t fr;
+    int k;
+    while ((k = h5l_jscan_next(&sc, pos, (uint64_t)st.st_size, &fr, &e)) == 1) {
+        bad += fr.len != lens[n] || memcmp(fr.payload, big + n, fr.len) != 0;
+        pos = fr.next;
+        n++;
+    }
+    CHECK_EQ(k, 0);
+    CHECK_EQ(n, N);
+    CHECK_EQ(bad, 0);
+    h5l_jscan_free(&sc);
+    close(rfd);
     free(d);
     h5l_buf_free(&want);
 
     /* create truncates an existing sidecar */
-    CHECK_EQ(h5l_journal_create(path, ID, 1, &fd, NULL, &e), H5L_OK);
+    CHECK_EQ(h5l_journal_create(path, ID, 1, 15, &fd, NULL, &e), H5L_OK);
     close(fd);
     CHECK(stat(path, &st) == 0 && st.st_size == H5L_JHDR_LEN);
     /* writing to a read-only descriptor is an I/O error with a message */
@@ -394,23 +505,26 @@ static void test_create_append_file(void)
     off = H5L_JHDR_LEN;
     e.code = 0;
     size_t copy_len = copy.len;
-    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, pl[0], 8, seed, 0, "JJ", &copy, &e), H5L_EIO);
+    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, big, 8, seed, 0, "JJ", &copy, &e), H5L_EIO);
     CHECK_EQ(copy.len, copy_len); /* a failed append leaves the copy as it was */
     h5l_buf_free(&copy);
     CHECK_EQ(e.code, H5L_EIO);
     CHECK(strstr(e.msg, "JJ") != NULL);
     CHECK_EQ(off, H5L_JHDR_LEN);
+    /* a frame over the limit is refused before anything is written */
+    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, big, H5L_FRAME_MAX + 1, seed, 0, "JJ", NULL, &e),
+             H5L_EINVAL);
     close(rfd);
     /* creating in a missing directory fails cleanly */
-    char bad[96];
-    snprintf(bad, sizeof bad, "%s/nodir/x.h5lj", dir);
+    char badp[96];
+    snprintf(badp, sizeof badp, "%s/nodir/x.h5lj", dir);
     fd = -7;
-    CHECK_EQ(h5l_journal_create(bad, ID, 1, &fd, NULL, &e), H5L_EIO);
+    CHECK_EQ(h5l_journal_create(badp, ID, 1, 15, &fd, NULL, &e), H5L_EIO);
     CHECK_EQ(fd, -7);
     unlink(path);
     rmdir(dir);
 }
 
-TEST_MAIN(T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix_is_clean),
-          T(test_flip_in_last_frame_is_torn), T(test_flip_in_middle_frame_is_corrupt), T(test_wrong_seed),
-          T(test_unknown_type_or_version), T(test_huge_length_is_torn), T(test_create_append_file))
+TEST_MAIN(T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix),
+          T(test_flip_in_last_frame), T(test_flip_in_middle_frame_is_corrupt), T(test_flipped_length_bit_of_frame_5),
+          T(test_zero_filled_tail), T(test_wrong_seed), T(test_bad_version_or_length), T(test_create_append_file))
