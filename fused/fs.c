@@ -215,14 +215,35 @@ static int is_sidecar_of_existing(int dirfd, const char *name)
     return is;
 }
 
+/* The source's current permission bits and owner: a snapshot's bytes never
+ * change, but who may read them must follow the source (chmod 600 on a
+ * running job's file closes it to others within one tick). The kernel
+ * caches attributes for attr_timeout (one tick for these inodes). */
+static void source_access(const hfs_inode_t *n, mode_t *mode, uid_t *uid, gid_t *gid)
+{
+    struct stat st;
+    *mode = n->mode;
+    *uid = n->bad_st.st_uid;
+    *gid = n->bad_st.st_gid;
+    if (n->path && stat(n->path, &st) == 0 && st.st_dev == n->dev && st.st_ino == n->sino) {
+        *mode = st.st_mode;
+        *uid = st.st_uid;
+        *gid = st.st_gid;
+    }
+}
+
 static void snap_attr(const hfs_inode_t *n, struct stat *st)
 {
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    source_access(n, &mode, &uid, &gid);
     memset(st, 0, sizeof *st);
     st->st_ino = (ino_t)(uintptr_t)n;
-    st->st_mode = S_IFREG | (n->mode & 0444);
+    st->st_mode = S_IFREG | (mode & 0444);
     st->st_nlink = 1;
-    st->st_uid = n->bad_st.st_uid;
-    st->st_gid = n->bad_st.st_gid;
+    st->st_uid = uid;
+    st->st_gid = gid;
     st->st_size = (off_t)n->snap->skel->eof;
     st->st_blksize = 1 << 20;
     st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
@@ -254,6 +275,9 @@ static int get_attr(hfs_inode_t *n, struct stat *st)
     }
     if (n->kind == K_BAD) {
         *st = n->bad_st;
+        mode_t mode;
+        source_access(n, &mode, &st->st_uid, &st->st_gid);
+        st->st_mode = (st->st_mode & S_IFMT) | (mode & 07777);
     } else if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
         return errno;
     }
@@ -361,7 +385,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         close(fd);
         n = log_inode(parent, name, path, &st);
         e.entry_timeout = cfg.tick; /* the ticker also invalidates at once */
-        e.attr_timeout = n && n->kind == K_SNAP ? 86400.0 : 0; /* snapshots never change */
+        /* a snapshot's size and times never change, but its permissions
+         * follow the source's: attributes are valid for one tick */
+        e.attr_timeout = n && n->kind == K_SNAP ? (cfg.tick < 1.0 ? cfg.tick : 1.0) : 0;
     } else {
         pthread_mutex_lock(&tab_mu);
         n = hash_find(K_MIRROR, st.st_dev, st.st_ino, NULL);
@@ -377,8 +403,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         }
         pthread_mutex_unlock(&tab_mu);
         if (fd >= 0) close(fd);
-        e.entry_timeout = 1.0;
-        e.attr_timeout = 1.0;
+        e.entry_timeout = cfg.tick < 1.0 ? cfg.tick : 1.0;
+        e.attr_timeout = e.entry_timeout; /* follows the source within a tick */
     }
     free(path);
     if (!n) {
@@ -414,7 +440,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     hfs_inode_t *n = ino_of(ino);
     int er = get_attr(n, &st);
     if (er) fuse_reply_err(req, er);
-    else fuse_reply_attr(req, &st, n->kind == K_SNAP ? 86400.0 : 1.0);
+    else fuse_reply_attr(req, &st, n->kind == K_BAD ? 0 : cfg.tick < 1.0 ? cfg.tick : 1.0);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -4,6 +4,7 @@ The daemon is started in the foreground (-f) in the background of the test
 and always unmounted in teardown, even when a test fails.
 """
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -561,3 +562,56 @@ def test_bad_file_logged_exactly_once_whatever_meets_it(tmp_path):
             w.terminate()
             w.wait()
         cleanup(p, mnt)
+
+
+def test_permissions_follow_the_source_within_a_tick(tmp_path):
+    """With allow_other (the kernel checks permissions from the attributes
+    we report), a chmod of the source closes a snapshot, a bad file and a
+    plain file to another user within one tick, and reopens them. The
+    snapshot attributes once were cached for a day: `nobody` kept reading
+    a file chmod 600 40 s later."""
+    import tempfile
+    base = tempfile.mkdtemp(prefix="h5lperm.", dir="/tmp")
+    os.chmod(base, 0o755)  # nobody must reach the mount point
+    src, mnt = os.path.join(base, "src"), os.path.join(base, "mnt")
+    os.mkdir(src)
+    os.mkdir(mnt)
+    p = None
+    try:
+        subprocess.run(["mpirun", "--oversubscribe", "-np", "1", TEST_WRITER, src, "--ticks", "2"],
+                       env=ENV, check=True, capture_output=True, timeout=300)
+        with open(os.path.join(src, "plain.txt"), "w") as f:
+            f.write("plain\n")
+        with open(os.path.join(src, "bad.h5"), "wb") as f:
+            f.write(b"\x89H5LOG\r\n" + b"\x07" * 5000)
+        for name in ("t.h5", "plain.txt", "bad.h5"):
+            os.chmod(os.path.join(src, name), 0o644)
+        p = start(src, mnt, "-o", "tick=0.2,allow_other")
+
+        def nobody_reads(name):
+            r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "head", "-c", "8",
+                                os.path.join(mnt, name)], capture_output=True)
+            return r.returncode == 0, r.stderr.decode()
+
+        for name in ("t.h5", "plain.txt"):
+            ok, err = nobody_reads(name)
+            assert ok, (name, err)
+        for name in ("t.h5", "plain.txt", "bad.h5"):
+            os.chmod(os.path.join(src, name), 0o600)
+        time.sleep(0.2 * 2 + 0.1)  # one tick of attribute cache, with margin
+        for name in ("t.h5", "plain.txt", "bad.h5"):
+            ok, err = nobody_reads(name)
+            assert not ok and "Permission denied" in err, (name, err)
+            assert os.stat(os.path.join(mnt, name)).st_mode & 0o777 == 0o400, name  # read-only view of 600
+        # root (the daemon's user) still reads; then the file opens again
+        with h5py.File(os.path.join(mnt, "t.h5"), "r") as f:
+            assert f["a"].shape == (17, 13, 9)
+        os.chown(os.path.join(src, "t.h5"), 65534, 65534)  # nobody owns it now: readable by its owner
+        time.sleep(0.5)
+        ok, err = nobody_reads("t.h5")
+        assert ok, err
+        st = os.stat(os.path.join(mnt, "t.h5"))
+        assert (st.st_uid, st.st_gid) == (65534, 65534)
+    finally:
+        cleanup(p, mnt)
+        shutil.rmtree(base, ignore_errors=True)
