@@ -88,7 +88,7 @@ deps:
 lib: $(BUILD)/libh5lcore.a $(BUILD)/libh5log.a $(BUILD)/libh5log.so
 tools: $(TOOLS)
 daemon: $(DAEMON)
-tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS)
+tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS) $(BUILD)/tests/test_lfile_gather
 
 $(BUILD)/libcore/%.o: libcore/src/%.c $(wildcard libcore/src/*.h libcore/include/*.h)
 	@mkdir -p $(dir $@)
@@ -155,6 +155,15 @@ LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf
 $(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+
+# the same test with every block served by gathering (HFS_ASSEMBLE_MAX 0):
+# the path of blocks too large to assemble, on every kind of block
+$(BUILD)/fused/lfile_gather.o: fused/lfile.c $(wildcard fused/*.h libcore/src/*.h libcore/include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DHFS_ASSEMBLE_MAX=0 -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+$(BUILD)/tests/test_lfile_gather: tests/fused/test_lfile.c $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLFILE_ALL_GATHER -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) $(LINK_LIB)
 
 $(BUILD)/demo/%: demo/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)

@@ -40,6 +40,13 @@
 #include "tbuf.h"
 #include <xxhash.h>
 
+/* Blocks larger than this are never assembled whole (nor cached): a read
+ * gathers just its bytes. Bounds what one request can make the daemon
+ * allocate, whatever chunk shape a file declares. */
+#ifndef HFS_ASSEMBLE_MAX
+#define HFS_ASSEMBLE_MAX ((uint64_t)64 << 20)
+#endif
+
 struct hfs_lfile {
     atomic_int refs;
     char *path;
@@ -398,34 +405,61 @@ static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid)
 typedef struct gather {
     hfs_snap_t *s;
     const hfs_svar_t *v;
-    const uint64_t *st;
+    const uint64_t *st, *ct; /* the block's box: start, in-shape count */
     uint8_t *out;
     h5l_err_t *err;
 } gather_t;
 
+/* One box (rs, rc) of the stored block (relative to it), whose row-major
+ * order is one run of the output at element `first`. Inside the shape it
+ * is read straight there; a box that reaches into an edge chunk's padding
+ * gets zeros there and its in-shape part scattered in. */
 static int gather_box(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_t first)
 {
     gather_t *g = ctx;
-    uint64_t as[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < g->v->ndims; d++) as[d] = g->st[d] + rs[d];
-    return h5l_reader_read(g->s->lf->reader, g->s->tick, g->v->objid, as, rc, g->out + first * g->v->esize,
-                           g->err);
+    uint32_t nd = g->v->ndims;
+    size_t es = g->v->esize;
+    uint8_t *dst = g->out + first * es;
+    uint64_t zero[H5L_MAX_DIMS] = {0}, xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS], as[H5L_MAX_DIMS];
+    int any = h5l_box_intersect(nd, rs, rc, zero, g->ct, xs, xc);
+    int whole = any;
+    for (uint32_t d = 0; whole && d < nd; d++) whole = xs[d] == rs[d] && xc[d] == rc[d];
+    if (whole) {
+        for (uint32_t d = 0; d < nd; d++) as[d] = g->st[d] + rs[d];
+        return h5l_reader_read(g->s->lf->reader, g->s->tick, g->v->objid, as, rc, dst, g->err);
+    }
+    memset(dst, 0, (size_t)h5l_box_nelem(nd, rc) * es);
+    if (!any) return H5L_OK;
+    size_t n = (size_t)h5l_box_nelem(nd, xc) * es;
+    uint8_t *tmp = malloc(n ? n : 1);
+    if (!tmp) return h5l_err_set(g->err, H5L_ENOMEM, "%s: out of memory", g->s->lf->path);
+    for (uint32_t d = 0; d < nd; d++) as[d] = g->st[d] + xs[d];
+    int rc2 = h5l_reader_read(g->s->lf->reader, g->s->tick, g->v->objid, as, xc, tmp, g->err);
+    if (!rc2) {
+        run_copy_t c = {dst, tmp, es};
+        h5l_box_runs(nd, xs, xc, xs, xc, rs, rc, copy_run, &c);
+    }
+    free(tmp);
+    return rc2;
 }
 
-/* Bytes [r0, r1) of the block with box (st, ct) that is stored unpadded
- * (a whole chunk or a slab), read from the log piece by piece straight into
- * out: only the part asked for, nothing assembled or cached. */
-static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, const uint64_t *ct, uint64_t r0,
-                        uint64_t r1, uint8_t *out, h5l_err_t *err)
+/* Bytes [r0, r1) of the block with box (st, ct), stored with shape sh (ct,
+ * or the full chunk shape for an edge chunk, padded with zeros), read from
+ * the log piece by piece straight into out: only the part asked for,
+ * nothing assembled or cached. Records are applied in sequence order by
+ * the reader, so this is right for overlapping records too (they only cost
+ * their overlap in extra reads). */
+static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, const uint64_t *ct,
+                        const uint64_t *sh, uint64_t r0, uint64_t r1, uint8_t *out, h5l_err_t *err)
 {
     size_t es = v->esize;
     uint64_t e0 = r0 / es, e1 = (r1 + es - 1) / es;
-    gather_t g = {s, v, st, out, err};
+    gather_t g = {s, v, st, ct, out, err};
     if (r0 % es || r1 % es) { /* a reply that cuts an element: via scratch */
         g.out = hfs_tbuf(HFS_TBUF_SCRATCH, (size_t)(e1 - e0) * es);
         if (!g.out) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
     }
-    int rc = h5l_box_linear(v->ndims, ct, e0, e1, gather_box, &g);
+    int rc = h5l_box_linear(v->ndims, sh, e0, e1, gather_box, &g);
     if (!rc && g.out != out) memcpy(out, g.out + (r0 - e0 * es), (size_t)(r1 - r0));
     return rc;
 }
@@ -475,7 +509,17 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
             atomic_fetch_add(&lf->st_hits, 1);
             return H5L_OK;
         }
-        rc = gather_range(s, v, st, ct, a - g->addr, b - g->addr, out, err);
+        rc = gather_range(s, v, st, ct, ct, a - g->addr, b - g->addr, out, err);
+        if (rc) return rc;
+        atomic_fetch_add(&lf->st_skipped, b - a);
+        atomic_fetch_add(&lf->st_gathered, b - a);
+        hfs_cache_count_skip(g_cache, b - a);
+        return H5L_OK;
+    }
+    if (g->len > HFS_ASSEMBLE_MAX) {
+        /* a block too big to assemble whole (a chunk of a GiB is legal
+         * HDF5): only the bytes asked for, whatever the records */
+        rc = gather_range(s, v, st, ct, v->chunked ? v->block : ct, a - g->addr, b - g->addr, out, err);
         if (rc) return rc;
         atomic_fetch_add(&lf->st_skipped, b - a);
         atomic_fetch_add(&lf->st_gathered, b - a);

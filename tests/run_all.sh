@@ -58,6 +58,7 @@ for t in tests/fused/test_*.c; do
         run "unit $(basename "$b")" timeout 300 "$b"
     fi
 done
+run "unit test_lfile_gather" timeout 300 mpirun --oversubscribe -np 1 "$BUILD/tests/test_lfile_gather"
 for np in 1 2 4; do
     d=$(mktemp -d "$log/mpi.XXXX")
     run "mpi test_writer -np $np" timeout 600 mpirun --oversubscribe -np $np "$BUILD/tests/test_writer" "$d" --ticks 8 --seed $np
