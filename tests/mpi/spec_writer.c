@@ -310,7 +310,8 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
         }
         size_t nb;
         uint8_t *b = unhex(tok[text ? 3 : 5], &nb);
-        if (!b || (!text && nb != cnt * (uint64_t)vt.d->size)) {
+        if (!b) SPEC_ERR("att/text: bad HEX");
+        if (!text && nb != cnt * (uint64_t)vt.d->size) {
             free(b);
             SPEC_ERR("att: HEX is not N elements of TYPE");
         }
