@@ -46,7 +46,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon soak
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -66,6 +66,8 @@ help:
 	@echo "make check      build and run every test suite; ends with 'N passed, N failed'"
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
 	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
+	@echo "make soak SECONDS=N  the differential test (tests/e2e/difftest.py) on random scripts for N"
+	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
@@ -196,6 +198,11 @@ tsan:
 		if [ $$rc -ne 0 ] || [ -z "$$line" ]; then echo "$$out" | tail -30; f=$$((f+1)); \
 		else p=$$((p+$${line%% *})); fi; done; \
 		echo "$$p passed, $$f failed"; [ $$f -eq 0 ]
+
+# the model-based differential test on random scripts until SECONDS pass
+SECONDS ?= 60
+soak: all
+	@H5LOG_BUILD=$(abspath $(BUILD)) $(PY) tests/e2e/soak.py $(SECONDS)
 
 bench-write: all $(BENCH)
 	@bash bench/bench_write.sh $(BUILD)
