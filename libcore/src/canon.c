@@ -10,14 +10,14 @@
  * only some dimensions, so a variable gets scales on all or none.
  *
  * Order: netCDF-4 files track and index the creation order of links and
- * attributes, and netCDF readers list dimensions, variables and attributes
- * in it (alphabetically when it is not tracked). So every group, dataset
- * and the root track it, and objects are created in the writer's order:
- * first the dimensions' scales in dimension-id order (a coordinate variable
- * is its dimension's scale, so it comes there), then groups and the other
- * variables in definition order; a variable's _FillValue is its first
- * attribute, then its attributes in the order each name was FIRST defined
- * (a replaced attribute keeps its place, as in netCDF).
+ * attributes, and netCDF readers list variables and attributes in it
+ * (alphabetically when it is not tracked). So every group, dataset and the
+ * root track it, and objects are created in the writer's order, the way
+ * netCDF-C interleaves dimension scales with variables (make_objects);
+ * every scale carries _Netcdf4Dimid, by which netCDF numbers dimensions,
+ * so dimensions list in definition order too. A variable's _FillValue is
+ * its first attribute, then its attributes in the order each name was
+ * FIRST defined (a replaced attribute keeps its place, as in netCDF).
  *
  * Fill: a variable's HDF5 fill value is its fill (netCDF's default for the
  * type unless set); a fill set by the writer is also the _FillValue
@@ -193,36 +193,74 @@ static int make_var(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t i, 
     return rc;
 }
 
-/* Every dimension's scale, in dimension-id order: its coordinate variable
- * (created here, so it is listed in the dimension's place) or a data-less
- * placeholder. scalable[d]: the dimension has a scale; iscoord[i]: object
- * i was created here. A name taken by another object gets no scale. */
-static int make_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn,
-                       void *ctx, char *scalable, char *iscoord, h5l_err_t *err)
+/* netCDF-4's record of a dimension scale's dimension id: readers number
+ * dimensions by it, so the order of dimensions does not depend on where the
+ * scale datasets stand in the group (netCDF-C writes it on every scale). */
+static int set_dimid(hid_t ds, size_t d)
 {
-    for (size_t d = 0; d < s->ndims; d++) {
-        scalable[d] = 0;
-        if (s->dims[d].tick > tick) continue;
-        long cv = coord_var(s, (uint32_t)d, tick);
-        if (cv >= 0) {
-            if (!iscoord[cv]) { /* one variable cannot be two dimensions' scale */
-                int rc = make_var(file, s, tick, (size_t)cv, alloc, fn, ctx, err);
-                if (rc) return rc;
-                iscoord[cv] = 1;
-            }
-            scalable[d] = 1;
-            continue;
-        }
-        char path[1024];
-        snprintf(path, sizeof path, "/%s", s->dims[d].name);
-        long other = h5l_schema_find(s, path);
-        if (other >= 0 && s->objs[other].tick <= tick) continue; /* name taken: no scale */
-        int rc = make_placeholder(file, s, tick, d, path, err);
-        if (rc) return rc;
-        scalable[d] = 1;
-    }
+    int v = (int)d;
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t at = sp < 0 ? -1 : H5Acreate2(ds, "_Netcdf4Dimid", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = at < 0 || H5Awrite(at, H5T_NATIVE_INT, &v) < 0;
+    if (at >= 0) H5Aclose(at);
+    if (sp >= 0) H5Sclose(sp);
+    return bad ? -1 : 0;
+}
+
+/* The placeholder scale of dimension d unless its name is taken by another
+ * object (then no variable over d gets scales). */
+static int make_dim(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t d, char *scalable, h5l_err_t *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "/%s", s->dims[d].name);
+    long other = h5l_schema_find(s, path);
+    if (other >= 0 && s->objs[other].tick <= tick) return H5L_OK; /* name taken: no scale */
+    int rc = make_placeholder(file, s, tick, d, path, err);
+    if (rc) return rc;
+    hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+    int bad = ds < 0 || set_dimid(ds, d) < 0;
+    if (ds >= 0) H5Dclose(ds);
+    if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot number dimension scale '%s'", path);
+    scalable[d] = 1;
     return H5L_OK;
 }
+
+/* Groups, variables and dimension scales in the order netCDF-C writes a
+ * group (nc4_rec_write_metadata): dimensions without a coordinate variable
+ * in dimension order up to the first one that has one, then objects in
+ * definition order up to and including that coordinate variable, and so on.
+ * Variables thus keep their definition order, and a dimension's scale comes
+ * no later than the first variable that could use it. scalable[d]: the
+ * dimension has a scale (its placeholder, or its coordinate variable). */
+static int make_objects(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn,
+                        void *ctx, char *scalable, h5l_err_t *err)
+{
+    size_t d = 0, i = 1;
+    int rc = H5L_OK;
+    while (!rc && (d < s->ndims || i < s->nobjs)) {
+        long coord = -1;
+        for (; !rc && d < s->ndims && coord < 0; d++) {
+            scalable[d] = 0;
+            if (s->dims[d].tick > tick) continue;
+            long cv = coord_var(s, (uint32_t)d, tick);
+            if (cv >= 0) {
+                scalable[d] = 1;
+                coord = cv;
+            } else {
+                rc = make_dim(file, s, tick, d, scalable, err);
+            }
+        }
+        for (int wrote = 0; !rc && i < s->nobjs && !wrote; i++) {
+            const h5l_obj_t *o = &s->objs[i];
+            wrote = (long)i == coord;
+            if (!o->kind || o->tick > tick) continue;
+            if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(file, o->path, err);
+            else rc = make_var(file, s, tick, i, alloc, fn, ctx, err);
+        }
+    }
+    return rc;
+}
+
 static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const char *scalable,
                          h5l_err_t *err)
 {
@@ -230,7 +268,7 @@ static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const
         long cv = scalable[d] ? coord_var(s, (uint32_t)d, tick) : -1;
         if (cv < 0) continue;
         hid_t ds = H5Dopen2(file, s->objs[cv].path, H5P_DEFAULT);
-        int bad = ds < 0 || H5DSset_scale(ds, s->dims[d].name) < 0;
+        int bad = ds < 0 || H5DSset_scale(ds, s->dims[d].name) < 0 || set_dimid(ds, d) < 0;
         if (ds >= 0) H5Dclose(ds);
         if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot make '%s' a dimension scale", s->objs[cv].path);
     }
@@ -313,18 +351,11 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
                     int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
 {
     int rc = H5L_OK;
-    char *scalable = calloc(s->ndims + 1, 1), *iscoord = calloc(s->nobjs + 1, 1);
-    if (!scalable || !iscoord) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
-    if (!rc) rc = make_scales(file, s, tick, alloc, fn, ctx, scalable, iscoord, err);
-    for (size_t i = 1; i < s->nobjs && !rc; i++) {
-        const h5l_obj_t *o = &s->objs[i];
-        if (!o->kind || o->tick > tick || iscoord[i]) continue;
-        if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(file, o->path, err);
-        else rc = make_var(file, s, tick, i, alloc, fn, ctx, err);
-    }
+    char *scalable = calloc(s->ndims + 1, 1);
+    if (!scalable) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    if (!rc) rc = make_objects(file, s, tick, alloc, fn, ctx, scalable, err);
     if (!rc) rc = attach_scales(file, s, tick, scalable, err);
     if (!rc) rc = write_attrs(file, s, tick, err);
     free(scalable);
-    free(iscoord);
     return rc;
 }

@@ -786,8 +786,13 @@ def _check_var_nc(w, var, v, want_attrs, diffs):
         if got != v["fill"]:
             diffs.append(f"{w}: netCDF fill value: {_fmt(got)}, expected {_fmt(v['fill'])} ({v['fill_kind']})")
     _check_attrs_nc(w, var, var.ncattrs(), want_attrs, diffs)
+    # the values unmasked (a masked scalar reads as np.ma.masked, whose data
+    # is 0, not the element's value), then the mask netCDF puts on them
+    var.set_auto_mask(False)
+    data = var[...]
+    var.set_auto_mask(True)
     a = var[...]
-    data, mask = np.ma.getdata(a), np.ma.getmaskarray(a)
+    mask = np.ma.getmaskarray(a)
     _cmp_data(w, np.asarray(data), v, diffs)
     want_mask = ~v["written"] if v["fill_kind"] != "nofill" else np.zeros(v["shape"], dtype=bool)
     if mask.shape == want_mask.shape and not np.array_equal(mask, want_mask):

@@ -110,7 +110,8 @@ REFUSED = [
     ("/v", "NAME"), ("/v", "_Netcdf4Dimid"), ("/v", "_Netcdf4Coordinates"), ("/", "_NCProperties"),
     ("/", "_nc3_strict"), ("/", "_IsNetcdf4"), ("/", "_SuperblockVersion"), ("/", "_Format"),
     ("/g", "CLASS")]] + [
-    "fail att /v _FillValue i4 1 07000000",        # typed like the variable: still refused
+    "fail att /v _FillValue i2 1 0700",            # _FillValue of another type than the variable's
+    "fail att /v _FillValue i4 2 0700000008000000",  # or of more than one element
 ]
 
 
@@ -131,6 +132,27 @@ def _write_and_compare(tmp_path, spec):
 
 def test_refused_calls(tmp_path):
     _write_and_compare(tmp_path, _refused_spec(REFUSED))
+
+
+def test_fillvalue_attribute_is_the_fill(tmp_path):
+    """h5l_put_att(v, "_FillValue", the variable's type, 1 element) is
+    h5l_def_var_fill: both scripts give the same canonical file."""
+    body = ["create", "dim x 6", "var /v i4 - 1 0", None, "put 0 /v 9 1 2", "flush", "close"]
+    outs = []
+    for i, line in enumerate(["att /v _FillValue i4 1 07000000", "fill /v 07000000"]):
+        spec = "\n".join(line if l is None else l for l in body) + "\n"
+        h5, prob = difftest.write(spec, 1, str(tmp_path / f"src{i}"))
+        if prob:
+            pytest.fail(prob, pytrace=False)
+        out = tmp_path / f"out{i}.h5"
+        subprocess.run([os.path.join(BIN, "h5logreplay"), h5, str(out)], check=True, timeout=60)
+        outs.append(out)
+    import h5py
+    with h5py.File(outs[0], "r") as a, h5py.File(outs[1], "r") as b:
+        assert a["v"].fillvalue == b["v"].fillvalue == 7
+        assert list(a["v"].attrs) == list(b["v"].attrs) == ["_FillValue", "DIMENSION_LIST"]
+        assert a["v"].attrs["_FillValue"] == 7 and a["v"].attrs["_FillValue"].dtype == np.dtype("<i4")
+        assert np.array_equal(a["v"][()], b["v"][()]) and a["v"][0] == 7
 
 
 def test_refused_late_fill_and_nofill(tmp_path):
