@@ -238,7 +238,10 @@ static int replay(const char *in, const char *out, uint64_t tick)
         fprintf(stderr, "h5logreplay: %s\n", e.msg);
         return 1;
     }
-    uint64_t newest = h5l_reader_ntick(r);
+    uint64_t newest = h5l_reader_ntick(r), damaged = 0;
+    h5l_err_t de = {0};
+    if (h5l_reader_damage(r, &damaged, &de)) /* the ticks before the damage are intact */
+        fprintf(stderr, "h5logreplay: warning: %s (ticks 1..%llu are intact)\n", de.msg, (unsigned long long)newest);
     if (tick == 0) tick = newest;
     if (tick == 0 || tick > newest) {
         if (newest == 0)

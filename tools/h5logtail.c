@@ -684,7 +684,7 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
     if (h5l_reader_open(file, &c.r, &err)) die("%s", err.msg);
     double last_growth = now_s();
     uint64_t seen_tick = h5l_reader_ntick(c.r);
-    int warned = 0;
+    int warned = 0, damaged = 0;
     char e[600];
     while (!g_stop) {
         int rc = h5l_reader_refresh(c.r, NULL, &err);
@@ -692,6 +692,10 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
             if (!warned++) note("%s (retrying)", err.msg);
         } else if (rc && O.follow && replaced(file, c.r)) {
             /* the old journal was overwritten by a new run: reopen below */
+        } else if (rc == H5L_ECORRUPT) {
+            /* a damaged tick: what came before it is shown, then we stop
+             * (no later tick can be read), saying so once */
+            if (!damaged++) note("%s: showing the ticks before it", err.msg);
         } else if (rc) {
             die("%s", err.msg);
         } else {
@@ -731,6 +735,10 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
         }
         flush_out();
         if (g_stop) break;
+        if (damaged) {
+            h5l_reader_close(c.r);
+            exit(1);
+        }
         if (closed && !O.follow) break;
         if (!O.follow && O.idle >= 0 && now_s() - last_growth >= O.idle) {
             idle_end(file, vars, nvars);
