@@ -92,9 +92,11 @@ tools: $(TOOLS)
 daemon: $(DAEMON)
 tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS) $(BUILD)/tests/test_lfile_gather
 
+# -fvisibility=hidden: libh5log.so exports the H5L_API functions and nothing
+# of its insides (the daemon and tools link the static archive)
 $(BUILD)/libcore/%.o: libcore/src/%.c $(wildcard libcore/src/*.h libcore/include/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
 
 $(BUILD)/libh5lcore.a: $(CORE_OBJS)
 	ar rcs $@ $^

@@ -41,25 +41,25 @@ typedef struct h5l_opts {
 typedef struct h5l_file h5l_file_t;
 
 /* Fill *o with the defaults. Cannot fail. */
-void h5l_opts_init(h5l_opts_t *o);
+H5L_API void h5l_opts_init(h5l_opts_t *o);
 
 /* Collective. Create (truncate) `path` and its journal sidecar `path.h5lj`.
  * On failure *f is NULL and h5l_errmsg(NULL) tells why (per thread). */
-int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts,
+H5L_API int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts,
                h5l_file_t **f);
 
 /* Collective. Define a dimension; len may be H5L_UNLIMITED (starts at 0). */
-int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid);
+H5L_API int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid);
 
 /* Collective. Define a group (parents created as needed); returns its id,
  * usable with h5l_put_att. Defining an existing group returns its id. */
-int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid);
+H5L_API int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid);
 
 /* Collective. Define a variable at `path` ("/atm/temp"; groups are created as
  * needed). `type` is an HDF5 integer or IEEE float type; the data passed to
  * h5l_put is in this type. chunk NULL means contiguous (a variable with an
  * unlimited dimension gets a default chunk shape). */
-int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
+H5L_API int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
                 const int *dimids, const uint64_t *chunk, int *varid);
 
 /* Collective. Set the fill value (one element of the variable's type): what
@@ -69,13 +69,13 @@ int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
  * Only before the flush that publishes the variable. Without a call, a
  * variable's fill is netCDF's default for its type (NC_FILL_FLOAT, ...) and
  * no _FillValue attribute is written, as netCDF-4 does. */
-int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill);
+H5L_API int h5l_def_var_fill(h5l_file_t *f, int varid, const void *fill);
 
 /* Collective. No fill value (netCDF's NOFILL): no _FillValue attribute, no
  * HDF5 fill value; never-written elements read as zero bytes and netCDF
  * readers mask nothing. Only before the flush that publishes the variable. */
 #define H5L_HAVE_NOFILL 1
-int h5l_def_var_nofill(h5l_file_t *f, int varid);
+H5L_API int h5l_def_var_nofill(h5l_file_t *f, int varid);
 
 /* Collective. Attach an attribute to a variable, a group or H5L_GLOBAL.
  * Redefining a name replaces it from the next tick on (it keeps its place
@@ -83,46 +83,46 @@ int h5l_def_var_nofill(h5l_file_t *f, int varid);
  * scales and netCDF-4 reserve (DIMENSION_LIST, REFERENCE_LIST, CLASS, NAME,
  * _Netcdf4Dimid, _Netcdf4Coordinates, _NCProperties, _nc3_strict, ...) are
  * refused with H5L_EINVAL; _FillValue sets the fill (h5l_def_var_fill). */
-int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type,
+H5L_API int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type,
                 size_t n, const void *value);
-int h5l_put_att_text(h5l_file_t *f, int objid, const char *name,
+H5L_API int h5l_put_att_text(h5l_file_t *f, int objid, const char *name,
                      const char *text);
 
 /* Independent. Buffer a write of the box (start, count) of `varid`; copies
  * `buf` (row-major, the variable's type) and returns. Past the current length
  * of an unlimited dimension the dimension grows at the next flush. On any
  * error nothing is buffered and what was buffered before stays. */
-int h5l_put(h5l_file_t *f, int varid, const uint64_t *start,
+H5L_API int h5l_put(h5l_file_t *f, int varid, const uint64_t *start,
             const uint64_t *count, const void *buf);
 
 /* Independent. As h5l_put, but does not copy: `buf` must stay unchanged until
  * the next h5l_flush or h5l_close returns. Does not count against the limit. */
-int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
+H5L_API int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
              const uint64_t *count, const void *buf);
 
 /* Independent. As h5l_put, converting from `memtype` to the variable's type
  * with libhdf5 (e.g. double data into a float variable). */
-int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
+H5L_API int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
                  const uint64_t *start, const uint64_t *count, const void *buf);
 
 /* Collective. Write everything buffered and publish one tick. If it fails
  * the buffered writes are kept, so the caller may retry. */
-int h5l_flush(h5l_file_t *f);
+H5L_API int h5l_flush(h5l_file_t *f);
 
 /* Collective. Flush (if anything is pending), embed the journal in the file,
  * remove the sidecar and free f (also on failure: then h5l_errmsg(NULL)
  * tells why). */
-int h5l_close(h5l_file_t *f);
+H5L_API int h5l_close(h5l_file_t *f);
 
 /* Number of ticks published so far. */
-uint64_t h5l_ntick(const h5l_file_t *f);
+H5L_API uint64_t h5l_ntick(const h5l_file_t *f);
 
 /* Bytes currently buffered by h5l_put on this rank. */
-size_t h5l_buffered(const h5l_file_t *f);
+H5L_API size_t h5l_buffered(const h5l_file_t *f);
 
 /* The reason for the last error on f (NULL: the last failed h5l_create of
  * this thread). Never NULL; "" when there was none. */
-const char *h5l_errmsg(const h5l_file_t *f);
+H5L_API const char *h5l_errmsg(const h5l_file_t *f);
 
 #ifdef __cplusplus
 }

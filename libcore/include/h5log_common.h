@@ -10,6 +10,14 @@ extern "C" {
 #endif
 
 #define H5L_VERSION_STRING "0.1.0"
+
+/* Marks the library's API: libh5log.so is built with -fvisibility=hidden,
+ * so it exports these and nothing of its insides. */
+#if defined(__GNUC__)
+#define H5L_API __attribute__((visibility("default")))
+#else
+#define H5L_API
+#endif
 #define H5L_FORMAT_VERSION 2
 #define H5L_UNLIMITED UINT64_MAX /* length of a growing dimension */
 #define H5L_GLOBAL 0             /* object id of the root group */
@@ -36,7 +44,7 @@ enum h5l_error {
 };
 
 /* A fixed description of an error code. Cannot fail. */
-const char *h5l_strerror(int code);
+H5L_API const char *h5l_strerror(int code);
 
 #ifdef __cplusplus
 }

@@ -28,10 +28,6 @@ typedef struct h5l_err {
     char msg[512];
 } h5l_err_t;
 
-/* Record the error in e (may be NULL) and return code. */
-int h5l_err_set(h5l_err_t *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* On-file datatype descriptor (docs/format.md 3.3). */
 enum { H5L_CLASS_INT = 1, H5L_CLASS_FLOAT = 2, H5L_CLASS_STRING = 3 };
 typedef struct h5l_type {
@@ -92,14 +88,14 @@ typedef struct h5l_schema {
 } h5l_schema_t;
 
 /* Length of dimension dimid as of tick (0 if defined later). */
-uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
+H5L_API uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
 /* Shape of variable objid as of tick into shape[ndims]. Returns 0 or error. */
-int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
+H5L_API int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
                      uint64_t *shape);
 /* 1 if attrs[i] is the value of its (object, name) as of tick. */
-int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick);
+H5L_API int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick);
 /* Bytes of one element of type t. Cannot fail. */
-size_t h5l_type_size(h5l_type_t t);
+H5L_API size_t h5l_type_size(h5l_type_t t);
 
 typedef struct h5l_tick_info {
     uint64_t tick, time_ns;
@@ -112,7 +108,7 @@ typedef struct h5l_reader h5l_reader_t;
 /* Is `path` a log-layout file (the h5log magic at byte 0)? H5L_OK if so,
  * H5L_EFORMAT if not, H5L_ENOTFOUND / H5L_EIO if it cannot be read. Reads 8
  * bytes; says nothing of the rest of the file. */
-int h5l_probe(const char *path, h5l_err_t *err);
+H5L_API int h5l_probe(const char *path, h5l_err_t *err);
 
 /* Open `path` and load every complete tick present. Fails (with *out NULL)
  * when nothing can be read: H5L_EFORMAT if it is not a log-layout file or
@@ -120,44 +116,44 @@ int h5l_probe(const char *path, h5l_err_t *err);
  * journal header, H5L_EIO, H5L_ENOMEM. Damage met while loading ticks does
  * not fail the open: the ticks before it are served and h5l_reader_damage
  * says which tick is damaged and why. */
-int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err);
+H5L_API int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err);
 
 /* Load ticks committed since the last call. *nnew (may be NULL) gets how many.
  * A torn tail is not an error (and costs no read until the journal grows
  * past it). After damage the reader keeps serving the ticks loaded before
  * it, and the same error is returned again. */
-int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err);
+H5L_API int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err);
 
 /* The damage that stopped loading: 0 if none; else its code, *err its
  * message and *tick (may be NULL) the first tick that could not be loaded
  * (the reader serves the ticks before it). */
-int h5l_reader_damage(h5l_reader_t *r, uint64_t *tick, h5l_err_t *err);
+H5L_API int h5l_reader_damage(h5l_reader_t *r, uint64_t *tick, h5l_err_t *err);
 
 /* Newest loaded tick (0: none yet). */
-uint64_t h5l_reader_ntick(h5l_reader_t *r);
+H5L_API uint64_t h5l_reader_ntick(h5l_reader_t *r);
 /* 1 once the writer has closed the file (CLOSE record seen). */
-int h5l_reader_closed(h5l_reader_t *r);
+H5L_API int h5l_reader_closed(h5l_reader_t *r);
 /* 1 if the journal was read from the sidecar (file still being written). */
-int h5l_reader_live(h5l_reader_t *r);
+H5L_API int h5l_reader_live(h5l_reader_t *r);
 /* Tick info of tick t (1..ntick). */
-int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out);
+H5L_API int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out);
 /* Bytes of journal consumed (header included). */
-uint64_t h5l_reader_journal_pos(h5l_reader_t *r);
+H5L_API uint64_t h5l_reader_journal_pos(h5l_reader_t *r);
 /* Total records loaded. */
-uint64_t h5l_reader_nrecords(h5l_reader_t *r);
+H5L_API uint64_t h5l_reader_nrecords(h5l_reader_t *r);
 /* The file identity (16 bytes). */
-const uint8_t *h5l_reader_id(h5l_reader_t *r);
-const char *h5l_reader_path(h5l_reader_t *r);
+H5L_API const uint8_t *h5l_reader_id(h5l_reader_t *r);
+H5L_API const char *h5l_reader_path(h5l_reader_t *r);
 
 /* Schema access: valid only while the read lock is held. */
-void h5l_reader_rdlock(h5l_reader_t *r);
-void h5l_reader_unlock(h5l_reader_t *r);
-const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
+H5L_API void h5l_reader_rdlock(h5l_reader_t *r);
+H5L_API void h5l_reader_unlock(h5l_reader_t *r);
+H5L_API const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
 
 /* Read box (start, count) of variable objid as of tick into buf (row-major,
  * the variable's type). The box must lie inside the shape at that tick.
  * Every log byte used is verified (H5L_ECORRUPT if it fails). */
-int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+H5L_API int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                     const uint64_t *start, const uint64_t *count, void *buf,
                     h5l_err_t *err);
 
@@ -182,7 +178,7 @@ typedef struct h5l_chunk_info {
  * (start, count) is the chunk's box clipped to the variable's shape. The
  * content of the box is a function of the variable, the box and ver: equal
  * versions mean equal bytes. */
-int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
+H5L_API int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                           const uint64_t *coord, const uint64_t *start,
                           const uint64_t *count, h5l_chunk_info_t *out,
                           h5l_err_t *err);
@@ -193,27 +189,27 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
  * H5L_OK; H5L_ECORRUPT when the data fails its checksum (the message names
  * the file, tick, rank and byte range); H5L_EIO; H5L_EINVAL if the range is
  * not inside that data. */
-int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
+H5L_API int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
                      h5l_err_t *err);
 
 /* Read and verify every data byte of tick t (h5logdump --check). *bad gets
  * the number of segments that fail their checksum; H5L_ECORRUPT (message:
  * the first) if any, H5L_EIO if reading fails. */
-int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *err);
+H5L_API int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *err);
 
 /* From now on, log bytes read for the caller are dropped from the kernel's
  * page cache once every byte of their 2 MiB segment has been read (a server
  * whose clients cache what it served need not keep a second copy; see
  * libcore/src/drop.h). Advisory: costs at most re-reads from disk. */
-void h5l_reader_dropbehind(h5l_reader_t *r);
+H5L_API void h5l_reader_dropbehind(h5l_reader_t *r);
 /* Bytes of the log the kernel was advised to drop so far (statistics). */
-uint64_t h5l_reader_dropped(h5l_reader_t *r);
+H5L_API uint64_t h5l_reader_dropped(h5l_reader_t *r);
 
 /* Bytes read from the log and records applied since open (statistics). */
-void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);
+H5L_API void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);
 
 /* Free everything. Accepts NULL. */
-void h5l_reader_close(h5l_reader_t *r);
+H5L_API void h5l_reader_close(h5l_reader_t *r);
 
 #ifdef __cplusplus
 }

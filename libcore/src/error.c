@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "h5log_reader.h"
+#include "error.h"
 
 const char *h5l_strerror(int code)
 {

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include "codec.h"
 #include "h5log_reader.h"
+#include "error.h"
 
 typedef struct h5l_frame {
     uint16_t type;
