@@ -18,6 +18,7 @@
  * in one place (errno_of). */
 #include "fs.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +63,9 @@ static hfs_inode_t *tab_head; /* every inode but the root */
 static hfs_inode_t **htab;
 static size_t hslots, hcount;
 static hfs_config_t cfg;
+
+/* node ids are our inode pointers (as in libfuse's passthrough_ll) */
+_Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t), "fuse_ino_t must hold a pointer");
 
 static hfs_inode_t *ino_of(fuse_ino_t ino)
 {
@@ -183,6 +187,9 @@ static void unref_inode(hfs_inode_t *n, uint64_t k)
 {
     if (is_static(n)) return;
     pthread_mutex_lock(&tab_mu);
+    /* the kernel forgets no more than it looked up: a larger count is our
+     * bug (a lookup reply we did not count), caught in make asan */
+    assert(k <= n->nlookup);
     n->nlookup -= k < n->nlookup ? k : n->nlookup;
     int dead = n->nlookup == 0;
     if (dead) {
