@@ -1,21 +1,17 @@
 /* fs.c — the FUSE low-level operations: a read-only mirror of the source
  * directory in which log-layout files appear as canonical HDF5 files.
  *
- * Three kinds of inodes (the kernel's node ids are our inode pointers, as in
- * libfuse's passthrough_ll):
- *   - mirror inodes (directories, plain files, symlinks): an O_PATH
- *     descriptor of the source object, deduplicated by (st_dev, st_ino);
- *   - snapshot inodes: one per (log file, tick), holding an immutable
- *     hfs_snap_t. A lookup of a log file's name returns the snapshot inode
- *     of its newest tick; when the ticker loads a new tick it invalidates the
- *     name (from its own thread, never inside a request), the next lookup
- *     gets a new inode, and descriptors open on the old one keep reading the
- *     old tick byte for byte from the kernel page cache (keep_cache) or from
- *     us. FORGET frees it. (DESIGN.md point 3.)
- *   - bad inodes: a log-layout file that cannot be loaded; open gives EIO
- *     and the reason was logged once.
- * Every mutating operation answers EROFS. Errors from libcore become errno
- * in one place (errno_of). */
+ * An adapter, in the manner of libfuse's passthrough_ll: what a node id
+ * stands for is the inode table's (inode.c: mirror, snapshot and bad
+ * inodes, lookups counted); what a log-layout file holds is lfile.c's. A
+ * lookup of a log file's name returns the snapshot inode of its newest
+ * tick; when the ticker loads a new tick it invalidates the name (from its
+ * own thread, never inside a request), the next lookup gets a new inode,
+ * and descriptors open on the old one keep reading the old tick byte for
+ * byte from the kernel page cache (keep_cache) or from us. The daemon's
+ * state (configuration, inode table, open handles) is one hfs_fs_t passed
+ * to libfuse as the session's userdata. Every mutating operation answers
+ * EROFS. Errors from libcore become errno in one place (errno_of). */
 #include "fs.h"
 
 #include <assert.h>
@@ -33,46 +29,29 @@
 
 #include "format.h"
 #include "lfile.h"
+#include "inode.h"
 #include "tbuf.h"
 
-enum { K_MIRROR = 1, K_SNAP = 2, K_BAD = 3, K_STATS = 4 };
-
 #define STATS_NAME ".h5logfs-stats" /* at the root, not listed */
-
-typedef struct hfs_inode {
-    int kind;
-    int fd;           /* K_MIRROR: O_PATH descriptor */
-    dev_t dev;
-    ino_t sino;
-    mode_t mode;      /* source file type */
-    char *path;       /* absolute source path */
-    uint64_t nlookup; /* guarded by tab_mu */
-    hfs_snap_t *snap; /* K_SNAP */
-    struct stat bad_st; /* K_BAD: the source's attributes */
-    struct hfs_inode *next, *prev; /* every inode (for destroy) */
-    struct hfs_inode *hnext;       /* hash chain: mirrors by (dev, ino), snapshots by snap */
-    int hashed;
-} hfs_inode_t;
-
-static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
-static hfs_inode_t root;
-static hfs_inode_t stats_ino = {.kind = K_STATS, .fd = -1, .mode = S_IFREG | 0444};
-static hfs_inode_t *tab_head; /* every inode but the root */
-/* Hash index over the table, so a lookup costs O(1), not O(inodes): a
- * directory of many files is listed with one lookup each. */
-static hfs_inode_t **htab;
-static size_t hslots, hcount;
-static hfs_config_t cfg;
 
 /* node ids are our inode pointers (as in libfuse's passthrough_ll) */
 _Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t), "fuse_ino_t must hold a pointer");
 
-static hfs_inode_t *ino_of(fuse_ino_t ino)
-{
-    return ino == FUSE_ROOT_ID ? &root : (hfs_inode_t *)(uintptr_t)ino;
-}
+typedef struct hfs_fh hfs_fh_t;
 
-static int is_static(const hfs_inode_t *n) { return n == &root || n == &stats_ino; }
+struct hfs_fs {
+    hfs_config_t cfg;
+    hfs_itab_t itab;
+    pthread_mutex_t fh_mu;
+    hfs_fh_t *fh_head; /* every open handle (freed at the end) */
+};
+
+static hfs_fs_t *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
+static hfs_inode_t *ino_of(fuse_req_t req, fuse_ino_t ino) { return hfs_itab_of(&fs_of(req)->itab, ino); }
+
+/* How long the kernel may keep an entry or attributes: one tick (at most a
+ * second), so permissions follow the source within one tick. */
+static double valid_for(const hfs_fs_t *fs) { return fs->cfg.tick < 1.0 ? fs->cfg.tick : 1.0; }
 
 static int errno_of(int code)
 {
@@ -81,125 +60,6 @@ static int errno_of(int code)
     case H5L_ENOTFOUND: return ENOENT;
     default: return EIO;
     }
-}
-
-static size_t hkey(int kind, dev_t dev, ino_t ino, const void *snap)
-{
-    uint64_t k = kind == K_SNAP ? (uint64_t)(uintptr_t)snap
-                                : ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino ^ (uint64_t)kind;
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static size_t hkey_of(const hfs_inode_t *n) { return hkey(n->kind, n->dev, n->sino, n->snap); }
-
-/* Under tab_mu. Failure to grow only makes chains longer. */
-static void hash_insert(hfs_inode_t *n)
-{
-    if (hcount + 1 > hslots) {
-        size_t ns = hslots ? hslots * 2 : 1024;
-        hfs_inode_t **t = calloc(ns, sizeof *t);
-        if (t) {
-            for (size_t i = 0; i < hslots; i++) {
-                for (hfs_inode_t *x = htab[i], *nx; x; x = nx) {
-                    nx = x->hnext;
-                    x->hnext = t[hkey_of(x) & (ns - 1)];
-                    t[hkey_of(x) & (ns - 1)] = x;
-                }
-            }
-            free(htab);
-            htab = t;
-            hslots = ns;
-        }
-    }
-    if (!hslots) return;
-    size_t b = hkey_of(n) & (hslots - 1);
-    n->hnext = htab[b];
-    htab[b] = n;
-    n->hashed = 1;
-    hcount++;
-}
-
-static void hash_remove(hfs_inode_t *n)
-{
-    if (!n->hashed) return;
-    hfs_inode_t **pp = &htab[hkey_of(n) & (hslots - 1)];
-    while (*pp && *pp != n) pp = &(*pp)->hnext;
-    if (*pp) *pp = n->hnext;
-    n->hashed = 0;
-    hcount--;
-}
-
-/* Under tab_mu: the mirror inode of (dev, ino), or the snapshot inode. */
-static hfs_inode_t *hash_find(int kind, dev_t dev, ino_t ino, const void *snap)
-{
-    if (!hslots) return NULL;
-    for (hfs_inode_t *n = htab[hkey(kind, dev, ino, snap) & (hslots - 1)]; n; n = n->hnext) {
-        if (n->kind != kind) continue;
-        if (kind == K_SNAP ? n->snap == snap : (n->dev == dev && n->sino == ino)) return n;
-    }
-    return NULL;
-}
-
-/* Under tab_mu: a bad inode of this very file version (same dev, ino, size
- * and mtime). Older versions may share the chain, in any order. */
-static hfs_inode_t *find_bad(const struct stat *st)
-{
-    if (!hslots) return NULL;
-    for (hfs_inode_t *n = htab[hkey(K_BAD, st->st_dev, st->st_ino, NULL) & (hslots - 1)]; n; n = n->hnext) {
-        if (n->kind == K_BAD && n->dev == st->st_dev && n->sino == st->st_ino && n->bad_st.st_size == st->st_size &&
-            n->bad_st.st_mtim.tv_sec == st->st_mtim.tv_sec && n->bad_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
-            return n;
-    }
-    return NULL;
-}
-
-static void inode_free(hfs_inode_t *n)
-{
-    if (n->fd >= 0) close(n->fd);
-    hfs_snap_unref(n->snap);
-    free(n->path);
-    free(n);
-}
-
-/* Insert a new inode (nlookup 1). */
-static hfs_inode_t *inode_new(int kind, const char *path)
-{
-    hfs_inode_t *n = calloc(1, sizeof *n);
-    if (!n) return NULL;
-    n->kind = kind;
-    n->fd = -1;
-    n->nlookup = 1;
-    n->path = strdup(path);
-    if (!n->path) {
-        free(n);
-        return NULL;
-    }
-    n->next = tab_head;
-    if (tab_head) tab_head->prev = n;
-    tab_head = n;
-    return n;
-}
-
-static void unref_inode(hfs_inode_t *n, uint64_t k)
-{
-    if (is_static(n)) return;
-    pthread_mutex_lock(&tab_mu);
-    /* the kernel forgets no more than it looked up: a larger count is our
-     * bug (a lookup reply we did not count), caught in make asan */
-    assert(k <= n->nlookup);
-    n->nlookup -= k < n->nlookup ? k : n->nlookup;
-    int dead = n->nlookup == 0;
-    if (dead) {
-        hash_remove(n);
-        if (n->prev) n->prev->next = n->next;
-        else tab_head = n->next;
-        if (n->next) n->next->prev = n->prev;
-    }
-    pthread_mutex_unlock(&tab_mu);
-    if (dead) inode_free(n);
 }
 
 /* A journal sidecar is hidden: its name is BASE.h5lj and either BASE exists
@@ -230,8 +90,8 @@ static void source_access(const hfs_inode_t *n, mode_t *mode, uid_t *uid, gid_t 
 {
     struct stat st;
     *mode = n->mode;
-    *uid = n->bad_st.st_uid;
-    *gid = n->bad_st.st_gid;
+    *uid = n->src_st.st_uid;
+    *gid = n->src_st.st_gid;
     if (n->path && stat(n->path, &st) == 0 && st.st_dev == n->dev && st.st_ino == n->sino) {
         *mode = st.st_mode;
         *uid = st.st_uid;
@@ -256,9 +116,9 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
     st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
     uint64_t t = n->snap->time_ns; /* the tick's commit time */
     if (t == 0) { /* tick 0 (nothing committed yet): the source's times, not 1970 */
-        st->st_mtim = n->bad_st.st_mtim;
-        st->st_ctim = n->bad_st.st_ctim;
-        st->st_atim = n->bad_st.st_atim;
+        st->st_mtim = n->src_st.st_mtim;
+        st->st_ctim = n->src_st.st_ctim;
+        st->st_atim = n->src_st.st_atim;
         return;
     }
     st->st_mtim.tv_sec = (time_t)(t / 1000000000u);
@@ -269,19 +129,19 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
 
 static int get_attr(hfs_inode_t *n, struct stat *st)
 {
-    if (n->kind == K_STATS) { /* contents made at open, served direct_io */
+    if (n->kind == HFS_K_STATS) { /* contents made at open, served direct_io */
         memset(st, 0, sizeof *st);
         st->st_ino = (ino_t)(uintptr_t)n;
         st->st_mode = n->mode;
         st->st_nlink = 1;
         return 0;
     }
-    if (n->kind == K_SNAP) {
+    if (n->kind == HFS_K_SNAP) {
         snap_attr(n, st);
         return 0;
     }
-    if (n->kind == K_BAD) {
-        *st = n->bad_st;
+    if (n->kind == HFS_K_BAD) {
+        *st = n->src_st;
         mode_t mode;
         source_access(n, &mode, &st->st_uid, &st->st_gid);
         st->st_mode = (st->st_mode & S_IFMT) | (mode & 07777);
@@ -293,22 +153,17 @@ static int get_attr(hfs_inode_t *n, struct stat *st)
     return 0;
 }
 
-/* A snapshot or bad inode for the log file `path` (stat st). */
-static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *path,
+/* A snapshot or bad inode for the log file `path` (stat st), one lookup
+ * more; NULL if out of memory. */
+static hfs_inode_t *log_inode(hfs_fs_t *fs, fuse_ino_t parent, const char *name, const char *path,
                               const struct stat *st)
 {
+    /* a file already found bad and unchanged since: same inode, no new log */
+    hfs_inode_t *n = hfs_itab_bad_find(&fs->itab, st);
+    if (n) return n;
     hfs_lfile_t *lf = NULL;
     hfs_snap_t *snap = NULL;
     h5l_err_t e = {0};
-    /* a file already found bad and unchanged since: same inode, no new log */
-    pthread_mutex_lock(&tab_mu);
-    hfs_inode_t *b = find_bad(st);
-    if (b) {
-        b->nlookup++;
-        pthread_mutex_unlock(&tab_mu);
-        return b;
-    }
-    pthread_mutex_unlock(&tab_mu);
     int rc = hfs_lfile_get(path, st->st_dev, st->st_ino, &lf, &e);
     if (!rc) {
         hfs_lfile_set_entry(lf, parent, name);
@@ -316,127 +171,77 @@ static hfs_inode_t *log_inode(fuse_ino_t parent, const char *name, const char *p
     }
     if (rc) hfs_lfile_report(lf, st, e.msg); /* once per file version */
     hfs_lfile_unref(lf);
-    pthread_mutex_lock(&tab_mu);
-    hfs_inode_t *n = rc ? NULL : hash_find(K_SNAP, 0, 0, snap);
-    if (n) { /* the inode of this snapshot, if the kernel still has it */
-        n->nlookup++;
-        pthread_mutex_unlock(&tab_mu);
-        hfs_snap_unref(snap);
-        return n;
-    }
-    if (rc && (n = find_bad(st))) { /* a concurrent lookup got there first */
-        n->nlookup++;
-        pthread_mutex_unlock(&tab_mu);
-        return n;
-    }
-    n = inode_new(rc ? K_BAD : K_SNAP, path);
-    if (n) {
-        n->snap = snap;
-        n->mode = st->st_mode;
-        n->bad_st = *st;
-        n->dev = st->st_dev;
-        n->sino = st->st_ino;
-        snap = NULL;
-        hash_insert(n);
-    }
-    pthread_mutex_unlock(&tab_mu);
-    hfs_snap_unref(snap);
-    return n;
+    return hfs_itab_log(&fs->itab, path, rc ? NULL : snap, st);
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* Look name up in parent: fill *e (one lookup of its inode counted) or
+ * return an errno. The shape of libfuse's lo_do_lookup: one reply, made by
+ * the caller. */
+static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 {
-    hfs_inode_t *p = ino_of(parent);
-    struct fuse_entry_param e;
-    memset(&e, 0, sizeof e);
-    if (p->kind != K_MIRROR || !S_ISDIR(p->mode)) {
-        fuse_reply_err(req, ENOTDIR);
-        return;
-    }
-    if (is_sidecar_of_existing(p->fd, name)) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (p == &root && strcmp(name, STATS_NAME) == 0) {
-        e.ino = (fuse_ino_t)(uintptr_t)&stats_ino;
-        get_attr(&stats_ino, &e.attr);
-        fuse_reply_entry(req, &e);
-        return;
+    hfs_inode_t *p = hfs_itab_of(&fs->itab, parent);
+    memset(e, 0, sizeof *e);
+    if (p->kind != HFS_K_MIRROR || !S_ISDIR(p->mode)) return ENOTDIR;
+    if (is_sidecar_of_existing(p->fd, name)) return ENOENT;
+    if (p == &fs->itab.root && strcmp(name, STATS_NAME) == 0) {
+        e->ino = hfs_itab_id(&fs->itab, &fs->itab.stats);
+        return get_attr(&fs->itab.stats, &e->attr);
     }
     int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        fuse_reply_err(req, errno);
-        return;
-    }
+    if (fd < 0) return errno;
     struct stat st;
-    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-        int er = errno;
-        close(fd);
-        fuse_reply_err(req, er);
-        return;
-    }
     char *path = NULL;
-    if (asprintf(&path, "%s/%s", p->path, name) < 0) {
+    int er = 0;
+    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
+    else if (asprintf(&path, "%s/%s", p->path, name) < 0) er = ENOMEM, path = NULL;
+    if (er) {
         close(fd);
-        fuse_reply_err(req, ENOMEM);
-        return;
+        return er;
     }
-    hfs_inode_t *n = NULL;
     int logfile = 0;
     if (S_ISREG(st.st_mode)) {
         int rfd = openat(p->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         logfile = rfd >= 0 && hfs_is_logfile(rfd);
         if (rfd >= 0) close(rfd);
     }
+    hfs_inode_t *n;
     if (logfile) {
         close(fd);
-        n = log_inode(parent, name, path, &st);
-        e.entry_timeout = cfg.tick; /* the ticker also invalidates at once */
+        n = log_inode(fs, parent, name, path, &st);
+        e->entry_timeout = fs->cfg.tick; /* the ticker also invalidates at once */
         /* a snapshot's size and times never change, but its permissions
          * follow the source's: attributes are valid for one tick */
-        e.attr_timeout = n && n->kind == K_SNAP ? (cfg.tick < 1.0 ? cfg.tick : 1.0) : 0;
+        e->attr_timeout = n && n->kind == HFS_K_SNAP ? valid_for(fs) : 0;
     } else {
-        pthread_mutex_lock(&tab_mu);
-        n = hash_find(K_MIRROR, st.st_dev, st.st_ino, NULL);
-        if (n) {
-            n->nlookup++;
-        } else if ((n = inode_new(K_MIRROR, path))) {
-            n->fd = fd;
-            fd = -1;
-            n->dev = st.st_dev;
-            n->sino = st.st_ino;
-            n->mode = st.st_mode;
-            hash_insert(n);
-        }
-        pthread_mutex_unlock(&tab_mu);
-        if (fd >= 0) close(fd);
-        e.entry_timeout = cfg.tick < 1.0 ? cfg.tick : 1.0;
-        e.attr_timeout = e.entry_timeout; /* follows the source within a tick */
+        n = hfs_itab_mirror(&fs->itab, path, fd, &st); /* takes fd */
+        e->entry_timeout = valid_for(fs);
+        e->attr_timeout = e->entry_timeout; /* follows the source within a tick */
     }
     free(path);
-    if (!n) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    e.ino = (fuse_ino_t)(uintptr_t)n;
-    int er = get_attr(n, &e.attr);
-    if (er) {
-        unref_inode(n, 1);
-        fuse_reply_err(req, er);
-        return;
-    }
-    fuse_reply_entry(req, &e);
+    if (!n) return ENOMEM;
+    e->ino = hfs_itab_id(&fs->itab, n);
+    if ((er = get_attr(n, &e->attr))) hfs_itab_forget(&fs->itab, n, 1);
+    return er;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fuse_entry_param e;
+    int er = do_lookup(fs_of(req), parent, name, &e);
+    if (er) fuse_reply_err(req, er);
+    else fuse_reply_entry(req, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-    unref_inode(ino_of(ino), nlookup);
+    hfs_itab_forget(&fs_of(req)->itab, ino_of(req, ino), nlookup);
     fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
-    for (size_t i = 0; i < count; i++) unref_inode(ino_of(f[i].ino), f[i].nlookup);
+    hfs_fs_t *fs = fs_of(req);
+    for (size_t i = 0; i < count; i++) hfs_itab_forget(&fs->itab, ino_of(req, f[i].ino), f[i].nlookup);
     fuse_reply_none(req);
 }
 
@@ -444,19 +249,19 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)fi;
     struct stat st;
-    hfs_inode_t *n = ino_of(ino);
+    hfs_inode_t *n = ino_of(req, ino);
     int er = get_attr(n, &st);
     if (er) fuse_reply_err(req, er);
-    else fuse_reply_attr(req, &st, n->kind == K_BAD ? 0 : cfg.tick < 1.0 ? cfg.tick : 1.0);
+    else fuse_reply_attr(req, &st, n->kind == HFS_K_BAD ? 0 : valid_for(fs_of(req)));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-    hfs_inode_t *n = ino_of(ino);
+    hfs_inode_t *n = ino_of(req, ino);
     char buf[PATH_MAX + 1];
-    ssize_t r = n->kind == K_MIRROR ? readlinkat(n->fd, "", buf, PATH_MAX) : -1;
+    ssize_t r = n->kind == HFS_K_MIRROR ? readlinkat(n->fd, "", buf, PATH_MAX) : -1;
     if (r < 0) {
-        fuse_reply_err(req, n->kind == K_MIRROR ? errno : EINVAL);
+        fuse_reply_err(req, n->kind == HFS_K_MIRROR ? errno : EINVAL);
         return;
     }
     buf[r] = 0;
@@ -466,7 +271,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 /* An open file or directory handle (fi->fh). Every handle is on a list, so
  * the ones whose RELEASE never comes (the session ended first, e.g. on
  * SIGTERM) are freed when the session is destroyed. */
-typedef struct hfs_fh {
+struct hfs_fh {
+    hfs_fs_t *fs;
     struct hfs_fh *prev, *next;
     int fd;               /* passthrough file; directory: a dup for lookups */
     DIR *dp;              /* directory */
@@ -474,31 +280,31 @@ typedef struct hfs_fh {
     off_t offset;         /* directory: position */
     hfs_snap_t *snap;     /* snapshot file: its reference */
     char *text;           /* statistics file: its contents */
-} hfs_fh_t;
+};
 
-static pthread_mutex_t fh_mu = PTHREAD_MUTEX_INITIALIZER;
-static hfs_fh_t *fh_head;
 
-static hfs_fh_t *fh_new(void)
+static hfs_fh_t *fh_new(hfs_fs_t *fs)
 {
     hfs_fh_t *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     h->fd = -1;
-    pthread_mutex_lock(&fh_mu);
-    h->next = fh_head;
-    if (fh_head) fh_head->prev = h;
-    fh_head = h;
-    pthread_mutex_unlock(&fh_mu);
+    h->fs = fs;
+    pthread_mutex_lock(&fs->fh_mu);
+    h->next = fs->fh_head;
+    if (fs->fh_head) fs->fh_head->prev = h;
+    fs->fh_head = h;
+    pthread_mutex_unlock(&fs->fh_mu);
     return h;
 }
 
 static void fh_free(hfs_fh_t *h)
 {
-    pthread_mutex_lock(&fh_mu);
+    hfs_fs_t *fs = h->fs;
+    pthread_mutex_lock(&fs->fh_mu);
     if (h->prev) h->prev->next = h->next;
-    else fh_head = h->next;
+    else fs->fh_head = h->next;
     if (h->next) h->next->prev = h->prev;
-    pthread_mutex_unlock(&fh_mu);
+    pthread_mutex_unlock(&fs->fh_mu);
     if (h->dp) closedir(h->dp);
     if (h->fd >= 0) close(h->fd);
     hfs_snap_unref(h->snap);
@@ -516,12 +322,12 @@ static void reply_open(fuse_req_t req, struct fuse_file_info *fi, hfs_fh_t *h)
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    hfs_inode_t *n = ino_of(ino);
-    if (n->kind != K_MIRROR) {
+    hfs_inode_t *n = ino_of(req, ino);
+    if (n->kind != HFS_K_MIRROR) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    hfs_fh_t *h = fh_new();
+    hfs_fh_t *h = fh_new(fs_of(req));
     int fd = h ? openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (fd >= 0 && (h->fd = dup(fd)) >= 0 && !(h->dp = fdopendir(fd))) {
         int er = errno;
@@ -590,28 +396,28 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    hfs_inode_t *n = ino_of(ino);
+    hfs_inode_t *n = ino_of(req, ino);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
         fuse_reply_err(req, EROFS);
         return;
     }
-    if (n->kind == K_BAD) {
+    if (n->kind == HFS_K_BAD) {
         fuse_reply_err(req, EIO);
         return;
     }
-    hfs_fh_t *h = fh_new();
+    hfs_fh_t *h = fh_new(fs_of(req));
     if (!h) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    if (n->kind == K_STATS) {
+    if (n->kind == HFS_K_STATS) {
         if (!(h->text = hfs_lfile_stats_text())) {
             fh_free(h);
             fuse_reply_err(req, ENOMEM);
             return;
         }
         fi->direct_io = 1; /* made at open; its size is not known before */
-    } else if (n->kind == K_SNAP) {
+    } else if (n->kind == HFS_K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
         h->snap = n->snap;
         fi->keep_cache = 1; /* the inode's bytes never change */
@@ -649,7 +455,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (r < 0) { /* logged once per file version, like a bad lookup */
             char msg[sizeof e.msg + 64];
             snprintf(msg, sizeof msg, "%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
-            hfs_lfile_report(h->snap->lf, &ino_of(ino)->bad_st, msg);
+            hfs_lfile_report(h->snap->lf, &ino_of(req, ino)->src_st, msg);
             fuse_reply_err(req, errno_of((int)r));
         } else {
             fuse_reply_buf(req, buf, (size_t)r);
@@ -667,7 +473,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
     struct statvfs s;
-    if (fstatvfs(root.fd, &s) != 0) fuse_reply_err(req, errno);
+    if (fstatvfs(fs_of(req)->itab.root.fd, &s) != 0) fuse_reply_err(req, errno);
     else fuse_reply_statfs(req, &s);
 }
 
@@ -686,9 +492,9 @@ static int snap_xattr(const hfs_inode_t *n, const char *name, char *buf, size_t 
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-    hfs_inode_t *n = ino_of(ino);
+    hfs_inode_t *n = ino_of(req, ino);
     char buf[PATH_MAX + 64];
-    int len = n->kind == K_SNAP ? snap_xattr(n, name, buf, sizeof buf) : -1;
+    int len = n->kind == HFS_K_SNAP ? snap_xattr(n, name, buf, sizeof buf) : -1;
     if (len < 0) fuse_reply_err(req, ENODATA);
     else if (size == 0) fuse_reply_xattr(req, (size_t)len);
     else if ((size_t)len > size) fuse_reply_err(req, ERANGE);
@@ -699,9 +505,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     /* damaged is listed only when the file has a damaged tick */
     static const char names[] = "user.h5logfs.tick\0user.h5logfs.closed\0user.h5logfs.source\0user.h5logfs.damaged";
-    hfs_inode_t *n = ino_of(ino);
+    hfs_inode_t *n = ino_of(req, ino);
     char tmp[8];
-    size_t len = n->kind != K_SNAP ? 0
+    size_t len = n->kind != HFS_K_SNAP ? 0
                : hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
                : sizeof names - sizeof "user.h5logfs.damaged";
     if (size == 0) fuse_reply_xattr(req, len);
@@ -735,18 +541,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_destroy(void *userdata)
 {
-    (void)userdata;
-    while (fh_head) fh_free(fh_head); /* handles whose RELEASE never came */
-    pthread_mutex_lock(&tab_mu);
-    while (tab_head) {
-        hfs_inode_t *n = tab_head;
-        tab_head = n->next;
-        inode_free(n);
-    }
-    free(htab);
-    htab = NULL;
-    hslots = hcount = 0;
-    pthread_mutex_unlock(&tab_mu);
+    hfs_fs_t *fs = userdata;
+    while (fs->fh_head) fh_free(fs->fh_head); /* handles whose RELEASE never came */
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -780,30 +576,28 @@ static const struct fuse_lowlevel_ops ops = {
 
 const struct fuse_lowlevel_ops *hfs_fs_ops(void) { return &ops; }
 
-int hfs_fs_init(const hfs_config_t *c, char *err, size_t errlen)
+hfs_fs_t *hfs_fs_new(const hfs_config_t *c, char *err, size_t errlen)
 {
-    cfg = *c;
-    root.kind = K_MIRROR;
-    root.nlookup = 1;
-    root.path = realpath(c->source, NULL);
-    root.fd = root.path ? open(root.path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    struct stat st;
-    if (root.fd < 0 || fstat(root.fd, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", c->source, strerror(errno));
-        free(root.path);
-        root.path = NULL;
-        return -1;
+    hfs_fs_t *fs = calloc(1, sizeof *fs);
+    if (!fs) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
     }
-    root.mode = st.st_mode;
-    root.dev = st.st_dev;
-    root.sino = st.st_ino;
-    return 0;
+    fs->cfg = *c;
+    pthread_mutex_init(&fs->fh_mu, NULL);
+    if (hfs_itab_init(&fs->itab, c->source, err, errlen) != 0) {
+        pthread_mutex_destroy(&fs->fh_mu);
+        free(fs);
+        return NULL;
+    }
+    return fs;
 }
 
-void hfs_fs_fini(void)
+void hfs_fs_free(hfs_fs_t *fs)
 {
-    if (root.fd >= 0) close(root.fd);
-    root.fd = -1;
-    free(root.path);
-    root.path = NULL;
+    if (!fs) return;
+    while (fs->fh_head) fh_free(fs->fh_head);
+    hfs_itab_fini(&fs->itab);
+    pthread_mutex_destroy(&fs->fh_mu);
+    free(fs);
 }

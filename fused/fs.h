@@ -14,9 +14,15 @@ typedef struct hfs_config {
     int stats;          /* print statistics at unmount */
 } hfs_config_t;
 
-/* Open the source root. On failure writes the reason into err. */
-int hfs_fs_init(const hfs_config_t *c, char *err, size_t errlen);
-void hfs_fs_fini(void);
+/* The daemon's state: configuration, inode table, open handles. Passed to
+ * fuse_session_new as the session's userdata (the operations find it with
+ * fuse_req_userdata). */
+typedef struct hfs_fs hfs_fs_t;
+
+/* Open the source root. NULL on failure, with the reason in err. */
+hfs_fs_t *hfs_fs_new(const hfs_config_t *c, char *err, size_t errlen);
+/* Free everything (after the session ended). Accepts NULL. */
+void hfs_fs_free(hfs_fs_t *fs);
 const struct fuse_lowlevel_ops *hfs_fs_ops(void);
 
 #endif

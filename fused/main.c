@@ -344,7 +344,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "h5logfs: out of memory\n");
         goto done;
     }
-    if (hfs_fs_init(&c, err, sizeof err) != 0) {
+    hfs_fs_t *fs = hfs_fs_new(&c, err, sizeof err);
+    if (!fs) {
         fprintf(stderr, "h5logfs: %s\n", err);
         goto done;
     }
@@ -361,7 +362,7 @@ int main(int argc, char **argv)
     fuse_opt_add_arg(&args, extra);
     g_tick = tick;
     g_mnt = cmd.mountpoint;
-    struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), NULL);
+    struct fuse_session *se = fuse_session_new(&args, hfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), fs);
     if (!se) goto out;
     g_se = se;
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
@@ -399,7 +400,7 @@ out_destroy:
     fuse_session_destroy(se);
 out:
     hfs_lfile_shutdown();
-    hfs_fs_fini();
+    hfs_fs_free(fs);
     ret = ret ? 1 : 0;
 done:
     free(cmd.mountpoint);

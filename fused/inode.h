@@ -1,0 +1,78 @@
+/* inode.h — the daemon's inode table: what each node id the kernel holds
+ * stands for, and how many lookups it owes us.
+ *
+ * Kinds of inode (node ids are pointers to these, as in libfuse's
+ * passthrough_ll; the root is FUSE_ROOT_ID):
+ *   - mirror (directories, plain files, symlinks): an O_PATH descriptor of
+ *     the source object, one inode per source (st_dev, st_ino), so a hard
+ *     link or a second path is the same inode;
+ *   - snapshot: one per (log-layout file, tick), holding an immutable
+ *     hfs_snap_t: a lookup of a log file's name gives its newest tick's
+ *     snapshot inode; descriptors open on an older one keep reading it;
+ *     FORGET frees it (its bytes stay valid until then);
+ *   - bad: a log-layout file of which nothing can be read, one inode per
+ *     version of it (st_dev, st_ino, size, mtime), so an unchanged bad
+ *     file is one inode and one log line;
+ *   - the statistics file (static, at the root, not listed).
+ * Lookups and FORGETs are counted exactly (nlookup); an inode leaves the
+ * table when the kernel has forgotten every lookup of it. One mutex guards
+ * the table; a hash index makes a lookup O(1) whatever the table's size.
+ * Owns: every inode and what it holds (descriptor, snapshot reference). */
+#ifndef HFS_INODE_H
+#define HFS_INODE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include "lfile.h"
+
+enum { HFS_K_MIRROR = 1, HFS_K_SNAP = 2, HFS_K_BAD = 3, HFS_K_STATS = 4 };
+
+typedef struct hfs_inode {
+    int kind;
+    int fd;             /* mirror: O_PATH descriptor */
+    dev_t dev;
+    ino_t sino;
+    mode_t mode;        /* source file type and permissions at lookup */
+    char *path;         /* absolute source path */
+    uint64_t nlookup;   /* guarded by the table's mutex */
+    hfs_snap_t *snap;   /* snapshot: its reference */
+    struct stat src_st; /* snapshot, bad: the source's attributes at lookup */
+    struct hfs_inode *next, *prev; /* every inode (freed at the end) */
+    struct hfs_inode *hnext;       /* hash chain */
+    int hashed;
+} hfs_inode_t;
+
+typedef struct hfs_itab {
+    pthread_mutex_t mu;
+    hfs_inode_t root, stats;
+    hfs_inode_t *head;   /* every inode but the static ones */
+    hfs_inode_t **htab;  /* mirrors by (dev, ino), snapshots by snap, bad by (dev, ino) */
+    size_t hslots, hcount;
+} hfs_itab_t;
+
+/* Open the source root (path) as the root inode. 0, or -1 and the reason in
+ * err. */
+int hfs_itab_init(hfs_itab_t *t, const char *source, char *err, size_t errlen);
+/* Free every inode (at unmount). */
+void hfs_itab_fini(hfs_itab_t *t);
+
+/* The inode of a node id the kernel gave us. */
+hfs_inode_t *hfs_itab_of(hfs_itab_t *t, uint64_t ino);
+/* The node id of an inode. */
+uint64_t hfs_itab_id(const hfs_itab_t *t, const hfs_inode_t *n);
+
+/* The mirror inode of the source at path (fd: its O_PATH descriptor, st:
+ * its stat), one more lookup. Takes fd (closes it if the inode exists).
+ * NULL (fd closed) if out of memory. */
+hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, const char *path, int fd, const struct stat *st);
+/* The bad inode of this version of a file, one more lookup; NULL if none. */
+hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st);
+/* The inode of snap (taking the reference) or, with snap NULL, the bad
+ * inode of this version; made if needed, one more lookup. NULL if out of
+ * memory (the reference is then dropped). */
+hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st);
+/* The kernel forgot k lookups of n; frees it at zero. */
+void hfs_itab_forget(hfs_itab_t *t, hfs_inode_t *n, uint64_t k);
+
+#endif
