@@ -198,12 +198,7 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
         close(fd);
         return er;
     }
-    int logfile = 0;
-    if (S_ISREG(st.st_mode)) {
-        int rfd = openat(p->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        logfile = rfd >= 0 && hfs_is_logfile(rfd);
-        if (rfd >= 0) close(rfd);
-    }
+    int logfile = S_ISREG(st.st_mode) && h5l_probe(path, NULL) == H5L_OK;
     hfs_inode_t *n;
     if (logfile) {
         close(fd);

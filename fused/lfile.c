@@ -118,11 +118,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-int hfs_is_logfile(int fd)
-{
-    uint8_t m[8];
-    return h5l_pread_full(fd, m, sizeof m, 0) == (ssize_t)sizeof m && memcmp(m, h5l_ub_magic, 8) == 0;
-}
 
 static void lfile_free(hfs_lfile_t *lf)
 {

@@ -38,8 +38,6 @@ int hfs_snap_damage(const hfs_snap_t *s, char *buf, size_t cap);
 /* Create the shared chunk cache (limit in bytes). Call once before use. */
 int hfs_lfile_init(size_t cache_limit);
 
-/* Is the file at fd a log-layout file (magic at offset 0)? */
-int hfs_is_logfile(int fd);
 
 /* The file at path (identified by dev/ino), opened and loaded on first use.
  * Fails with the reader's error (message names the file). */

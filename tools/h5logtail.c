@@ -1280,15 +1280,17 @@ int main(int argc, char **argv)
     /* Which backend: the user block's magic. A sidecar without the magic yet
      * is a writer between creating its journal and its HDF5 file, and an
      * empty file one that has just been created: wait. */
-    char magic[8] = {0};
+    int is_log = 0;
     for (int tries = 0;;) {
-        int fd = open(file, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) die("%s: %s", file, strerror(errno));
-        ssize_t n = pread(fd, magic, sizeof magic, 0);
-        int er = errno;
-        close(fd);
-        if (n < 0) die("%s: %s", file, strerror(er));
-        if (n == (ssize_t)sizeof magic && !memcmp(magic, LOG_MAGIC, 8)) break;
+        h5l_err_t pe = {0};
+        int prc = h5l_probe(file, &pe);
+        if (prc == H5L_OK) {
+            is_log = 1;
+            break;
+        }
+        if (prc != H5L_EFORMAT) die("%s", pe.msg);
+        struct stat st;
+        if (stat(file, &st) != 0) die("%s: %s", file, strerror(errno));
         char side[PATH_MAX + 8];
         snprintf(side, sizeof side, "%s.h5lj", file);
         int writer = access(side, F_OK) == 0;
@@ -1296,7 +1298,7 @@ int main(int argc, char **argv)
             nap(0.1);
             continue;
         }
-        if (n != 0 || g_stop) break;
+        if (st.st_size != 0 || g_stop) break;
         /* empty, no journal: a file just created, by any writer */
         char why[PATH_MAX + 64];
         snprintf(why, sizeof why, "%s: cannot open as an HDF5 file (it is empty)", file);
@@ -1305,7 +1307,7 @@ int main(int argc, char **argv)
         if (g_stop) break;
     }
     int rc = 0; /* interrupted while waiting: done */
-    if (!g_stop) rc = !memcmp(magic, LOG_MAGIC, 8) ? run_core(file, vars, nvars) : run_h5(file, vars, nvars);
+    if (!g_stop) rc = is_log ? run_core(file, vars, nvars) : run_h5(file, vars, nvars);
     for (int i = 0; i < nvars; i++) free(vars[i].name);
     free(vars);
     free(file);
