@@ -10,6 +10,7 @@
  * victims and finishes them after dropping the replacement lock. */
 #include "cache.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -285,70 +286,69 @@ hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key)
     return e;
 }
 
-hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit)
+/* Hit or wait: e is in d's index (d->mu held, released here). Waits while
+ * another thread assembles it. Returns e pinned, or NULL (and *rc) when
+ * that thread failed or could not cache it. */
+static hfs_centry_t *get_found(hfs_cds_t *d, hfs_centry_t *e, int *rc, int *hit)
 {
     hfs_cache_t *c = d->c;
-    uint64_t h = key_hash(key);
-    *rc = 0;
-    *hit = 0;
-    pthread_mutex_lock(&d->mu);
-    hfs_centry_t *e = idx_find(d, key, h);
-    if (e) {
-        atomic_fetch_add(&e->pins, 1);
-        int waited = 0;
-        while (e->state == E_LOADING) {
-            waited = 1;
-            pthread_cond_wait(&d->cv, &d->mu);
-        }
-        int failed = e->state != E_READY;
-        pthread_mutex_unlock(&d->mu);
-        if (failed) { /* the loader failed (its error is ours) or could not cache */
-            *rc = e->rc;
-            atomic_fetch_add(&c->misses, 1); /* every lookup is a hit, a wait or a miss */
-            if (!*rc) atomic_fetch_add(&c->uncached, 1);
-            hfs_cache_release(e);
-            return NULL;
-        }
-        atomic_store(&e->hit, 1);
-        atomic_fetch_add(waited ? &c->waits : &c->hits, 1);
-        *hit = 1;
-        (void)len;
-        return e;
+    atomic_fetch_add(&e->pins, 1);
+    int waited = 0;
+    while (e->state == E_LOADING) {
+        waited = 1;
+        pthread_cond_wait(&d->cv, &d->mu);
     }
-    /* miss: reserve memory first, so the limit holds for LOADING entries */
-    atomic_fetch_add(&c->misses, 1);
-    if (len > c->limit || d->closed) {
-        pthread_mutex_unlock(&d->mu);
-        atomic_fetch_add(&c->uncached, 1);
-        return NULL;
-    }
-    e = calloc(1, sizeof *e);
-    unsigned char *data = e ? malloc(len ? len : 1) : NULL;
-    if (!e || !data) {
-        free(e);
-        free(data);
-        pthread_mutex_unlock(&d->mu);
-        atomic_fetch_add(&c->uncached, 1);
-        return NULL;
-    }
-    e->key = *key;
-    e->hash = h;
-    e->len = len;
-    e->data = data;
-    e->state = E_LOADING;
-    atomic_init(&e->pins, 1);
-    atomic_init(&e->hit, 0);
-    e->d = d;
-    if (idx_add(d, e)) {
-        free(data);
-        free(e);
-        pthread_mutex_unlock(&d->mu);
-        atomic_fetch_add(&c->uncached, 1);
-        return NULL;
-    }
-    d->refs++;
+    int failed = e->state != E_READY;
     pthread_mutex_unlock(&d->mu);
+    if (failed) { /* the loader failed (its error is ours) or could not cache */
+        *rc = e->rc;
+        atomic_fetch_add(&c->misses, 1); /* every lookup is a hit, a wait or a miss */
+        if (!*rc) atomic_fetch_add(&c->uncached, 1);
+        hfs_cache_release(e);
+        return NULL;
+    }
+    atomic_store(&e->hit, 1);
+    atomic_fetch_add(waited ? &c->waits : &c->hits, 1);
+    *hit = 1;
+    return e;
+}
 
+/* Miss: a new LOADING entry for key in d's index (d->mu held, released
+ * here), with memory reserved and charged against the limit first, so the
+ * limit holds for entries being assembled too. NULL when it cannot be
+ * cached (too large, out of memory, everything else pinned). */
+static hfs_centry_t *get_reserve(hfs_cds_t *d, const hfs_ckey_t *key, uint64_t h, size_t len)
+{
+    hfs_cache_t *c = d->c;
+    atomic_fetch_add(&c->misses, 1);
+    hfs_centry_t *e = NULL;
+    unsigned char *data = NULL;
+    if (len <= c->limit && !d->closed && (e = calloc(1, sizeof *e)) && !(data = malloc(len ? len : 1))) {
+        free(e);
+        e = NULL;
+    }
+    if (e) {
+        e->key = *key;
+        e->hash = h;
+        e->len = len;
+        e->data = data;
+        e->state = E_LOADING;
+        atomic_init(&e->pins, 1);
+        atomic_init(&e->hit, 0);
+        e->d = d;
+        if (idx_add(d, e)) {
+            free(data);
+            free(e);
+            e = NULL;
+        } else {
+            d->refs++;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!e) {
+        atomic_fetch_add(&c->uncached, 1);
+        return NULL;
+    }
     hfs_centry_t *victims = NULL;
     pthread_mutex_lock(&c->mu);
     make_room(c, len, &victims);
@@ -374,9 +374,18 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
         atomic_fetch_add(&c->uncached, 1);
         return NULL;
     }
-    int arc = d->layout->assemble(ctx, key, e->data, len);
-    atomic_fetch_add(&c->bytes_assembled, len);
+    return e;
+}
+
+/* Assemble a reserved entry and publish it (READY, on probation) or, on
+ * failure, take it out of the index; waiters wake either way. */
+static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int *rc)
+{
+    hfs_cache_t *c = d->c;
+    int arc = d->layout->assemble(ctx, &e->key, e->data, e->len);
+    atomic_fetch_add(&c->bytes_assembled, e->len);
     pthread_mutex_lock(&d->mu);
+    assert(e->state == E_LOADING);
     if (arc || d->closed) { /* failed, or the owner closed meanwhile: not cached */
         idx_del(d, e);
         e->state = E_DEAD; /* ours alone now: freed (and uncharged) at release */
@@ -395,6 +404,18 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
         return NULL;
     }
     return e;
+}
+
+hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit)
+{
+    uint64_t h = key_hash(key);
+    *rc = 0;
+    *hit = 0;
+    pthread_mutex_lock(&d->mu);
+    hfs_centry_t *e = idx_find(d, key, h);
+    if (e) return get_found(d, e, rc, hit); /* releases d->mu */
+    e = get_reserve(d, key, h, len);         /* releases d->mu */
+    return e ? get_assemble(d, e, ctx, rc) : NULL;
 }
 
 const void *hfs_centry_data(const hfs_centry_t *e) { return e->data; }
