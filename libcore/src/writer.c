@@ -51,7 +51,8 @@
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
 #define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
 #define EXTENT_FIRST ((uint64_t)1 << 20) /* the first log extent */
-#define EXTENT_SLACK ((uint64_t)1 << 30) /* an extent is at most this much larger than its first tick needs */
+#define EXTENT_SLACK ((uint64_t)32 << 20) /* an extent is at most this much larger than its first tick needs:
+                                           * bounds the unused (sparse) tail of the last one */
 #define NC_CHUNK_BYTES 4194304.0 /* netCDF-C's default chunk size (4 MiB) */
 #define NC_CHUNK_1D_UNLIM 4096   /* netCDF-C's default for 1-D unlimited variables */
 
@@ -937,7 +938,7 @@ static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, siz
 }
 
 /* Size of the next log extent for a tick of `need` bytes: twice the last
- * (1 MiB first), never less than the tick needs nor more than 1 GiB
+ * (1 MiB first), never less than the tick needs nor more than 32 MiB
  * beyond it (format.md 1). */
 static uint64_t next_extent(const h5l_file_t *f, uint64_t need)
 {
