@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     EXPECT(h5l_flush(f) == 0, "flush 1: %s", h5l_errmsg(f));
     for (uint64_t t = 2; t <= NTICKS; t++) {
         for (int k = 0; k < 5; k++) {
-            char name[16];
+            char name[32];
             snprintf(name, sizeof name, "count%d", k);
             int32_t val[3] = {(int32_t)t - 1, -(int32_t)t, k};
             h5l_put_att(f, H5L_GLOBAL, name, H5T_NATIVE_INT32, 3, val);
