@@ -2,11 +2,14 @@
  * the fault tests (tests/mpi/test_faults.c, tests/e2e/test_faults.py).
  *
  * Why a shim: a full disk, a failing device or a quota show up only as the
- * result of a write call, deep inside OpenMPI's ompio (pwrite64 from its
- * posix fbtl), libhdf5 (through libh5log's own driver) or libh5log's journal
- * (pwrite). strace of a writer shows pwrite64 for all three, so those are the
- * calls that must be hit; pwrite, pwritev, pwritev64, write and writev are
- * intercepted too, so a library that switches call does not silently escape.
+ * result of a write call, deep inside OpenMPI's ompio, libhdf5 or libh5log.
+ * strace of a writer shows the pwrite64 system call for all three (data and
+ * record blocks from ompio, HDF5 metadata from libh5log's driver, journal
+ * frames); the libc symbols they call are pwrite (ompio's posix fbtl,
+ * libh5log) and pwritev (ompio, for several pieces). pwrite64, pwritev64,
+ * write and writev are intercepted too, so a library that switches call
+ * does not silently escape. Not intercepted: aio_write, which ompio uses
+ * only for non-blocking MPI-IO (libh5log uses none).
  *
  * The fault is described by environment variables, read again at every
  * call, so a test program can arm and disarm faults with setenv/unsetenv
