@@ -90,7 +90,8 @@ deps:
 lib: $(BUILD)/libh5lcore.a $(BUILD)/libh5log.a $(BUILD)/libh5log.so
 tools: $(TOOLS)
 daemon: $(DAEMON)
-tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS) $(BUILD)/tests/test_lfile_gather
+FAULT_SHIM := $(BUILD)/tests/fault_shim.so
+tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS) $(BUILD)/tests/test_lfile_gather $(FAULT_SHIM)
 
 # -fvisibility=hidden: libh5log.so exports the H5L_API functions and nothing
 # of its insides (the daemon and tools link the static archive)
@@ -127,6 +128,13 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tharness.h $(BUILD)/libh5l
 $(BUILD)/tests/%: tests/mpi/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_LIB)
+
+# LD_PRELOAD shim that makes chosen writes fail (tests/mpi/test_faults.c).
+# Built without sanitizers: it is loaded before any runtime (under make asan
+# the tests set ASAN_OPTIONS=verify_asan_link_order=0).
+$(FAULT_SHIM): tests/fault/fault_shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -shared $< -o $@ -ldl -lpthread
 
 # the daemon: libcore's reader and canon modules, libhdf5, libfuse3
 $(BUILD)/fused/%.o: fused/%.c $(wildcard fused/*.h libcore/src/*.h libcore/include/*.h)

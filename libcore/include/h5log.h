@@ -96,7 +96,8 @@ H5L_API int h5l_put(h5l_file_t *f, int varid, const uint64_t *start,
             const uint64_t *count, const void *buf);
 
 /* Independent. As h5l_put, but does not copy: `buf` must stay unchanged until
- * the next h5l_flush or h5l_close returns. Does not count against the limit. */
+ * a flush that publishes it succeeds (a failed flush keeps referring to it)
+ * or h5l_close returns. Does not count against the limit. */
 H5L_API int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
              const uint64_t *count, const void *buf);
 
@@ -105,13 +106,39 @@ H5L_API int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
 H5L_API int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
                  const uint64_t *start, const uint64_t *count, const void *buf);
 
-/* Collective. Write everything buffered and publish one tick. If it fails
- * the buffered writes are kept, so the caller may retry. */
+/* Collective. Write everything buffered and publish one tick.
+ *
+ * Failure (a full disk, an I/O error, an MPI-IO write that transferred
+ * fewer bytes than asked — OpenMPI reports a full disk that way — or a
+ * failed journal append): every rank returns the same code (H5L_EIO for
+ * I/O) and h5l_errmsg(f) on every rank names the file and the reason as
+ * the failing rank saw it ("No space left on device", "Input/output
+ * error", "short write"), what was being written and where. Nothing of
+ * this flush is committed: readers see exactly the ticks before it and
+ * h5l_ntick() does not change. The buffered writes are kept, so the call
+ * may be retried (after space was freed): the retry writes the same bytes
+ * to the same place and commits them. If only the journal append failed,
+ * the tick is already complete on disk and fixed: the next h5l_flush or
+ * h5l_close commits exactly it first (a partly written journal record is
+ * completed with the same bytes), and writes put since go into the tick
+ * after — so that h5l_flush may publish two ticks. */
 H5L_API int h5l_flush(h5l_file_t *f);
 
 /* Collective. Flush (if anything is pending), embed the journal in the file,
  * remove the sidecar and free f (also on failure: then h5l_errmsg(NULL)
- * tells why). */
+ * tells why, on every rank).
+ *
+ * Failure: a failed last flush loses what it held (the caller is told);
+ * the file is then still closed with the committed ticks if the close
+ * steps succeed ("the file was closed with ticks 1..N"). A failed close
+ * step (the journal's CLOSE record, the HDF5 metadata, the embedded
+ * journal, the user block) leaves the file open for reading: its user
+ * block still says live, the sidecar FILE.h5lj is kept, and every
+ * committed tick reads through libh5log's reader, h5logdump, h5logreplay
+ * and the daemon ("the file was not closed: ticks 1..N stay readable from
+ * its journal"). libhdf5 has let go of the file either way, so the process
+ * may go on to MPI_Finalize. A close cannot be retried: h5logreplay makes
+ * a closed canonical copy. */
 H5L_API int h5l_close(h5l_file_t *f);
 
 /* Number of ticks published so far. */

@@ -6,7 +6,31 @@
  * the ranks then move the bytes with MPI-IO at those offsets. libhdf5 never
  * writes inside those datasets (early allocation, fill time never), and our
  * MPI-IO never writes outside them, so the two never touch the same bytes.
- * The user block (bytes 0..4095) is ours too: libhdf5 leaves it alone. */
+ * The user block (bytes 0..4095) is ours too: libhdf5 leaves it alone.
+ *
+ * Why our own file driver (a POSIX driver like sec2, below) and not sec2:
+ * libhdf5 1.10.8 must never see a write fail inside H5Fclose. There,
+ * H5F__dest frees the file structure even when flushing fails, but the
+ * failure leaves the file's ID registered (fixed upstream much later,
+ * HDFGroup/hdf5#2291). Every later touch of that ID reads freed memory:
+ * retrying H5Fclose, H5Fclose with H5F_CLOSE_STRONG, H5close, and the
+ * library's own shutdown, which parallel HDF5 runs from MPI_Finalize (an
+ * attribute callback on MPI_COMM_SELF, so H5dont_atexit does not avoid
+ * it): on a full disk the application then died in MPI_Finalize in
+ * H5F__close_cb. Keeping the ID open instead only moves the crash to
+ * shutdown, which closes it the same way. So the driver has a closing mode:
+ * while our H5Fclose runs, an I/O error is recorded (errno, what, where)
+ * and then every later write is dropped, so libhdf5 finishes the close,
+ * frees everything and unregisters the ID; we report the recorded error
+ * and leave the file live (user block untouched, journal sidecar kept).
+ * libhdf5's metadata in the file may then be incomplete, but no reader of
+ * a live file looks at it: the sidecar journal is the truth. Outside close
+ * a failed write fails the libhdf5 call as usual (its state stays valid:
+ * the metadata cache keeps the entry dirty) and the flush retries. The
+ * driver also gives messages their reason (ENOSPC, EIO) instead of
+ * libhdf5's "driver write request failed". Nothing global changes in the
+ * application's libhdf5: the driver is registered once, used only for our
+ * files, and the application's error printing is left as it set it. */
 #include "anchor.h"
 
 #include <errno.h>
@@ -14,32 +38,322 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <hdf5.h>
 
 #include "canon.h"
 #include "journal.h"
 
+/* I/O errors of one anchor's driver: the first since the last reset. */
+typedef struct vio {
+    int closing;     /* our H5Fclose is running: report nothing to libhdf5 */
+    int err;         /* errno of the first failure, 0 if none */
+    const char *op;  /* what failed: "writing", "reading", ... */
+    uint64_t off, len;
+} vio_t;
+
 struct h5l_anchor {
     hid_t file;
     char *path;
     uint8_t id[16];
+    vio_t io;
 };
 
-static int write_ub(const char *path, const uint8_t id[16], uint64_t off, uint64_t len,
-                    uint64_t flags, int sync, h5l_err_t *err)
+/* ------------------------------------------------------------------ */
+/* the driver                                                           */
+
+#define VFD_NAME "h5log_anchor"
+#define VFD_MAXADDR ((haddr_t)INT64_MAX)
+
+typedef struct vinfo { /* the file access property's driver info */
+    vio_t *io;
+} vinfo_t;
+
+typedef struct vfile {
+    H5FD_t pub; /* first: libhdf5 sees an H5FD_t */
+    int fd;
+    haddr_t eoa, eof;
+    dev_t dev;
+    ino_t ino;
+    vio_t *io;
+} vfile_t;
+
+static hid_t g_vfd = H5I_INVALID_HID;
+
+static void vio_note(vio_t *io, int err, const char *op, uint64_t off, uint64_t len)
 {
-    h5l_ub_t ub = {.version = H5L_FORMAT_VERSION, .jr_off = off, .jr_len = len, .flags = flags};
+    if (io->err) return;
+    io->err = err ? err : EIO;
+    io->op = op;
+    io->off = off;
+    io->len = len;
+}
+
+static H5FD_t *v_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxaddr)
+{
+    const vinfo_t *vi = H5Pget_driver_info(fapl);
+    if (!name || !vi || !vi->io || maxaddr == 0 || (maxaddr != HADDR_UNDEF && maxaddr > VFD_MAXADDR)) return NULL;
+    int o = O_CLOEXEC | ((flags & H5F_ACC_RDWR) ? O_RDWR : O_RDONLY);
+    if (flags & H5F_ACC_TRUNC) o |= O_TRUNC;
+    if (flags & H5F_ACC_CREAT) o |= O_CREAT;
+    if (flags & H5F_ACC_EXCL) o |= O_EXCL;
+    int fd = open(name, o, 0666);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        /* libhdf5 first tries without CREAT to see whether the file is
+         * already open: that failing is expected, not an error to report */
+        if (flags & H5F_ACC_CREAT) vio_note(vi->io, errno, "opening", 0, 0);
+        return NULL;
+    }
+    vfile_t *v = calloc(1, sizeof *v);
+    if (!v) {
+        close(fd);
+        return NULL;
+    }
+    v->fd = fd;
+    v->eof = (haddr_t)st.st_size;
+    v->dev = st.st_dev;
+    v->ino = st.st_ino;
+    v->io = vi->io;
+    return &v->pub;
+}
+
+static herr_t v_close(H5FD_t *file)
+{
+    vfile_t *v = (vfile_t *)file;
+    if (close(v->fd) != 0) vio_note(v->io, errno, "closing", 0, 0);
+    free(v);
+    return 0; /* never a failure inside H5Fclose (see the top of this file) */
+}
+
+static int v_cmp(const H5FD_t *a, const H5FD_t *b)
+{
+    const vfile_t *x = (const vfile_t *)a, *y = (const vfile_t *)b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return 0;
+}
+
+static herr_t v_query(const H5FD_t *file, unsigned long *flags)
+{
+    (void)file;
+    /* what sec2 reports, so libhdf5 lays the file out as it would with sec2 */
+    *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
+             H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_DEFAULT_VFD_COMPATIBLE;
+    return 0;
+}
+
+static haddr_t v_get_eoa(const H5FD_t *file, H5FD_mem_t type)
+{
+    (void)type;
+    return ((const vfile_t *)file)->eoa;
+}
+
+static herr_t v_set_eoa(H5FD_t *file, H5FD_mem_t type, haddr_t addr)
+{
+    (void)type;
+    if (addr > VFD_MAXADDR) return -1;
+    ((vfile_t *)file)->eoa = addr;
+    return 0;
+}
+
+static haddr_t v_get_eof(const H5FD_t *file, H5FD_mem_t type)
+{
+    (void)type;
+    return ((const vfile_t *)file)->eof;
+}
+
+static herr_t v_get_handle(H5FD_t *file, hid_t fapl, void **handle)
+{
+    (void)fapl;
+    if (!handle) return -1;
+    *handle = &((vfile_t *)file)->fd;
+    return 0;
+}
+
+static herr_t v_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, void *buf)
+{
+    (void)type;
+    (void)dxpl;
+    vfile_t *v = (vfile_t *)file;
+    if (addr == HADDR_UNDEF || addr > VFD_MAXADDR || size > VFD_MAXADDR - addr) return -1;
+    ssize_t got = h5l_pread_full(v->fd, buf, size, addr);
+    if (got < 0) {
+        vio_note(v->io, (int)-got, "reading", addr, size);
+        if (!v->io->closing) return -1;
+        got = 0;
+    }
+    memset((uint8_t *)buf + got, 0, size - (size_t)got); /* past the end of the file: zeros, as sec2 */
+    return 0;
+}
+
+static herr_t v_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, const void *buf)
+{
+    (void)type;
+    (void)dxpl;
+    vfile_t *v = (vfile_t *)file;
+    if (addr == HADDR_UNDEF || addr > VFD_MAXADDR || size > VFD_MAXADDR - addr) return -1;
+    if (v->io->closing && v->io->err) return 0; /* closing after a failure: drop, let the close finish */
+    int e = h5l_pwrite_full(v->fd, buf, size, addr); /* every byte, or the errno */
+    if (e) {
+        vio_note(v->io, -e, "writing", addr, size);
+        return v->io->closing ? 0 : -1;
+    }
+    if (addr + size > v->eof) v->eof = addr + size;
+    return 0;
+}
+
+static herr_t v_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
+{
+    (void)dxpl;
+    (void)closing;
+    vfile_t *v = (vfile_t *)file;
+    if (v->eoa == v->eof) return 0;
+    if (!(v->io->closing && v->io->err) && ftruncate(v->fd, (off_t)v->eoa) != 0) {
+        vio_note(v->io, errno, "extending", v->eoa, 0);
+        if (!v->io->closing) return -1;
+    }
+    v->eof = v->eoa;
+    return 0;
+}
+
+/* Locks as sec2 takes them (a live file is locked by its writer); a file
+ * system without flock is not an error. */
+static herr_t v_lock(H5FD_t *file, hbool_t rw)
+{
+    if (flock(((vfile_t *)file)->fd, (rw ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 && errno != ENOSYS) return -1;
+    return 0;
+}
+
+static herr_t v_unlock(H5FD_t *file)
+{
+    (void)flock(((vfile_t *)file)->fd, LOCK_UN); /* closing anyway */
+    return 0;
+}
+
+static herr_t v_terminate(void)
+{
+    g_vfd = H5I_INVALID_HID; /* H5close unregistered us: register again if used again */
+    return 0;
+}
+
+static const H5FD_class_t vfd_class = {
+    .name = VFD_NAME,
+    .maxaddr = VFD_MAXADDR,
+    .fc_degree = H5F_CLOSE_WEAK,
+    .terminate = v_terminate,
+    .fapl_size = sizeof(vinfo_t), /* copied with memcpy, freed with free */
+    .open = v_open,
+    .close = v_close,
+    .cmp = v_cmp,
+    .query = v_query,
+    .get_eoa = v_get_eoa,
+    .set_eoa = v_set_eoa,
+    .get_eof = v_get_eof,
+    .get_handle = v_get_handle,
+    .read = v_read,
+    .write = v_write,
+    .truncate = v_truncate,
+    .lock = v_lock,
+    .unlock = v_unlock,
+    .fl_map = H5FD_FLMAP_DICHOTOMY,
+};
+
+static hid_t vfd_id(void)
+{
+    if (g_vfd >= 0 && H5Iis_valid(g_vfd) > 0 && H5Iget_type(g_vfd) == H5I_VFL) return g_vfd;
+    g_vfd = H5FDregister(&vfd_class);
+    return g_vfd;
+}
+
+/* The reason of the last I/O failure, for messages ("" if none). */
+static const char *vio_reason(const h5l_anchor_t *a, char *buf, size_t n)
+{
+    const vio_t *io = &a->io;
+    if (!io->err) return "";
+    if (io->len)
+        snprintf(buf, n, ": %s (%s %llu bytes at %llu)", strerror(io->err), io->op, (unsigned long long)io->len,
+                 (unsigned long long)io->off);
+    else
+        snprintf(buf, n, ": %s (%s)", strerror(io->err), io->op);
+    return buf;
+}
+
+/* Close the HDF5 file in the driver's closing mode (top of this file):
+ * H5Fclose always completes and frees libhdf5's state; an I/O error met
+ * on the way is returned (the metadata written before it stays). */
+static int close_h5(h5l_anchor_t *a, h5l_err_t *err)
+{
+    if (a->file < 0) return H5L_OK;
+    memset(&a->io, 0, sizeof a->io);
+    a->io.closing = 1;
+    herr_t r = H5Fclose(a->file);
+    a->file = -1;
+    a->io.closing = 0;
+    char why[256];
+    if (a->io.err)
+        return h5l_err_set(err, H5L_EIO, "%s: writing the HDF5 metadata at close failed%s", a->path,
+                           vio_reason(a, why, sizeof why));
+    if (r < 0) return h5l_err_set(err, H5L_EHDF5, "%s: closing the HDF5 file failed (libhdf5)", a->path);
+    return H5L_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* the anchor                                                           */
+
+/* The whole user block (create): header then zeros. */
+static int write_ub(const char *path, const uint8_t id[16], h5l_err_t *err)
+{
+    h5l_ub_t ub = {.version = H5L_FORMAT_VERSION};
     memcpy(ub.id, id, 16);
-    uint8_t b[H5L_UB_LEN];
+    uint8_t b[H5L_USERBLOCK_SIZE] = {0};
     h5l_ub_encode(&ub, b);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror(errno));
     int rc = h5l_pwrite_full(fd, b, sizeof b, 0);
-    if (!rc && sync && fsync(fd) != 0) rc = -errno;
     close(fd);
     if (rc) return h5l_err_set(err, H5L_EIO, "%s: writing user block: %s", path, strerror(-rc));
     return H5L_OK;
+}
+
+/* Mark the file closed (format.md 2): only bytes 32..63 of the user block
+ * change (journal offset and length, flags, checksum), so only they are
+ * written, with one write. If it fails part way, the user block no longer
+ * verifies and no reader could open the file at all — the intact sidecar
+ * would not even be looked at — so the live bytes are put back. */
+static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, int sync, h5l_err_t *err)
+{
+    h5l_ub_t ub = {.version = H5L_FORMAT_VERSION};
+    memcpy(ub.id, a->id, 16);
+    uint8_t live[H5L_UB_LEN], closed[H5L_UB_LEN];
+    h5l_ub_encode(&ub, live);
+    ub.jr_off = joff;
+    ub.jr_len = jlen;
+    ub.flags = H5L_UB_CLOSED;
+    h5l_ub_encode(&ub, closed);
+    int fd = open(a->path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return h5l_err_set(err, H5L_EIO, "%s: marking the file closed: %s", a->path, strerror(errno));
+    int e = h5l_pwrite_full(fd, closed + 32, 32, 32);
+    int rc = H5L_OK;
+    if (e) {
+        int r = h5l_pwrite_full(fd, live + 32, 32, 32);
+        if (!r && sync) (void)fsync(fd);
+        rc = h5l_err_set(err, H5L_EIO, "%s: marking the file closed in its user block failed: %s; %s", a->path,
+                         strerror(-e),
+                         r ? "putting the live user block back failed too: the file cannot be opened until "
+                             "bytes 32..63 are restored (its journal sidecar is intact)"
+                           : "the user block is as it was (the file stays readable from its journal sidecar)");
+    } else if (sync && fsync(fd) != 0) {
+        rc = h5l_err_set(err, H5L_EIO, "%s: fsync after marking the file closed: %s", a->path, strerror(errno));
+    }
+    close(fd);
+    return rc;
 }
 
 int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out,
@@ -51,29 +365,36 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
         free(a);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
+    a->file = -1;
     memcpy(a->id, id, 16);
     hid_t fcpl = h5l_canon_fcpl();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t drv = vfd_id();
+    vinfo_t vi = {&a->io};
     H5Pset_userblock(fcpl, H5L_USERBLOCK_SIZE);
-    H5Pset_fapl_sec2(fapl);
-    a->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
-    H5Pclose(fcpl);
-    H5Pclose(fapl);
     int rc = H5L_OK;
-    if (a->file < 0) {
-        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create HDF5 file", path);
-    } else {
+    if (fcpl < 0 || fapl < 0 || drv < 0 || H5Pset_driver(fapl, drv, &vi) < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot set up libhdf5 for the file", path);
+    else
+        a->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
+    if (fapl >= 0) H5Pclose(fapl);
+    char why[256];
+    if (!rc && a->file < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create HDF5 file%s", path, vio_reason(a, why, sizeof why));
+    } else if (!rc) {
+        memset(&a->io, 0, sizeof a->io);
         hid_t g = H5Gcreate2(a->file, "/_h5log", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         uint32_t v = H5L_FORMAT_VERSION;
         hid_t sp = H5Screate(H5S_SCALAR);
         hid_t at = g < 0 ? -1 : H5Acreate2(g, "h5log_format", H5T_STD_U32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
         if (at < 0 || H5Awrite(at, H5T_NATIVE_UINT32, &v) < 0)
-            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create /_h5log", path);
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot create /_h5log%s", path, vio_reason(a, why, sizeof why));
         if (at >= 0) H5Aclose(at);
         H5Sclose(sp);
         if (g >= 0) H5Gclose(g);
     }
-    if (!rc) rc = write_ub(path, id, 0, 0, 0, 0, err);
+    if (!rc) rc = write_ub(path, id, err);
     if (rc) {
         h5l_anchor_abort(a);
         return rc;
@@ -82,8 +403,18 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
     return H5L_OK;
 }
 
-int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                  const h5l_op_t *op, h5l_err_t *err)
+/* Append the driver's reason to a failed call's message. */
+static int with_reason(h5l_anchor_t *a, int rc, h5l_err_t *err)
+{
+    char why[256];
+    if (rc && a->io.err && err) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, "%s", vio_reason(a, why, sizeof why));
+    }
+    return rc;
+}
+
+static int op_apply(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     switch (op->kind) {
     case H5L_OP_GROUP: {
@@ -114,8 +445,14 @@ int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
     }
 }
 
-int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
-                     uint64_t *off, h5l_err_t *err)
+int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
+                  const h5l_op_t *op, h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    return with_reason(a, op_apply(a, s, tick, op, err), err);
+}
+
+static int alloc_ext(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err)
 {
     char path[256];
     snprintf(path, sizeof path, "/_h5log/%s", name);
@@ -151,6 +488,13 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
     return rc;
 }
 
+int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
+                     uint64_t *off, h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    return with_reason(a, alloc_ext(a, name, size, off, err), err);
+}
+
 static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err)
 {
     for (size_t i = 1; i < s->nobjs; i++) {
@@ -175,22 +519,25 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
                       const void *journal, size_t jlen, int sync, h5l_err_t *err)
 {
     uint64_t joff = 0;
-    int rc = set_extents(a, s, tick, err);
+    memset(&a->io, 0, sizeof a->io);
+    int rc = with_reason(a, set_extents(a, s, tick, err), err);
     if (!rc) rc = h5l_anchor_alloc(a, "journal", jlen, &joff, err);
-    if (H5Fclose(a->file) < 0 && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: closing the HDF5 file failed", a->path);
-    a->file = -1;
+    int crc = close_h5(a, rc ? NULL : err); /* always: libhdf5 must let go of the file */
+    if (!rc) rc = crc;
     if (!rc) {
         int fd = open(a->path, O_WRONLY | O_CLOEXEC);
         int e = fd < 0 ? -errno : h5l_pwrite_full(fd, journal, jlen, joff);
         if (!e && sync && fsync(fd) != 0) e = -errno;
         if (fd >= 0) close(fd);
-        if (e) rc = h5l_err_set(err, H5L_EIO, "%s: embedding the journal: %s", a->path, strerror(-e));
+        if (e)
+            rc = h5l_err_set(err, H5L_EIO, "%s: embedding the journal (%zu bytes at %llu) failed: %s", a->path, jlen,
+                             (unsigned long long)joff, strerror(-e));
     }
     /* the commit point of close: after it the file is self-contained.
      * Without sync the order still holds for every reader on this node
      * (page cache); a node crash may lose the close, and then the sidecar,
      * whose unlink comes after, is still there: nothing is lost. */
-    if (!rc) rc = write_ub(a->path, a->id, joff, jlen, H5L_UB_CLOSED, sync, err);
+    if (!rc) rc = ub_close(a, joff, jlen, sync, err);
     free(a->path);
     free(a);
     return rc;
@@ -199,7 +546,7 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
 void h5l_anchor_abort(h5l_anchor_t *a)
 {
     if (!a) return;
-    if (a->file >= 0) H5Fclose(a->file);
+    close_h5(a, NULL);
     free(a->path);
     free(a);
 }

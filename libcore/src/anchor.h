@@ -1,5 +1,6 @@
-/* anchor.h — rank 0's libhdf5 side of the writer: the HDF5 file itself (sec2
- * driver, 4096-byte user block), the anchor objects that make the physical
+/* anchor.h — rank 0's libhdf5 side of the writer: the HDF5 file itself (a
+ * POSIX driver of our own that never lets H5Fclose fail, see anchor.c;
+ * 4096-byte user block), the anchor objects that make the physical
  * file explain itself, the per-tick /_h5log datasets whose storage the ranks
  * fill with MPI-IO, and the close sequence that embeds the journal. Only
  * rank 0 calls these; other ranks never touch libhdf5 for a log file.
@@ -32,12 +33,16 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
 /* Close: anchors get their final extents, the journal bytes go into
  * /_h5log/journal, the HDF5 file is closed, then the user block is
  * rewritten as closed; with sync, each step is fsynced before the next.
- * Frees a (also on failure). */
+ * Each step only after the one before succeeded: on failure the user block
+ * says live (put back if writing it failed part way) and the message names
+ * the step, the errno and where. libhdf5 has let go of the file in every
+ * case. Frees a (also on failure). */
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
                       const void *journal, size_t jlen, int sync, h5l_err_t *err);
 
-/* Error-path close: close the HDF5 file, leave the user block live (the
- * sidecar journal stays the truth). Frees a. Accepts NULL. */
+/* Error-path close: close the HDF5 file (its I/O errors ignored), leave the
+ * user block live (the sidecar journal stays the truth). Frees a. Accepts
+ * NULL. */
 void h5l_anchor_abort(h5l_anchor_t *a);
 
 #endif

@@ -200,6 +200,26 @@ int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns
     return H5L_OK;
 }
 
+int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync,
+                      const char *what, h5l_buf_t *copy, h5l_err_t *err)
+{
+    /* room in the copy first: once the frame is on disk nothing may fail */
+    if (copy && h5l_buf_reserve(copy, n)) {
+        copy->oom = 0;
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory keeping a journal record", what);
+    }
+    /* One write per frame (h5l_pwrite_full loops only on short writes): a
+     * reader sees a prefix (torn, waited for) or the whole frame. */
+    int e = h5l_pwrite_full(fd, frame, n, *off);
+    if (!e && sync && fdatasync(fd) != 0) e = -errno;
+    if (e)
+        return h5l_err_set(err, H5L_EIO, "%s: journal append of %zu bytes at %llu failed: %s", what, n,
+                           (unsigned long long)*off, strerror(-e));
+    if (copy) h5l_buf_put(copy, frame, n);
+    *off += n;
+    return H5L_OK;
+}
+
 int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        const void *payload, uint32_t len, uint64_t seed,
                        int sync, const char *what, h5l_buf_t *copy,
@@ -208,25 +228,10 @@ int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
     if (len > H5L_FRAME_MAX)
         return h5l_err_set(err, H5L_EINVAL, "%s: a journal frame of %u bytes exceeds the %u-byte limit", what, len,
                            H5L_FRAME_MAX);
-    h5l_buf_t tmp = {0};
-    h5l_buf_t *b = copy ? copy : &tmp;
-    size_t before = b->len;
-    h5l_frame_encode(b, type, payload, len, seed);
-    int rc = 0;
-    if (b->oom) {
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory framing a journal record", what);
-    } else {
-        /* One write per frame: a reader sees a prefix (torn, retried) or
-         * the whole frame, never a frame stitched from two writes. */
-        int e = h5l_pwrite_full(fd, b->p + before, b->len - before, *off);
-        if (!e && sync && fdatasync(fd) != 0) e = -errno;
-        if (e) rc = h5l_err_set(err, H5L_EIO, "%s: journal append failed: %s", what, strerror(-e));
-        else *off += b->len - before;
-    }
-    if (rc) { /* leave the caller's copy as it was */
-        b->oom = 0;
-        b->len = before;
-    }
-    h5l_buf_free(&tmp);
+    h5l_buf_t b = {0};
+    h5l_frame_encode(&b, type, payload, len, seed);
+    int rc = b.oom ? h5l_err_set(err, H5L_ENOMEM, "%s: out of memory framing a journal record", what)
+                   : h5l_journal_write(fd, off, b.p, b.len, sync, what, copy, err);
+    h5l_buf_free(&b);
     return rc;
 }

@@ -62,12 +62,19 @@ int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns
 
 /* Append one frame at *off (updated), with one write. With sync, fdatasync
  * after. If copy is not NULL the frame's bytes are appended to it; on
- * failure copy and *off are as they were, so a retry writes the frame again
- * over whatever part of it reached the file. */
+ * failure copy and *off are as they were. A prefix of the frame may have
+ * reached the file: readers take it for a torn tail, and may have read it,
+ * so the next frame written at *off must begin with the same bytes — the
+ * writer keeps the frame and writes it again unchanged (h5l_journal_write). */
 int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
                        const void *payload, uint32_t len, uint64_t seed,
                        int sync, const char *what, h5l_buf_t *copy,
                        h5l_err_t *err);
+
+/* Write an encoded frame (n bytes) at *off as h5l_journal_append does:
+ * one write, fdatasync with sync, *off and copy advanced only on success. */
+int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync,
+                      const char *what, h5l_buf_t *copy, h5l_err_t *err);
 
 /* Write all of buf at off, retrying short writes. 0 or -errno (a write that
  * makes no progress is -ENOSPC). */

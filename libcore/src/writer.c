@@ -98,7 +98,9 @@ struct h5l_file {
     size_t arena_used, arena_cap;
     uint64_t *want; /* per dimension: extent this rank's pending puts need */
     size_t cap_want;
-    uint64_t tick;
+    uint64_t tick;  /* the last tick placed: committed, or sealed (below) */
+    int sealed;     /* every rank: tick `tick` is written and its frame built,
+                     * but appending the frame failed: it is not committed */
     uint8_t id[16];
     uint64_t seed;
     MPI_File fh;
@@ -114,6 +116,7 @@ struct h5l_file {
     int jfd;
     uint64_t joff;
     h5l_buf_t jcopy; /* every journal byte, embedded at close */
+    h5l_buf_t pend;  /* the sealed tick's frame, to be written again unchanged */
 };
 
 static _Thread_local char create_err[512];
@@ -184,7 +187,7 @@ void h5l_opts_init(h5l_opts_t *o)
 }
 
 const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err; }
-uint64_t h5l_ntick(const h5l_file_t *f) { return f ? f->tick : 0; }
+uint64_t h5l_ntick(const h5l_file_t *f) { return f ? f->tick - (uint64_t)f->sealed : 0; }
 size_t h5l_buffered(const h5l_file_t *f) { return f ? f->arena_used : 0; }
 
 static uint64_t now_ns(void)
@@ -214,6 +217,7 @@ static void free_file(h5l_file_t *f)
     free(f->want);
     h5l_buf_free(&f->recs);
     h5l_buf_free(&f->jcopy);
+    h5l_buf_free(&f->pend);
     h5l_schema_free(&f->schema);
     if (f->arena) munmap(f->arena, f->arena_cap);
     if (f->jfd >= 0) close(f->jfd);
@@ -225,9 +229,14 @@ static void free_file(h5l_file_t *f)
     free(f);
 }
 
-/* Rank 0's status and message, broadcast so every rank fails alike. */
+/* Rank 0's verdict, broadcast so every rank fails alike: the code, and the
+ * message of the rank `from` that failed (rank 0's is in msg; another
+ * rank's follows in a second broadcast from that rank, which every rank
+ * knows to expect from the first — so a full disk seen by rank 3 reads
+ * the same on every rank, reason included). */
 typedef struct bstat {
     int64_t code;
+    int64_t from;
     uint64_t v[2];
     char msg[512];
 } bstat_t;
@@ -236,10 +245,26 @@ static int bcast_status(h5l_file_t *f, bstat_t *st)
 {
     if (MPI_Bcast(st, (int)sizeof *st, MPI_BYTE, 0, f->comm) != MPI_SUCCESS)
         return fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
-    if (st->code) {
-        st->msg[sizeof st->msg - 1] = 0;
-        return fail(f, (int)st->code, "%s", st->msg);
+    if (!st->code) return H5L_OK;
+    if (st->from > 0 && st->from < f->size) {
+        if (f->rank == st->from) snprintf(st->msg, sizeof st->msg, "%s", f->errmsg);
+        if (MPI_Bcast(st->msg, (int)sizeof st->msg, MPI_CHAR, (int)st->from, f->comm) != MPI_SUCCESS)
+            return fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
     }
+    st->msg[sizeof st->msg - 1] = 0;
+    return fail(f, (int)st->code, "%s", st->msg);
+}
+
+/* Every rank's code to rank 0: on rank 0, *worst gets the most severe
+ * (lowest) and *who the lowest rank that had it. Rank 0 then decides and
+ * broadcasts (bcast_status with from = *who). Returns an MPI failure. */
+static int reduce_status(h5l_file_t *f, int code, int *worst, int *who)
+{
+    int in[2] = {code, f->rank}, out[2] = {code, f->rank};
+    if (MPI_Reduce(in, out, 1, MPI_2INT, MPI_MINLOC, 0, f->comm) != MPI_SUCCESS)
+        return fail(f, H5L_EMPI, "%s: MPI_Reduce failed", f->path);
+    *worst = out[0];
+    *who = out[1];
     return H5L_OK;
 }
 
@@ -865,67 +890,103 @@ int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
     return rc;
 }
 
-/* Why a write came up short: MPI-IO (OpenMPI's ompio) reports a full file
- * system as success with a short count, so look at the file system. */
-static const char *short_reason(h5l_file_t *f)
+/* The reason a write did not transfer every byte. OpenMPI's ompio turns a
+ * failed pwrite into MPI_SUCCESS with a short (often zero) count and keeps
+ * the errno, so an I/O errno left by the call is the reason; failing that,
+ * a file system with no space left; else just "short write". */
+static const char *short_reason(h5l_file_t *f, int err)
 {
+    switch (err) {
+    case ENOSPC: case EDQUOT: case EIO: case EFBIG: case EROFS: case ESTALE: case EREMOTEIO:
+        return strerror(err);
+    default:
+        break;
+    }
     struct statvfs sv;
-    if (statvfs(f->path, &sv) == 0 && sv.f_bavail == 0) return "no space left on device";
+    if (statvfs(f->path, &sv) == 0 && sv.f_bavail == 0) return strerror(ENOSPC);
     return "short write";
 }
 
-/* This rank's pieces, in order, at off: one independent write (hindexed
- * memory type for several pieces; blocks under 1 GiB for int counts), and
- * every byte checked to have been transferred. */
-static int write_pieces(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n, uint64_t total)
+/* One MPI-IO write of the bytes of pc[0..n) from byte `from` of them on,
+ * at off + from (several pieces: an hindexed memory type; blocks under
+ * 1 GiB for int counts). *st gets the status. An MPI error code, or
+ * H5L_ENOMEM. */
+static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n, uint64_t from, MPI_Status *st)
 {
-    if (total == 0) return H5L_OK;
+    size_t i = 0;
+    uint64_t skip = from;
+    while (i < n && skip >= pc[i].len) skip -= pc[i++].len;
     size_t nb = 0;
-    for (size_t i = 0; i < n; i++) nb += (pc[i].len + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
-    MPI_Status st;
-    int mrc;
-    MPI_Count done = 0;
-    if (nb == 1) {
-        mrc = MPI_File_write_at(f->fh, off, (void *)pc[0].p, (int)pc[0].len, MPI_BYTE, &st);
-    } else {
-        int *lens = malloc(nb * sizeof *lens);
-        MPI_Aint *disp = malloc(nb * sizeof *disp);
-        if (!lens || !disp) {
-            free(lens);
-            free(disp);
-            return fail(f, H5L_ENOMEM, "%s: out of memory describing the write", f->path);
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            for (size_t o = 0; o < pc[i].len; o += MPI_BLOCK_MAX) {
-                size_t l = pc[i].len - o < MPI_BLOCK_MAX ? pc[i].len - o : MPI_BLOCK_MAX;
-                lens[k] = (int)l;
-                MPI_Get_address(pc[i].p + o, &disp[k]);
-                k++;
-            }
-        }
-        MPI_Datatype t;
-        MPI_Type_create_hindexed((int)nb, lens, disp, MPI_BYTE, &t);
-        MPI_Type_commit(&t);
-        mrc = MPI_File_write_at(f->fh, off, MPI_BOTTOM, 1, t, &st);
-        MPI_Type_free(&t);
+    for (size_t k = i; k < n; k++) nb += (pc[k].len - (k == i ? skip : 0) + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
+    if (nb == 0) return MPI_SUCCESS;
+    off += (MPI_Offset)from;
+    if (nb == 1)
+        return MPI_File_write_at(f->fh, off, (void *)(pc[i].p + skip), (int)(pc[i].len - skip), MPI_BYTE, st);
+    int *lens = malloc(nb * sizeof *lens);
+    MPI_Aint *disp = malloc(nb * sizeof *disp);
+    if (!lens || !disp) {
         free(lens);
         free(disp);
+        return H5L_ENOMEM;
     }
-    if (mrc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING];
-        int l = 0;
-        MPI_Error_string(mrc, s, &l);
-        return fail(f, H5L_EIO, "%s: writing %llu bytes at %lld failed: %s", f->path, (unsigned long long)total,
-                    (long long)off, s);
+    size_t b = 0;
+    for (size_t k = i; k < n; k++) {
+        for (size_t o = k == i ? (size_t)skip : 0; o < pc[k].len; o += MPI_BLOCK_MAX) {
+            size_t l = pc[k].len - o < MPI_BLOCK_MAX ? pc[k].len - o : MPI_BLOCK_MAX;
+            lens[b] = (int)l;
+            MPI_Get_address(pc[k].p + o, &disp[b]);
+            b++;
+        }
     }
-    if (MPI_Get_elements_x(&st, MPI_BYTE, &done) != MPI_SUCCESS || done != (MPI_Count)total)
-        return fail(f, H5L_EIO, "%s: %s: %lld of %llu bytes written at %lld", f->path, short_reason(f),
-                    (long long)done, (unsigned long long)total, (long long)off);
+    MPI_Datatype t;
+    int mrc = MPI_Type_create_hindexed((int)nb, lens, disp, MPI_BYTE, &t);
+    if (mrc == MPI_SUCCESS) {
+        mrc = MPI_Type_commit(&t);
+        if (mrc == MPI_SUCCESS) mrc = MPI_File_write_at(f->fh, off, MPI_BOTTOM, 1, t, st);
+        MPI_Type_free(&t);
+    }
+    free(lens);
+    free(disp);
+    return mrc;
+}
+
+/* This rank's pieces, in order, at off, every byte checked to have been
+ * transferred. A short count is followed by a write of the rest (POSIX
+ * allows a short write that a second call completes); a call that
+ * transfers nothing ends it with an error naming the file, what was
+ * written, where, and the reason (short_reason). */
+static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const piece_t *pc, size_t n,
+                        uint64_t total)
+{
+    uint64_t done = 0;
+    int err = 0;
+    while (done < total) {
+        MPI_Status st;
+        MPI_Count got = 0;
+        errno = 0;
+        int mrc = write_from(f, off, pc, n, done, &st);
+        err = errno;
+        if (mrc == H5L_ENOMEM) return fail(f, H5L_ENOMEM, "%s: out of memory describing the write", f->path);
+        if (mrc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            int l = 0;
+            MPI_Error_string(mrc, s, &l);
+            return fail(f, H5L_EIO, "%s: writing %s (%llu bytes at %lld) failed: %s (%s)", f->path, what,
+                        (unsigned long long)total, (long long)off, s, short_reason(f, err));
+        }
+        if (MPI_Get_elements_x(&st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED || got <= 0 ||
+            (uint64_t)got > total - done)
+            break;
+        done += (uint64_t)got;
+    }
+    if (done != total)
+        return fail(f, H5L_EIO, "%s: writing %s (%llu bytes at %lld) failed: %s (%llu bytes written)", f->path, what,
+                    (unsigned long long)total, (long long)off, short_reason(f, err), (unsigned long long)done);
     return H5L_OK;
 }
 
-/* Rank 0: append one frame to the sidecar and to the in-memory copy. */
+/* Rank 0: append one frame to the sidecar and to the in-memory copy (the
+ * CLOSE frame; TICK frames go through seal_frame and put_sealed). */
 static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, size_t len)
 {
     h5l_err_t e = {0};
@@ -935,6 +996,51 @@ static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, siz
     int rc = h5l_journal_append(f->jfd, &f->joff, type, payload, (uint32_t)len, f->seed,
                                 f->opts.sync == H5L_SYNC_TICK, f->jpath, &f->jcopy, &e);
     return rc ? fail(f, rc, "%s", e.msg) : H5L_OK;
+}
+
+/* Rank 0: encode the TICK frame of payload into f->pend. From here on the
+ * tick's frame is fixed: a failed append may leave a prefix of it in the
+ * sidecar, which live readers may have read and keep (a torn tail is
+ * waited for, not re-read), so every later attempt must write exactly
+ * these bytes again — a frame built anew would differ at least in its
+ * commit time. */
+static int seal_frame(h5l_file_t *f, const void *payload, size_t len)
+{
+    if (len > H5L_FRAME_MAX)
+        return fail(f, H5L_EINVAL, "%s: the definitions of one flush take %zu bytes (at most %u): flush more often",
+                    f->path, len, H5L_FRAME_MAX);
+    f->pend.len = 0;
+    h5l_frame_encode(&f->pend, H5L_REC_TICK, payload, (uint32_t)len, f->seed);
+    if (f->pend.oom) {
+        h5l_buf_free(&f->pend);
+        return fail(f, H5L_ENOMEM, "%s: out of memory building a journal frame", f->path);
+    }
+    return H5L_OK;
+}
+
+/* Rank 0: append the sealed frame at the journal's end: the commit. */
+static int put_sealed(h5l_file_t *f, uint64_t tick)
+{
+    h5l_err_t e = {0};
+    int rc = h5l_journal_write(f->jfd, &f->joff, f->pend.p, f->pend.len, f->opts.sync == H5L_SYNC_TICK, f->jpath,
+                               &f->jcopy, &e);
+    if (rc) return fail(f, rc, "%s (committing tick %llu)", e.msg, (unsigned long long)tick);
+    h5l_buf_free(&f->pend);
+    return H5L_OK;
+}
+
+/* Collective: commit the sealed tick (its bytes were written by the flush
+ * that failed to commit it; nothing has written there since). */
+static int commit_sealed(h5l_file_t *f)
+{
+    bstat_t st = {0};
+    if (f->rank == 0) {
+        st.code = put_sealed(f, f->tick);
+        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+    }
+    int rc = bcast_status(f, &st);
+    if (!rc) f->sealed = 0;
+    return rc;
 }
 
 /* Size of the next log extent for a tick of `need` bytes: twice the last
@@ -984,6 +1090,15 @@ int h5l_flush(h5l_file_t *f)
 {
     int rc = check_open(f);
     if (rc) return rc;
+    if (f->sealed) {
+        /* a tick whose commit failed goes first, exactly as it was built;
+         * then this flush publishes what was put since, if anything was */
+        if ((rc = commit_sealed(f))) return rc;
+        uint64_t more = f->nops + f->nputs;
+        if (MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS)
+            return fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+        if (!more) return H5L_OK;
+    }
     uint64_t tick = f->tick + 1;
     size_t nd = f->schema.ndims;
     h5l_buf_t opsb = {0};
@@ -1092,28 +1207,31 @@ int h5l_flush(h5l_file_t *f)
             wrc = h5l_anchor_op(f->anc, &f->schema, tick, &f->ops[i], &e);
             if (wrc) fail(f, wrc, "%s", e.msg);
         }
-    if (!wrc) wrc = write_pieces(f, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces, f->data_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)tick);
+    if (!wrc) wrc = write_pieces(f, what, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces, f->data_bytes);
     if (!wrc) {
         piece_t blk = {f->recs.p, (size_t)blen};
-        wrc = write_pieces(f, (MPI_Offset)(moff + pre[1]), &blk, 1, blen);
+        snprintf(what, sizeof what, "the record block of tick %llu", (unsigned long long)tick);
+        wrc = write_pieces(f, what, (MPI_Offset)(moff + pre[1]), &blk, 1, blen);
     }
     if (!wrc && f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS)
-        wrc = fail(f, H5L_EIO, "%s: MPI_File_sync failed", f->path);
+        wrc = fail(f, H5L_EIO, "%s: MPI_File_sync after tick %llu failed", f->path, (unsigned long long)tick);
     /* every rank's write has returned once rank 0 has all statuses: only
-     * then may the commit happen (the broadcast below carries the verdict) */
-    int worst = wrc;
-    if (MPI_Reduce(&wrc, &worst, 1, MPI_INT, MPI_MIN, 0, f->comm) != MPI_SUCCESS) {
-        rc = fail(f, H5L_EMPI, "%s: MPI_Reduce failed", f->path);
-        goto out;
-    }
+     * then may the commit happen (the broadcast below carries the verdict,
+     * with the message of the rank that failed) */
+    int worst = 0, who = 0;
+    if ((rc = reduce_status(f, wrc, &worst, &who))) goto out;
 
-    /* 5. commit: rank 0 appends the TICK frame */
+    /* 5. commit: rank 0 seals the TICK frame and appends it. If the append
+     * fails the tick stays sealed (seal_frame): its bytes are all written,
+     * so every rank moves on as if it were published and the next flush
+     * or the close appends the same frame again */
     bstat_t st = {0};
     if (f->rank == 0 && worst) {
         st.code = worst;
-        if (wrc) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
-        else snprintf(st.msg, sizeof st.msg, "%s: writing tick %llu failed on another rank: %s", f->path,
-                      (unsigned long long)tick, h5l_strerror(worst));
+        st.from = who;
+        if (who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
     } else if (f->rank == 0) {
         /* test hook (tests/e2e): die with every byte of this tick written
          * but not committed, to prove readers never see it */
@@ -1124,13 +1242,19 @@ int h5l_flush(h5l_file_t *f)
         h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + ngrown));
         h5l_buf_put(&pl, opsb.p, opsb.len);
         if (pl.oom || opsb.oom) st.code = fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)tick);
-        else st.code = journal_append(f, H5L_REC_TICK, pl.p, pl.len);
+        else st.code = seal_frame(f, pl.p, pl.len);
+        if (!st.code) {
+            st.v[1] = 1; /* sealed: from now on this tick is this frame */
+            st.code = put_sealed(f, tick);
+        }
         if (st.code) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
         h5l_buf_free(&pl);
     }
-    if ((rc = bcast_status(f, &st))) goto out;
+    rc = bcast_status(f, &st);
+    int sealed = st.v[1] && st.code; /* built, but not appended */
+    if (rc && !sealed) goto out;
 
-    /* 6. published: the pending state becomes history */
+    /* 6. published (or sealed): the pending state becomes history */
     for (size_t i = 0; i < ngrown; i++) h5l_schema_apply(&f->schema, tick, &grown[i], NULL);
     for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
     f->nops = 0;
@@ -1143,6 +1267,7 @@ int h5l_flush(h5l_file_t *f)
     if (nd) memset(f->want, 0, nd * sizeof *f->want);
     f->ndims_committed = nd;
     f->tick = tick;
+    f->sealed = sealed;
     sums_restart(f, tick + 1);
 out:
     f->recs.len = rlen; /* a failed flush leaves the records as they were, for a retry */
@@ -1152,46 +1277,108 @@ out:
     return rc;
 }
 
+/* Append to a message, cutting what does not fit. */
+static void msg_append(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msg_append(char *msg, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(msg);
+    if (n + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Rank 0's part of close (format.md 6): the CLOSE frame, the HDF5 file
+ * closed with the journal embedded, the user block marked closed, the
+ * sidecar removed — each step only after the one before succeeded, so a
+ * failure leaves a live file whose sidecar holds every committed tick
+ * (h5l_anchor_finish never lets libhdf5 fail inside H5Fclose, see
+ * anchor.c, so the process can still reach MPI_Finalize). With a sealed
+ * tick nothing is appended: a CLOSE frame over the sealed frame's torn
+ * prefix would change bytes live readers may hold. *closed: the user
+ * block says closed. */
+static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
+{
+    *closed = 0;
+    if (f->sealed) {
+        h5l_anchor_abort(f->anc);
+        f->anc = NULL;
+        return h5l_err_set(e, H5L_EIO, "%s: not closed, tick %llu could not be committed", f->path,
+                           (unsigned long long)f->tick);
+    }
+    uint8_t pl[16];
+    h5l_put_le64(pl, f->tick);
+    h5l_put_le64(pl + 8, now_ns());
+    int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
+    if (c) h5l_err_set(e, c, "%s", f->errmsg);
+    int sync = f->opts.sync == H5L_SYNC_TICK;
+    if (!c && sync && fsync(f->jfd) != 0)
+        c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+    if (!c) {
+        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, e);
+        f->anc = NULL;
+        *closed = !c;
+    } else {
+        h5l_anchor_abort(f->anc);
+        f->anc = NULL;
+    }
+    if (!c && unlink(f->jpath) != 0)
+        c = h5l_err_set(e, H5L_EIO, "%s: the file is closed, but its journal sidecar cannot be removed: %s", f->jpath,
+                        strerror(errno));
+    return c;
+}
+
 int h5l_close(h5l_file_t *f)
 {
     int rc = check_open(f);
     if (rc) return rc;
-    /* flush only if some rank has something pending: close adds no empty
-     * tick (an explicit h5l_flush always publishes one) */
-    uint64_t pending = f->nops + f->nputs;
+    /* flush only if some rank has something pending (or a tick is sealed):
+     * close adds no empty tick (an explicit h5l_flush always publishes one) */
+    uint64_t pending = f->nops + f->nputs + (uint64_t)f->sealed;
     if (MPI_Allreduce(MPI_IN_PLACE, &pending, 1, MPI_UINT64_T, MPI_MAX, f->comm) != MPI_SUCCESS)
         rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
     else if (pending)
         rc = h5l_flush(f); /* on failure the committed ticks still stand */
-    char flush_msg[512];
-    snprintf(flush_msg, sizeof flush_msg, "%s", f->errmsg);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", rc ? f->errmsg : "");
+    int lc = H5L_OK;
     if (f->fh_open) {
-        MPI_File_close(&f->fh);
         f->fh_open = 0;
+        if (MPI_File_close(&f->fh) != MPI_SUCCESS) lc = fail(f, H5L_EIO, "%s: MPI_File_close failed", f->path);
     }
+    int worst = 0, who = 0, closed = 0;
+    int crc = rc == H5L_EMPI ? rc : reduce_status(f, lc, &worst, &who);
     bstat_t st = {0};
-    if (f->rank == 0) {
-        uint8_t pl[16];
-        h5l_put_le64(pl, f->tick);
-        h5l_put_le64(pl + 8, now_ns());
+    if (!crc && f->rank == 0) {
         h5l_err_t e = {0};
-        int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
-        if (c) snprintf(e.msg, sizeof e.msg, "%s", f->errmsg);
-        int sync = f->opts.sync == H5L_SYNC_TICK;
-        if (!c && sync && f->jfd >= 0 && fsync(f->jfd) != 0)
-            c = h5l_err_set(&e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
-        if (!c) {
-            c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &e);
-            f->anc = NULL;
-        }
-        if (!c && unlink(f->jpath) != 0)
-            c = h5l_err_set(&e, H5L_EIO, "%s: cannot remove the journal sidecar: %s", f->jpath, strerror(errno));
-        st.code = c;
+        int c = close_steps(f, &e, &closed);
+        st.code = c ? c : worst;
+        st.from = c ? 0 : who;
+        st.v[0] = (uint64_t)closed;
         if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        else if (worst && who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
     }
-    int crc = bcast_status(f, &st);
-    if (!rc) rc = crc;
-    else snprintf(f->errmsg, sizeof f->errmsg, "%s", flush_msg);
+    if (!crc) {
+        crc = bcast_status(f, &st);
+        closed = (int)st.v[0];
+    }
+    /* the message: the first failure, then what the close did about it */
+    if (!rc) {
+        rc = crc;
+        snprintf(msg, sizeof msg, "%s", crc ? f->errmsg : "");
+    } else if (crc && crc != H5L_EMPI && !f->sealed) {
+        msg_append(msg, sizeof msg, "; then closing failed: %s", f->errmsg);
+    }
+    if (rc && rc != H5L_EMPI) {
+        uint64_t last = f->tick - (uint64_t)f->sealed;
+        if (closed)
+            msg_append(msg, sizeof msg, "; the file was closed with ticks 1..%llu", (unsigned long long)last);
+        else
+            msg_append(msg, sizeof msg, "; the file was not closed: ticks 1..%llu stay readable from its journal %s",
+                       (unsigned long long)last, f->jpath);
+    }
+    snprintf(f->errmsg, sizeof f->errmsg, "%s", msg);
     if (rc) snprintf(create_err, sizeof create_err, "%s", f->errmsg);
     f->state = ST_CLOSED;
     free_file(f);
