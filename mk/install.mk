@@ -52,9 +52,7 @@ MOUNT_HELPER_DIR ?= /sbin
 FUSERMOUNT3 ?= $(or $(shell command -v fusermount3 2>/dev/null),/usr/bin/fusermount3)
 INSTALL ?= install
 
-H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' libcore/include/h5log_common.h)
-H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
-H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
+# H5L_VERSION, H5L_SONAME: from the Makefile (defined once, there)
 
 INST_TOOLS := h5logfs h5logreplay h5logdump
 INST_HEADERS := h5log.h h5log_common.h h5log_reader.h

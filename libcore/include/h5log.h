@@ -20,8 +20,7 @@
 extern "C" {
 #endif
 
-#define H5L_VERSION_STRING "0.1.0"
-#include "h5log_common.h"
+#include "h5log_common.h" /* H5L_VERSION_STRING, error codes, H5L_API */
 
 /* Durability of a tick (h5l_opts_t.sync). */
 enum h5l_sync {
