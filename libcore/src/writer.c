@@ -1233,10 +1233,13 @@ int h5l_flush(h5l_file_t *f)
         st.from = who;
         if (who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
     } else if (f->rank == 0) {
-        /* test hook (tests/e2e): die with every byte of this tick written
-         * but not committed, to prove readers never see it */
+#ifdef H5L_TEST_HOOKS
+        /* test hook, in the test build only (libh5log_test.a): die with
+         * every byte of this tick written but not committed, to prove
+         * readers never see it */
         const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
         if (k && strtoull(k, NULL, 10) == tick) raise(SIGKILL);
+#endif
         h5l_tick_info_t ti = {tick, now_ns(), (uint32_t)f->size, doff, tot[0], moff, tot[1], tot[2]};
         h5l_buf_t pl = {0};
         h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + ngrown));
