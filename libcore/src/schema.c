@@ -280,6 +280,34 @@ static int check_new_obj(h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
     return H5L_OK;
 }
 
+/* The index chunk of a VAR op sizes every block a reader assembles (the
+ * daemon allocates whole chunks and slabs), so it is bounded here rather
+ * than trusted: a chunked variable's chunk must be under 4 GiB, as HDF5
+ * requires; a contiguous variable's slab must be exactly the one
+ * h5l_schema_slab_shape computes from its dimensions (format.md 3.3), at
+ * most 1 MiB — a file may not choose it. */
+static int chunk_ok(const h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->flags & H5L_VAR_CHUNKED) {
+        uint64_t bytes = op->type.size;
+        for (uint32_t i = 0; i < op->ndims; i++)
+            bytes = bytes > UINT32_MAX ? bytes : bytes * op->chunk[i]; /* chunk[i] <= 2^32: no wrap */
+        if (bytes > UINT32_MAX)
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk of 4 GiB or more (HDF5 chunks are smaller)",
+                               op->name);
+        return H5L_OK;
+    }
+    uint64_t dims[H5L_MAX_DIMS], slab[H5L_MAX_DIMS];
+    for (uint32_t i = 0; i < op->ndims; i++) dims[i] = h5l_schema_dimlen_now(s, op->dimids[i]);
+    h5l_schema_slab_shape(op->type, op->ndims, dims, slab);
+    for (uint32_t i = 0; i < op->ndims; i++)
+        if (op->chunk[i] != slab[i])
+            return h5l_err_set(err, H5L_EINVAL,
+                               "variable '%s': contiguous, but its index slab is %llu in dimension %u where its shape gives %llu",
+                               op->name, (unsigned long long)op->chunk[i], i, (unsigned long long)slab[i]);
+    return H5L_OK;
+}
+
 static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     int rc = check_new_obj(s, op, err);
@@ -303,6 +331,8 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unknown flags 0x%x", op->name, op->flags);
     if (has_unlim && !(op->flags & 1))
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unlimited dimension needs chunking", op->name);
+    rc = chunk_ok(s, op, err);
+    if (rc) return rc;
     h5l_obj_t o = {0};
     o.kind = H5L_OBJ_VAR;
     o.tick = tick;

@@ -8,8 +8,11 @@
  * a fixed dimension, shrinking DIMLEN, ids out of sequence, bad paths/types);
  * dimension length history by tick; which attribute value is current at each
  * tick when replaced across and within ticks (checked against a brute-force
- * scan); and the index slab shape of contiguous variables (<= 1 MiB, at least
- * half of it when the variable is larger, one contiguous byte range). */
+ * scan); the index slab shape of contiguous variables (<= 1 MiB, at least
+ * half of it when the variable is larger, one contiguous byte range); and
+ * the bounds on a VAR's index chunk (a contiguous VAR must carry exactly that
+ * slab, a chunked one a chunk under 4 GiB): the chunk sizes the blocks
+ * readers assemble, so a file may not choose it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,10 +171,14 @@ static void test_errors(void)
     /* unlimited dimension without the chunk flag, then with it */
     APPLY(&s, 1, var(4, "/v2", I32, 0, 2, dt, c2, NULL), H5L_EINVAL);
     APPLY(&s, 1, var(4, "/v2", I32, 1, 2, dt, c2, NULL), H5L_OK);
-    /* zero chunk; chunked chunk beyond u32; a huge contiguous slab is fine */
+    /* zero chunk; chunked chunk beyond u32; a contiguous slab other than
+     * the shape's (format.md 3.3: here the whole 10 elements) */
     APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cz, NULL), H5L_EINVAL);
     APPLY(&s, 1, var(5, "/v3", I32, 1, 1, dx, cbig, NULL), H5L_EINVAL);
-    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cbig, NULL), H5L_OK);
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cbig, NULL), H5L_EINVAL);
+    uint64_t c9[1] = {9};
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, c9, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, c1, NULL), H5L_OK);
     /* a chunk never larger than a fixed dimension; unlimited ones may grow into it */
     uint64_t c11[1] = {11}, c1000[2] = {1000, 10};
     APPLY(&s, 1, var(6, "/v5", I32, 1, 1, dx, c11, NULL), H5L_EINVAL);
@@ -382,6 +389,47 @@ static void test_slab_shape_overflow(void)
     CHECK(slab_ok(I32, 2, d6, s6));
 }
 
+/* The index chunk of a VAR sizes the blocks readers assemble: a file may
+ * not choose a contiguous variable's slab (32 dimensions of 2 with a slab
+ * of the whole 4 GiB variable), nor a chunk of 4 GiB or more. */
+static void test_chunk_bounds(void)
+{
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    const h5l_type_t I8 = {H5L_CLASS_INT, 1, 1, 0};
+    APPLY(&s, 1, dim(0, "two", 2, 0), H5L_OK);
+    APPLY(&s, 1, dim(1, "u", 0, 1), H5L_OK);
+    APPLY(&s, 1, dim(2, "zero", 0, 0), H5L_OK);
+    APPLY(&s, 1, dim(3, "big", 1ull << 40, 0), H5L_OK);
+    uint32_t d32[32] = {0};
+    uint64_t all2[32], dims[32], slab[32];
+    for (int i = 0; i < 32; i++) all2[i] = dims[i] = 2;
+    APPLY(&s, 1, var(1, "/v", I8, 0, 32, d32, all2, NULL), H5L_EINVAL);
+    h5l_schema_slab_shape(I8, 32, dims, slab); /* 20 trailing dimensions whole: 1 MiB */
+    for (int i = 0; i < 32; i++) CHECK_EQ(slab[i], i < 12 ? 1 : 2);
+    APPLY(&s, 1, var(1, "/v", I8, 0, 32, d32, slab, NULL), H5L_OK);
+    /* a dimension of length 0 counts as 1 */
+    uint32_t dz[2] = {2, 0};
+    uint64_t cz[2] = {1, 2}, cz0[2] = {0, 2};
+    APPLY(&s, 1, var(2, "/z", I8, 0, 2, dz, cz0, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(2, "/z", I8, 0, 2, dz, cz, NULL), H5L_OK);
+    /* 2^40 one-byte elements: 1 MiB slabs, nothing else */
+    uint32_t db[1] = {3};
+    uint64_t whole[1] = {1ull << 40}, mib[1] = {1u << 20};
+    APPLY(&s, 1, var(3, "/b", I8, 0, 1, db, whole, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(3, "/b", I8, 0, 1, db, mib, NULL), H5L_OK);
+    /* chunked: 4 GiB - 64 KiB is a chunk; 4 GiB, or an overflowing product, is not */
+    uint32_t du[3] = {1, 1, 1};
+    uint64_t c4g[3] = {65536, 65536, 1}, under[3] = {65536, 65535, 1}, wrap[3] = {1ull << 32, 1ull << 32, 1ull << 32};
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, c4g, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, wrap, NULL), H5L_EINVAL);
+    uint64_t f2[3] = {32768, 65536, 1}; /* 2 GiB of 2-byte elements: 4 GiB */
+    const h5l_type_t I16 = {H5L_CLASS_INT, 2, 1, 0};
+    APPLY(&s, 1, var(4, "/c", I16, 1, 3, du, f2, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, under, NULL), H5L_OK);
+    h5l_schema_free(&s);
+}
+
 /* Fill modes from the VAR flags; NOFILL reads as zero whatever the bytes
  * say; both fill bits, or unknown bits, are invalid. */
 static void test_fill_modes(void)
@@ -389,7 +437,7 @@ static void test_fill_modes(void)
     h5l_schema_t s;
     h5l_schema_init(&s);
     uint32_t dd[1] = {0};
-    uint64_t ch[1] = {4};
+    uint64_t ch[1] = {8}; /* the slab of the contiguous ones, a whole chunk of the chunked one */
     int32_t f7 = 7;
     APPLY(&s, 1, dim(0, "x", 8, 0), H5L_OK);
     APPLY(&s, 1, var(1, "/d", I32, 0, 1, dd, ch, &f7), H5L_OK);
@@ -461,5 +509,5 @@ static void test_reserved_attr_names(void)
     h5l_schema_free(&s);
 }
 
-TEST_MAIN(T(test_every_kind), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
           T(test_slab_shape), T(test_slab_shape_overflow))
