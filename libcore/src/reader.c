@@ -902,6 +902,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     int rc = H5L_OK;
     uint8_t *scratch = NULL;
     size_t scratch_cap = 0;
+    h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks) {
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path,
@@ -936,7 +937,11 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
     for (;;) {
         h5l_rec_t *const *list;
-        size_t n = h5l_index_chunk(r->index, objid, cur, tick, &list);
+        size_t n;
+        if (h5l_index_chunk(r->index, objid, cur, tick, &iscr, &list, &n)) {
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            break;
+        }
         uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS], ps[H5L_MAX_DIMS], pc[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < nd; d++) {
             cs[d] = cur[d] * ch[d];
@@ -973,6 +978,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
 out:
     pthread_rwlock_unlock(&r->lock);
     free(scratch);
+    h5l_index_scratch_free(&iscr);
     return rc;
 }
 
@@ -993,6 +999,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
 {
     memset(out, 0, sizeof *out);
     int rc = H5L_OK;
+    h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
         rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid,
@@ -1001,7 +1008,11 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
     const h5l_obj_t *o = &r->schema.objs[objid];
     h5l_rec_t *const *list;
-    size_t n = h5l_index_chunk(r->index, objid, coord, tick, &list);
+    size_t n;
+    if (h5l_index_chunk(r->index, objid, coord, tick, &iscr, &list, &n)) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        goto out;
+    }
     out->nrec = n;
     if (n == 0) goto out;
     const h5l_rec_t *last = list[n - 1];
@@ -1034,6 +1045,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
 out:
     pthread_rwlock_unlock(&r->lock);
+    h5l_index_scratch_free(&iscr);
     return rc;
 }
 
