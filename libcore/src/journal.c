@@ -114,6 +114,11 @@ static int torn(h5l_jscan_t *s, uint64_t pos, uint64_t need, const char *why, h5
 int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, h5l_err_t *err)
 {
     s->need = 0;
+    if (s->cap > WINDOW) { /* a big frame's room is not kept for the reader's life */
+        free(s->buf);
+        s->buf = NULL;
+        s->cap = s->wlen = 0;
+    }
     if (pos >= end) return 0; /* clean end */
     uint64_t avail = end - pos;
     if (avail < H5L_FRAME_LEN) return torn(s, pos, pos + H5L_FRAME_LEN, "short header", err);
