@@ -53,9 +53,10 @@ BENCH := $(BUILD)/bench/bench_write
 
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
-	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf
+	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
+	clang libclang-rt-dev
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon soak
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -77,6 +78,8 @@ help:
 	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
 	@echo "make soak SECONDS=N  the differential test (tests/e2e/difftest.py) on random scripts for N"
 	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it"
+	@echo "make fuzz       the libFuzzer harnesses (clang, ASan, UBSan; in build-fuzz/), FUZZ_SECONDS=60 each;"
+	@echo "                prints runs, coverage and any crash file (make check runs each briefly)"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
@@ -88,7 +91,7 @@ help:
 deps-check:
 	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
-	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || \
+	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || ! command -v clang >/dev/null || \
 	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi
 
@@ -208,8 +211,29 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libh5log.a
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_LIB)
 
 check: deps-check
-	@$(MAKE) --no-print-directory WERROR=-Werror all
-	@BUILD=$(BUILD) PY=$(PY) bash tests/run_all.sh
+	@$(MAKE) --no-print-directory WERROR=-Werror all fuzz-build
+	@BUILD=$(BUILD) FUZZ_BUILD=$(FUZZ_BUILD) PY=$(PY) bash tests/run_all.sh
+
+# libFuzzer harnesses (tests/fuzz): libcore's reader side compiled into each
+# with clang, ASan and UBSan. `make fuzz` runs each for FUZZ_SECONDS;
+# `make check` replays the committed corpus and runs a few thousand
+# deterministic mutations of each (tests/fuzz/run_fuzz.sh).
+FUZZ_CC ?= clang
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZERS := jscan tick file
+FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ilibcore/include -Ilibcore/src -Itests/fuzz
+CORE_SRCS := $(CORE_MODS:%=libcore/src/%.c)
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(CORE_SRCS) $(wildcard libcore/src/*.h libcore/include/*.h tests/fuzz/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRCS) -o $@ $(XXH_LIBS) -lpthread -lm
+
+fuzz-build: $(FUZZERS:%=$(FUZZ_BUILD)/fuzz_%)
+
+fuzz: fuzz-build
+	@bash tests/fuzz/run_fuzz.sh long $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" CFLAGS="-O1 -g" check
@@ -242,7 +266,7 @@ bench-memory: all $(BUILD)/bench/mkrecords
 	@bash bench/bench_memory.sh $(BUILD)
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 include mk/install.mk
 

@@ -66,6 +66,9 @@ done
 d=$(mktemp -d "$log/mpi.XXXX")
 run "mpi test_frames -np 2" timeout 300 mpirun --oversubscribe -np 2 "$BUILD/tests/test_frames" "$d"
 run "pytest tests/e2e" timeout 1800 "$PY" -m pytest -q -p no:cacheprovider tests/e2e
+# the libFuzzer harnesses: their corpus (seeds, past crashes) and a short
+# deterministic run each
+run "fuzz (short)" timeout 900 bash tests/fuzz/run_fuzz.sh short "${FUZZ_BUILD:-build-fuzz}"
 
 echo
 echo "$total_pass passed, $total_fail failed"

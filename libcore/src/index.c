@@ -1,11 +1,29 @@
 /* index.c — chunk-bucketed record index (see index.h).
  *
- * Per variable: an open-addressing hash table (linear probing, load <= 1/2)
- * from chunk coordinates to a bucket, a growable array of record pointers in
- * insertion (= sequence) order. Records and their boxes live in a bump arena
- * of 1 MiB blocks, so a record costs its bytes and no malloc of its own.
- * Cost of an insert: one bucket append per chunk touched. Cost of a lookup:
- * one hash probe sequence plus a binary search on tick. */
+ * Per variable: a hash table (open addressing, linear probing, load <= 1/2)
+ * from index-chunk coordinates to a bucket, a growable array of the records
+ * touching that chunk in insertion (= sequence) order. A box touching at
+ * most NARROW_MAX chunks is listed in each of them (the common case: a
+ * lookup is one probe and its answer is the bucket itself).
+ *
+ * A wider box is not: a record of a few bytes whose box covers millions of
+ * chunks (legal: chunk size 1, data in a large or sparse file) would cost a
+ * bucket entry per chunk — gigabytes, and minutes to insert. Such a box goes
+ * to a coarse grid instead: cells of 2^shift[d] chunks in dimension d, the
+ * shifts chosen (doubling the dimension the box spans most cells of) until
+ * the box touches at most CELLS_MAX cells; a thin box is coarsened only
+ * along its long dimensions, so its cells hold few others. Each variable has
+ * at most GRIDS_MAX coarse grids, one per shift vector met; when they are
+ * all taken a box goes to the finest existing grid at least as coarse as it
+ * needs, at worst the catch-all grid of one cell. Every box thus costs at
+ * most max(NARROW_MAX, CELLS_MAX) entries, whatever it claims.
+ *
+ * A lookup takes the chunk's bucket and, from each coarse grid, the cell
+ * holding the chunk, keeps the entries whose box really touches the chunk,
+ * and merges everything by insertion serial (records in sequence order, each
+ * once) into the caller's scratch. Records and their boxes live in a bump
+ * arena of 1 MiB blocks, so a record costs its bytes and no malloc of its
+ * own. */
 #include "index.h"
 
 #include <stdlib.h>
@@ -15,18 +33,36 @@
 #include "h5log_common.h"
 
 #define ARENA_BLOCK (1u << 20)
+#define NARROW_MAX 8  /* a box touching at most this many chunks is listed in each */
+#define CELLS_LOG 3
+#define CELLS_MAX (1u << CELLS_LOG) /* a wider box touches at most this many cells of its grid */
+#define GRIDS_MAX 16  /* coarse grids per variable, the catch-all included */
+
+/* An entry of a coarse grid: a record and which of its boxes. */
+typedef struct went {
+    h5l_rec_t *rec;
+    uint32_t box;
+} went_t;
 
 typedef struct bucket {
-    h5l_rec_t **recs;
+    void *ents; /* h5l_rec_t * (the fine grid) or went_t (coarse grids) */
     uint32_t n, cap;
     uint64_t coord[]; /* ndims */
 } bucket_t;
 
+typedef struct grid {
+    uint8_t shift[H5L_MAX_DIMS]; /* cell = chunk coordinate >> shift; 64: the whole dimension */
+    size_t esize;
+    bucket_t **slots;
+    size_t nslots, nused;
+} grid_t;
+
 typedef struct varidx {
     uint32_t ndims;
     uint64_t chunk[H5L_MAX_DIMS];
-    bucket_t **slots;
-    size_t nslots, nused;
+    grid_t fine;
+    grid_t *coarse[GRIDS_MAX];
+    uint32_t ncoarse;
 } varidx_t;
 
 typedef struct arena_blk {
@@ -45,19 +81,28 @@ struct h5l_index {
 
 h5l_index_t *h5l_index_new(void) { return calloc(1, sizeof(h5l_index_t)); }
 
+static void grid_free(grid_t *g)
+{
+    for (size_t s = 0; s < g->nslots; s++) {
+        if (g->slots[s]) {
+            free(g->slots[s]->ents);
+            free(g->slots[s]);
+        }
+    }
+    free(g->slots);
+}
+
 void h5l_index_free(h5l_index_t *x)
 {
     if (!x) return;
     for (size_t i = 0; i < x->nvars; i++) {
         varidx_t *v = x->vars[i];
         if (!v) continue;
-        for (size_t s = 0; s < v->nslots; s++) {
-            if (v->slots[s]) {
-                free(v->slots[s]->recs);
-                free(v->slots[s]);
-            }
+        grid_free(&v->fine);
+        for (uint32_t k = 0; k < v->ncoarse; k++) {
+            grid_free(v->coarse[k]);
+            free(v->coarse[k]);
         }
-        free(v->slots);
         free(v);
     }
     free(x->vars);
@@ -67,6 +112,14 @@ void h5l_index_free(h5l_index_t *x)
         x->arena = n;
     }
     free(x);
+}
+
+void h5l_index_scratch_free(h5l_index_scratch_t *s)
+{
+    if (!s) return;
+    free(s->p);
+    s->p = NULL;
+    s->cap = 0;
 }
 
 static void *arena_alloc(h5l_index_t *x, size_t n)
@@ -107,6 +160,7 @@ int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims,
     if (!v) return H5L_ENOMEM;
     v->ndims = ndims;
     memcpy(v->chunk, chunk, ndims * sizeof *chunk);
+    v->fine.esize = sizeof(h5l_rec_t *);
     x->vars[objid] = v;
     x->mem += sizeof *v;
     return H5L_OK;
@@ -134,58 +188,174 @@ static uint64_t coord_hash(const uint64_t *c, uint32_t nd)
     return XXH3_64bits(c, nd * sizeof *c);
 }
 
-/* Slot of coord in v: the bucket's slot, or the empty slot where it goes. */
-static size_t find_slot(const varidx_t *v, const uint64_t *coord)
+/* Slot of coord in g: the bucket's slot, or the empty slot where it goes. */
+static size_t find_slot(const grid_t *g, uint32_t nd, const uint64_t *coord)
 {
-    size_t mask = v->nslots - 1;
-    size_t i = (size_t)coord_hash(coord, v->ndims) & mask;
-    while (v->slots[i] && memcmp(v->slots[i]->coord, coord, v->ndims * sizeof *coord) != 0)
-        i = (i + 1) & mask;
+    size_t mask = g->nslots - 1;
+    size_t i = (size_t)coord_hash(coord, nd) & mask;
+    while (g->slots[i] && memcmp(g->slots[i]->coord, coord, nd * sizeof *coord) != 0) i = (i + 1) & mask;
     return i;
 }
 
-static int rehash(h5l_index_t *x, varidx_t *v)
+static const bucket_t *find_bucket(const grid_t *g, uint32_t nd, const uint64_t *coord)
 {
-    size_t n = v->nslots ? v->nslots * 2 : 64;
-    bucket_t **old = v->slots;
-    size_t oldn = v->nslots;
-    v->slots = calloc(n, sizeof *v->slots);
-    if (!v->slots) {
-        v->slots = old;
+    return g->nslots ? g->slots[find_slot(g, nd, coord)] : NULL;
+}
+
+static int rehash(h5l_index_t *x, grid_t *g, uint32_t nd)
+{
+    size_t n = g->nslots ? g->nslots * 2 : 64;
+    bucket_t **old = g->slots;
+    size_t oldn = g->nslots;
+    g->slots = calloc(n, sizeof *g->slots);
+    if (!g->slots) {
+        g->slots = old;
         return H5L_ENOMEM;
     }
-    v->nslots = n;
+    g->nslots = n;
     for (size_t i = 0; i < oldn; i++)
-        if (old[i]) v->slots[find_slot(v, old[i]->coord)] = old[i];
+        if (old[i]) g->slots[find_slot(g, nd, old[i]->coord)] = old[i];
     free(old);
-    x->mem += (n - oldn) * sizeof *v->slots;
+    x->mem += (n - oldn) * sizeof *g->slots;
     return H5L_OK;
 }
 
-static int bucket_add(h5l_index_t *x, varidx_t *v, const uint64_t *coord, h5l_rec_t *rec)
+/* Append the entry e (g->esize bytes) to the bucket of coord. For the fine
+ * grid, a record already last in the bucket (another of its boxes) is not
+ * listed twice. */
+static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *coord, const void *e)
 {
-    if ((v->nused + 1) * 2 > v->nslots && rehash(x, v)) return H5L_ENOMEM;
-    size_t i = find_slot(v, coord);
-    bucket_t *b = v->slots[i];
+    if ((g->nused + 1) * 2 > g->nslots && rehash(x, g, nd)) return H5L_ENOMEM;
+    size_t i = find_slot(g, nd, coord);
+    bucket_t *b = g->slots[i];
     if (!b) {
-        b = calloc(1, sizeof *b + v->ndims * sizeof *coord);
+        b = calloc(1, sizeof *b + nd * sizeof *coord);
         if (!b) return H5L_ENOMEM;
-        memcpy(b->coord, coord, v->ndims * sizeof *coord);
-        v->slots[i] = b;
-        v->nused++;
-        x->mem += sizeof *b + v->ndims * sizeof *coord;
+        memcpy(b->coord, coord, nd * sizeof *coord);
+        g->slots[i] = b;
+        g->nused++;
+        x->mem += sizeof *b + nd * sizeof *coord;
     }
-    if (b->n && b->recs[b->n - 1] == rec) return H5L_OK; /* two boxes, one chunk */
+    if (g->esize == sizeof(h5l_rec_t *) && b->n && ((h5l_rec_t **)b->ents)[b->n - 1] == *(h5l_rec_t *const *)e)
+        return H5L_OK;
     if (b->n == b->cap) {
         uint32_t cap = b->cap ? b->cap * 2 : 2;
-        h5l_rec_t **r = realloc(b->recs, cap * sizeof *r);
+        void *r = realloc(b->ents, cap * g->esize);
         if (!r) return H5L_ENOMEM;
-        x->mem += (cap - b->cap) * sizeof *r;
-        b->recs = r;
+        x->mem += (cap - b->cap) * g->esize;
+        b->ents = r;
         b->cap = cap;
     }
-    b->recs[b->n++] = rec;
+    memcpy((char *)b->ents + (size_t)b->n * g->esize, e, g->esize);
+    b->n++;
     return H5L_OK;
+}
+
+/* Chunk coordinates [lo, hi] a box touches in one dimension. */
+static void chunk_range(uint64_t s, uint64_t c, uint64_t ch, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t last = c - 1 > UINT64_MAX - s ? UINT64_MAX : s + (c - 1);
+    *lo = s / ch;
+    *hi = last / ch;
+}
+
+/* Cells of 2^sh chunks the chunk range [lo, hi] touches. */
+static uint64_t cell_span(uint64_t lo, uint64_t hi, unsigned sh)
+{
+    return sh >= 64 ? 1 : (hi >> sh) - (lo >> sh) + 1;
+}
+
+static uint64_t cell_of(uint64_t c, unsigned sh) { return sh >= 64 ? 0 : c >> sh; }
+
+static uint64_t span_product(uint32_t nd, const uint64_t *lo, const uint64_t *hi, const uint8_t *sh, uint64_t cap)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t k = cell_span(lo[d], hi[d], sh[d]);
+        n = k > cap / n ? cap + 1 : n * k;
+        if (n > cap) return cap + 1;
+    }
+    return n;
+}
+
+/* Odometer over the cells [clo, chi] of g, adding entry e to each. */
+static int add_cells(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *clo, const uint64_t *chi, const void *e)
+{
+    uint64_t cur[H5L_MAX_DIMS];
+    memcpy(cur, clo, nd * sizeof *cur);
+    for (;;) {
+        int rc = bucket_add(x, g, nd, cur, e);
+        if (rc) return rc;
+        int d = (int)nd - 1;
+        for (; d >= 0; d--) {
+            if (cur[d] < chi[d]) {
+                cur[d]++;
+                break;
+            }
+            cur[d] = clo[d];
+        }
+        if (d < 0) return H5L_OK;
+    }
+}
+
+static grid_t *new_grid(h5l_index_t *x, varidx_t *v, const uint8_t *shift)
+{
+    grid_t *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    memcpy(g->shift, shift, v->ndims);
+    g->esize = sizeof(went_t);
+    v->coarse[v->ncoarse++] = g;
+    x->mem += sizeof *g;
+    return g;
+}
+
+/* The coarse grid for a box touching chunks [lo, hi] (more than NARROW_MAX). */
+static grid_t *pick_grid(h5l_index_t *x, varidx_t *v, const uint64_t *lo, const uint64_t *hi)
+{
+    uint32_t nd = v->ndims;
+    uint8_t need[H5L_MAX_DIMS] = {0};
+    /* each dimension alone down to at most CELLS_MAX cells, then the
+     * dimension with the most cells doubled until the product fits */
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t n = hi[d] - lo[d];
+        unsigned bits = n ? 64 - (unsigned)__builtin_clzll(n) : 0;
+        need[d] = (uint8_t)(bits > CELLS_LOG ? bits - CELLS_LOG : 0);
+        while (cell_span(lo[d], hi[d], need[d]) > CELLS_MAX) need[d]++;
+    }
+    while (span_product(nd, lo, hi, need, CELLS_MAX) > CELLS_MAX) {
+        uint32_t best = 0;
+        uint64_t most = 0;
+        for (uint32_t d = 0; d < nd; d++) {
+            uint64_t k = cell_span(lo[d], hi[d], need[d]);
+            if (k > most) {
+                most = k;
+                best = d;
+            }
+        }
+        need[best]++; /* most >= 2 here, so need[best] < 64 */
+    }
+    for (uint32_t i = 0; i < v->ncoarse; i++)
+        if (memcmp(v->coarse[i]->shift, need, nd) == 0) return v->coarse[i];
+    if (v->ncoarse < GRIDS_MAX - 1) return new_grid(x, v, need);
+    /* every grid taken: the one at least as coarse as needed where the box
+     * touches fewest cells; the catch-all always qualifies */
+    grid_t *best = NULL;
+    uint64_t bestn = UINT64_MAX;
+    for (uint32_t i = 0; i < v->ncoarse; i++) {
+        const grid_t *g = v->coarse[i];
+        uint32_t d = 0;
+        while (d < nd && g->shift[d] >= need[d]) d++;
+        if (d < nd) continue;
+        uint64_t n = span_product(nd, lo, hi, g->shift, CELLS_MAX);
+        if (n < bestn) {
+            bestn = n;
+            best = v->coarse[i];
+        }
+    }
+    if (best) return best;
+    uint8_t all[H5L_MAX_DIMS];
+    memset(all, 64, sizeof all);
+    return new_grid(x, v, all); /* the GRIDS_MAX-th: never a second one, it qualifies from now on */
 }
 
 int h5l_index_insert(h5l_index_t *x, h5l_rec_t *rec)
@@ -194,48 +364,121 @@ int h5l_index_insert(h5l_index_t *x, h5l_rec_t *rec)
     varidx_t *v = x->vars[rec->objid];
     uint32_t nd = v->ndims;
     if (rec->ndims != nd) return H5L_EBADID;
+    rec->seq = x->nrec;
     for (uint32_t k = 0; k < rec->nboxes; k++) {
         const uint64_t *s = rec->boxes + (size_t)k * 2 * nd, *c = s + nd;
-        uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], cur[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < nd; d++) {
-            lo[d] = s[d] / v->chunk[d];
-            hi[d] = (s[d] + c[d] - 1) / v->chunk[d];
-            cur[d] = lo[d];
+        uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], n = 1;
+        uint32_t d = 0;
+        for (; d < nd && c[d]; d++) {
+            chunk_range(s[d], c[d], v->chunk[d], &lo[d], &hi[d]);
+            uint64_t span = hi[d] - lo[d] + 1; /* 0 only if it is 2^64 */
+            n = span == 0 || span > NARROW_MAX || n * span > NARROW_MAX ? NARROW_MAX + 1 : n * span;
         }
-        for (;;) { /* odometer over the chunk coordinates the box touches */
-            int rc = bucket_add(x, v, cur, rec);
-            if (rc) return rc;
-            int d = (int)nd - 1;
-            for (; d >= 0; d--) {
-                if (++cur[d] <= hi[d]) break;
-                cur[d] = lo[d];
+        if (d < nd) continue; /* an empty box touches nothing */
+        int rc;
+        if (n <= NARROW_MAX) {
+            rc = add_cells(x, &v->fine, nd, lo, hi, &rec);
+        } else {
+            grid_t *g = pick_grid(x, v, lo, hi);
+            if (!g) return H5L_ENOMEM;
+            uint64_t clo[H5L_MAX_DIMS], chi[H5L_MAX_DIMS];
+            for (d = 0; d < nd; d++) {
+                clo[d] = cell_of(lo[d], g->shift[d]);
+                chi[d] = cell_of(hi[d], g->shift[d]);
             }
-            if (d < 0) break;
+            went_t e = {rec, k};
+            rc = add_cells(x, g, nd, clo, chi, &e);
         }
+        if (rc) return rc;
     }
     x->nrec++;
     return H5L_OK;
 }
 
-size_t h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
-                       const uint64_t *coord, uint64_t tick,
-                       h5l_rec_t *const **list)
+/* Entries of a bucket whose record's tick is <= tick: they come first. */
+static size_t tick_prefix(const bucket_t *b, size_t esize, uint64_t tick)
 {
-    *list = NULL;
-    if (objid >= x->nvars || !x->vars[objid]) return 0;
-    const varidx_t *v = x->vars[objid];
-    if (!v->nslots) return 0;
-    const bucket_t *b = v->slots[find_slot(v, coord)];
-    if (!b) return 0;
-    /* recs are in tick order: binary search the prefix with tick <= tick */
     size_t lo = 0, hi = b->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (b->recs[mid]->tick <= tick) lo = mid + 1;
+        const h5l_rec_t *r = *(h5l_rec_t *const *)((const char *)b->ents + mid * esize);
+        if (r->tick <= tick) lo = mid + 1;
         else hi = mid;
     }
-    *list = b->recs;
     return lo;
+}
+
+static int grow_scratch(h5l_index_scratch_t *s, size_t need)
+{
+    if (need <= s->cap) return 0;
+    size_t cap = s->cap ? s->cap : 64;
+    while (cap < need) cap *= 2;
+    h5l_rec_t **p = realloc(s->p, cap * sizeof *p);
+    if (!p) return -1;
+    s->p = p;
+    s->cap = cap;
+    return 0;
+}
+
+static int seq_cmp(const void *a, const void *b)
+{
+    const h5l_rec_t *x = *(h5l_rec_t *const *)a, *y = *(h5l_rec_t *const *)b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int h5l_index_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick,
+                    h5l_index_scratch_t *scratch, h5l_rec_t *const **list, size_t *n)
+{
+    *list = NULL;
+    *n = 0;
+    if (objid >= x->nvars || !x->vars[objid]) return H5L_OK;
+    const varidx_t *v = x->vars[objid];
+    uint32_t nd = v->ndims;
+    const bucket_t *b0 = find_bucket(&v->fine, nd, coord);
+    size_t n0 = b0 ? tick_prefix(b0, v->fine.esize, tick) : 0;
+    h5l_rec_t *const *fine = b0 ? (h5l_rec_t *const *)b0->ents : NULL;
+    /* the coarse grids' entries whose box touches the chunk, into scratch */
+    size_t m = 0;
+    for (uint32_t i = 0; i < v->ncoarse; i++) {
+        const grid_t *g = v->coarse[i];
+        uint64_t cell[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < nd; d++) cell[d] = cell_of(coord[d], g->shift[d]);
+        const bucket_t *b = find_bucket(g, nd, cell);
+        if (!b) continue;
+        size_t k = tick_prefix(b, g->esize, tick);
+        if (grow_scratch(scratch, m + k)) return H5L_ENOMEM;
+        const went_t *e = b->ents;
+        for (size_t j = 0; j < k; j++) {
+            const h5l_rec_t *r = e[j].rec;
+            const uint64_t *s = r->boxes + (size_t)e[j].box * 2 * nd, *c = s + nd;
+            uint32_t d = 0;
+            for (; d < nd; d++) {
+                uint64_t lo, hi;
+                chunk_range(s[d], c[d], v->chunk[d], &lo, &hi);
+                if (coord[d] < lo || coord[d] > hi) break;
+            }
+            if (d == nd && !(m && scratch->p[m - 1] == r)) scratch->p[m++] = e[j].rec;
+        }
+    }
+    if (m == 0) { /* the common case: the bucket itself */
+        *list = fine;
+        *n = n0;
+        return H5L_OK;
+    }
+    /* merge by insertion serial, each record once */
+    if (m > 1) qsort(scratch->p, m, sizeof *scratch->p, seq_cmp);
+    if (grow_scratch(scratch, m + m + n0)) return H5L_ENOMEM;
+    h5l_rec_t **out = scratch->p + m;
+    size_t i = 0, j = 0, k = 0;
+    while (i < m || j < n0) {
+        h5l_rec_t *r;
+        if (j == n0 || (i < m && scratch->p[i]->seq <= fine[j]->seq)) r = scratch->p[i++];
+        else r = fine[j++];
+        if (!k || out[k - 1] != r) out[k++] = r;
+    }
+    *list = out;
+    *n = k;
+    return H5L_OK;
 }
 
 uint64_t h5l_index_nrecords(const h5l_index_t *x) { return x->nrec; }

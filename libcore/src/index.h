@@ -5,7 +5,9 @@
  * of each chunk one of its boxes touches, and buckets list records in
  * sequence order, so "every record of ticks <= T touching chunk C, in the
  * order they apply" is a hash lookup plus a binary search: a read costs the
- * records that touch it, never a scan of the log.
+ * records that touch it, never a scan of the log. A box touching many chunks
+ * is listed in a few cells of a coarser grid instead (index.c), so no record
+ * costs more than a few entries however many chunks it claims to cover.
  *
  * The index owns its records (arena-allocated; pointers stay valid until
  * h5l_index_free). Not thread-safe: the reader serialises inserts against
@@ -17,6 +19,7 @@
 #include <stdint.h>
 
 typedef struct h5l_rec {
+    uint64_t seq;          /* set by h5l_index_insert: insertion serial (= sequence order) */
     uint64_t tick, order;
     uint32_t rank, objid;
     uint64_t offset, size; /* absolute file offset of the data, bytes */
@@ -41,12 +44,23 @@ h5l_rec_t *h5l_index_new_rec(h5l_index_t *x, uint32_t nboxes, uint32_t ndims);
  * increasing sequence (tick, rank, order). 0 or H5L_ENOMEM/H5L_EBADID. */
 int h5l_index_insert(h5l_index_t *x, h5l_rec_t *rec);
 
+/* Room a lookup may need to merge its answer: the caller's, one per
+ * thread (lookups run concurrently under the reader's read lock). Zero it
+ * to start; h5l_index_scratch_free releases it. */
+typedef struct h5l_index_scratch {
+    h5l_rec_t **p;
+    size_t cap;
+} h5l_index_scratch_t;
+void h5l_index_scratch_free(h5l_index_scratch_t *s);
+
 /* The records touching chunk `coord` (chunk coordinates, not elements) of
- * objid whose tick <= tick, in sequence order. Returns their number; *list
- * points into the index (valid until the next insert). */
-size_t h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
-                       const uint64_t *coord, uint64_t tick,
-                       h5l_rec_t *const **list);
+ * objid whose tick <= tick, in sequence order, each once: *n of them at
+ * *list, which points into the index or into scratch (valid until the next
+ * insert or the next lookup with this scratch). 0, or H5L_ENOMEM. */
+int h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
+                    const uint64_t *coord, uint64_t tick,
+                    h5l_index_scratch_t *scratch, h5l_rec_t *const **list,
+                    size_t *n);
 
 /* The chunk shape registered for objid, or NULL. */
 const uint64_t *h5l_index_chunk_shape(const h5l_index_t *x, uint32_t objid);

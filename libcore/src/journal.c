@@ -73,12 +73,23 @@ static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t en
 }
 
 /* 1 if journal bytes [a, end) are all zero (a crash's zero-filled tail),
- * 0 if not, <0 on a read error. Remembers how far it checked. */
+ * 0 if not, <0 on a read error. Remembers how far it checked. Holes of a
+ * sparse file are skipped, not read: a journal can claim gigabytes of them
+ * for nothing. */
 static int zero_tail(h5l_jscan_t *s, uint64_t a, uint64_t end, h5l_err_t *err)
 {
     if (a >= s->zlo && a <= s->zhi) a = s->zhi; /* already known zero */
     else s->zlo = a;
     while (a < end) {
+        if (s->fd >= 0) {
+            off_t d = lseek(s->fd, (off_t)(s->base + a), SEEK_DATA);
+            uint64_t next = d >= 0 ? (uint64_t)d - s->base : errno == ENXIO ? end : a; /* else: cannot tell */
+            if (next > a) {
+                a = next < end ? next : end;
+                s->zhi = a;
+                continue;
+            }
+        }
         size_t n = end - a < WINDOW ? (size_t)(end - a) : WINDOW;
         const uint8_t *p = jbytes(s, a, n, end, err);
         if (!p) return H5L_EIO;
@@ -103,6 +114,11 @@ static int torn(h5l_jscan_t *s, uint64_t pos, uint64_t need, const char *why, h5
 int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, h5l_err_t *err)
 {
     s->need = 0;
+    if (s->cap > WINDOW) { /* a big frame's room is not kept for the reader's life */
+        free(s->buf);
+        s->buf = NULL;
+        s->cap = s->wlen = 0;
+    }
     if (pos >= end) return 0; /* clean end */
     uint64_t avail = end - pos;
     if (avail < H5L_FRAME_LEN) return torn(s, pos, pos + H5L_FRAME_LEN, "short header", err);

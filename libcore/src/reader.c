@@ -247,8 +247,8 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
 
 /* Decode and check the record table of tick t into pend[] (not indexed
  * yet) and fill x (rank starts, checksums). Runs under the write lock. */
-static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x,
-                      h5l_rec_t **pend, size_t cap_pend, size_t *npend, h5l_err_t *err)
+static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x, uint64_t maxsums,
+                      h5l_rec_t ***pend, size_t *cap_pend, size_t *npend, h5l_err_t *err)
 {
     size_t pos = 0;
     uint64_t total = 0, seg = (uint64_t)1 << r->seglog, nsums = 0;
@@ -286,9 +286,22 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
             if (nd == 0 ? nboxes != 1 : nboxes > (c.len - c.pos) / (2 * (uint64_t)nd))
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
                                    r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
-            if (*npend == cap_pend)
+            /* every read visits every box of every record it meets */
+            if (nboxes > H5L_REC_MAXBOXES)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu has %u boxes (at most %u)",
+                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i, nboxes,
+                                   H5L_REC_MAXBOXES);
+            if (*npend == t->nrecords)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: more records than announced", r->path,
                                    (unsigned long long)t->tick);
+            if (*npend == *cap_pend) { /* grown as records are met, not as announced */
+                size_t cap = *cap_pend ? *cap_pend * 2 : 256;
+                if (cap > t->nrecords) cap = (size_t)t->nrecords;
+                h5l_rec_t **p = realloc(*pend, cap * sizeof *p);
+                if (!p) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory loading records", r->path);
+                *pend = p;
+                *cap_pend = cap;
+            }
             h5l_rec_t *rec = h5l_index_new_rec(r->index, nboxes, nd);
             if (!rec) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory loading records", r->path);
             rec->tick = t->tick;
@@ -306,12 +319,12 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
                                    r->path, (unsigned long long)t->tick, rank);
             rec->offset = off;
             off += rec->size;
-            pend[(*npend)++] = rec;
+            (*pend)[(*npend)++] = rec;
         }
         if (off != x->rstart[rank + 1])
             return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records do not account for its data",
                                r->path, (unsigned long long)t->tick, rank);
-        if (c.len - c.pos != nseg * 8)
+        if (c.len - c.pos != nseg * 8 || nseg > maxsums - nsums) /* the second cannot be, but x ends there */
             return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has %zu bytes for %llu data checksums",
                                r->path, (unsigned long long)t->tick, rank, c.len - c.pos, (unsigned long long)nseg);
         for (uint64_t j = 0; j < nseg; j++) x->sums[nsums + j] = h5l_get_le64(c.p + c.pos + 8 * j);
@@ -325,6 +338,27 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table disagrees with its journal entry",
                            r->path, (unsigned long long)t->tick);
     return H5L_OK;
+}
+
+/* Does [off, off + len) of fd lie over a hole, by at least 64 bytes? 1
+ * and *at = where, or 0 (also when the file system cannot tell: then the
+ * bytes are read and checked as usual). Looks at a few holes at most. */
+static int table_hole(int fd, uint64_t off, uint64_t len, uint64_t *at)
+{
+    uint64_t end = off + len, pos = off;
+    for (int i = 0; i < 16 && pos < end; i++) {
+        off_t h = lseek(fd, (off_t)pos, SEEK_HOLE);
+        if (h < 0 || (uint64_t)h >= end) return 0;
+        off_t d = lseek(fd, h, SEEK_DATA);
+        uint64_t hend = d < 0 ? end : (uint64_t)d; /* ENXIO: a hole to the end of the file */
+        if (hend > end) hend = end;
+        if (hend - (uint64_t)h >= 64) {
+            *at = (uint64_t)h;
+            return 1;
+        }
+        pos = hend;
+    }
+    return 0;
 }
 
 static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
@@ -346,13 +380,30 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table of %llu bytes (this reader loads at most %llu)",
                            r->path, (unsigned long long)t.tick, (unsigned long long)t.table_size,
                            (unsigned long long)TABLE_MAX);
-    /* every rank has a block header; every record at least a few bytes */
-    if (t.nranks > t.table_size / H5L_BLOCK_LEN || t.nrecords > t.table_size / H5L_REC_MIN)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: %u ranks and %llu records cannot fit %llu table bytes",
+    /* every rank has a block header, every record at least a few bytes of
+     * table and one byte of data */
+    if (t.nranks > t.table_size / H5L_BLOCK_LEN || t.nrecords > t.table_size / H5L_REC_MIN ||
+        t.nrecords > t.data_size)
+        return h5l_err_set(err, H5L_ECORRUPT,
+                           "%s: tick %llu: %u ranks and %llu records cannot fit %llu table bytes and %llu data bytes",
                            r->path, (unsigned long long)t.tick, t.nranks, (unsigned long long)t.nrecords,
-                           (unsigned long long)t.table_size);
+                           (unsigned long long)t.table_size, (unsigned long long)t.data_size);
+    /* A sparse file can claim any size for nothing: a table over a hole
+     * (bytes never written, read as zeros; a real table never has 64 zero
+     * bytes in a row) is refused before it is allocated and read. */
+    uint64_t hole;
+    if (table_hole(r->fd, t.table_off, t.table_size, &hole))
+        return h5l_err_set(err, H5L_ECORRUPT,
+                           "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)",
+                           r->path, (unsigned long long)t.tick, (unsigned long long)t.table_off,
+                           (unsigned long long)t.table_size, (unsigned long long)hole);
+    /* segment checksums: one per started segment of each rank, and 8 table
+     * bytes each besides the ranks' block headers (data_size alone may be a
+     * hole of terabytes) */
     uint64_t seg = (uint64_t)1 << r->seglog;
-    uint64_t maxsums = t.data_size / seg + t.nranks; /* each rank's last segment may be partial */
+    uint64_t maxsums = t.data_size / seg + t.nranks;
+    uint64_t tabsums = (t.table_size - (uint64_t)t.nranks * H5L_BLOCK_LEN) / 8;
+    if (maxsums > tabsums) maxsums = tabsums;
     size_t xbytes = sizeof(tickx_t) + (2 * ((size_t)t.nranks + 1) + (size_t)maxsums) * sizeof(uint64_t);
     tickx_t *x = malloc(xbytes);
     uint8_t *tab = malloc(t.table_size ? t.table_size : 1);
@@ -397,10 +448,8 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     /* Check every record before indexing any, and undo the tick's schema ops
      * on failure: a tick that fails leaves neither records nor definitions. */
     h5l_rec_t **pend = NULL;
-    size_t npend = 0;
-    if (!rc && !(pend = malloc((t.nrecords ? t.nrecords : 1) * sizeof *pend)))
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    if (!rc) rc = load_table(r, &t, tab, x, pend, t.nrecords, &npend, err);
+    size_t npend = 0, cap_pend = 0;
+    if (!rc) rc = load_table(r, &t, tab, x, maxsums, &pend, &cap_pend, &npend, err);
     for (size_t i = 0; !rc && i < npend; i++)
         if ((rc = h5l_index_insert(r->index, pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
@@ -902,6 +951,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     int rc = H5L_OK;
     uint8_t *scratch = NULL;
     size_t scratch_cap = 0;
+    h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks) {
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path,
@@ -936,7 +986,11 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
     for (;;) {
         h5l_rec_t *const *list;
-        size_t n = h5l_index_chunk(r->index, objid, cur, tick, &list);
+        size_t n;
+        if (h5l_index_chunk(r->index, objid, cur, tick, &iscr, &list, &n)) {
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            break;
+        }
         uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS], ps[H5L_MAX_DIMS], pc[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < nd; d++) {
             cs[d] = cur[d] * ch[d];
@@ -973,6 +1027,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
 out:
     pthread_rwlock_unlock(&r->lock);
     free(scratch);
+    h5l_index_scratch_free(&iscr);
     return rc;
 }
 
@@ -993,6 +1048,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
 {
     memset(out, 0, sizeof *out);
     int rc = H5L_OK;
+    h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
         rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid,
@@ -1001,7 +1057,11 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
     const h5l_obj_t *o = &r->schema.objs[objid];
     h5l_rec_t *const *list;
-    size_t n = h5l_index_chunk(r->index, objid, coord, tick, &list);
+    size_t n;
+    if (h5l_index_chunk(r->index, objid, coord, tick, &iscr, &list, &n)) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        goto out;
+    }
     out->nrec = n;
     if (n == 0) goto out;
     const h5l_rec_t *last = list[n - 1];
@@ -1034,6 +1094,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     }
 out:
     pthread_rwlock_unlock(&r->lock);
+    h5l_index_scratch_free(&iscr);
     return rc;
 }
 

@@ -1,9 +1,9 @@
 /* schema.c — the definitions of a file as of any tick (see schema.h).
  * Nothing is ever removed: every object, dimension length and attribute
  * value carries the tick that made it, so one structure answers "as of tick
- * T" for every T without copies. Objects are found by path through a
- * chained hash index (defining N variables is O(N), not O(N^2)); dimensions
- * by a linear search (files have few). */
+ * T" for every T without copies. Objects, dimensions and attributes are
+ * found by name through chained hash indexes (defining N of them is O(N),
+ * not O(N^2), and so is asking which attribute values are current). */
 #include "schema.h"
 
 #include <stdlib.h>
@@ -26,50 +26,127 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 #define PNONE UINT32_MAX
+#define IX_HDR 2
+
+/* Name indexes, so that no op costs a scan of everything defined before it
+ * (a frame of a few megabytes holds 10^5 DIM or ATTR ops; a scan each made
+ * loading it take minutes). One block at s->pbucket_, npbucket_ = nb chain
+ * heads per table (a power of two, at least twice every count):
+ *   [0], [1]      the dims and attrs capacities it was built for
+ *   obj[nb]       objects by path (links: objs[i].pnext_)
+ *   dim[nb]       dimensions by name (links: dnext)
+ *   attr[nb]      attributes by (object, name) (links: anext)
+ *   dnext[dcap], anext[acap]
+ *   later[acap]   the next version of attribute i (same object and name), or PNONE
+ *   earlier[acap] the previous one
+ * Chains hold the newest first, so the newest version of a name is found
+ * first and the newest definition (the one rollback removes) heads its
+ * chain. */
+typedef struct ix {
+    uint32_t *obj, *dim, *attr, *dnext, *anext, *later, *earlier;
+} ix_t;
+
+static ix_t ix_of(const h5l_schema_t *s)
+{
+    uint32_t *b = s->pbucket_;
+    size_t nb = s->npbucket_;
+    ix_t x;
+    x.obj = b + IX_HDR;
+    x.dim = x.obj + nb;
+    x.attr = x.dim + nb;
+    x.dnext = x.attr + nb;
+    x.anext = x.dnext + b[0];
+    x.later = x.anext + b[1];
+    x.earlier = x.later + b[1];
+    return x;
+}
 
 static size_t pslot(const h5l_schema_t *s, const char *path)
 {
     return (size_t)XXH3_64bits(path, strlen(path)) & (s->npbucket_ - 1);
 }
 
-/* Index objs[id] by its path; grows the bucket array to keep chains short.
- * Returns 0, or -1 when out of memory (the index then stays consistent). */
-static int pindex_add(h5l_schema_t *s, size_t id)
+static size_t dslot(const h5l_schema_t *s, const char *name)
 {
-    if (id + 1 > s->npbucket_) {
-        size_t n = s->npbucket_ ? s->npbucket_ * 2 : 64;
-        while (n < id + 1) n *= 2;
-        uint32_t *b = malloc(n * sizeof *b);
-        if (!b) return -1;
-        for (size_t i = 0; i < n; i++) b[i] = PNONE;
-        free(s->pbucket_);
-        s->pbucket_ = b;
-        s->npbucket_ = n;
-        for (size_t i = 0; i < id; i++) { /* rebuild, oldest first: chains keep newest first */
-            if (!s->objs[i].kind) continue;
-            size_t k = pslot(s, s->objs[i].path);
-            s->objs[i].pnext_ = s->pbucket_[k];
-            s->pbucket_[k] = (uint32_t)i;
-        }
-    }
-    size_t k = pslot(s, s->objs[id].path);
-    s->objs[id].pnext_ = s->pbucket_[k];
-    s->pbucket_[k] = (uint32_t)id;
-    return 0;
+    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 1) & (s->npbucket_ - 1);
 }
 
-/* Remove the newest object from the index (it heads its chain). */
-static void pindex_pop(h5l_schema_t *s, size_t id)
+static size_t aslot(const h5l_schema_t *s, uint32_t objid, const char *name)
+{
+    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 2 + (uint64_t)objid) & (s->npbucket_ - 1);
+}
+
+/* The newest attribute of (objid, name), or PNONE. */
+static uint32_t attr_latest(const h5l_schema_t *s, const ix_t *x, uint32_t objid, const char *name)
+{
+    for (uint32_t i = x->attr[aslot(s, objid, name)]; i != PNONE; i = x->anext[i])
+        if (s->attrs[i].objid == objid && strcmp(s->attrs[i].name, name) == 0) return i;
+    return PNONE;
+}
+
+static void ix_add_obj(h5l_schema_t *s, const ix_t *x, size_t id)
 {
     size_t k = pslot(s, s->objs[id].path);
-    if (s->pbucket_[k] == id) s->pbucket_[k] = s->objs[id].pnext_;
+    s->objs[id].pnext_ = x->obj[k];
+    x->obj[k] = (uint32_t)id;
+}
+
+static void ix_add_dim(h5l_schema_t *s, const ix_t *x, size_t id)
+{
+    size_t k = dslot(s, s->dims[id].name);
+    x->dnext[id] = x->dim[k];
+    x->dim[k] = (uint32_t)id;
+}
+
+static void ix_add_attr(h5l_schema_t *s, const ix_t *x, size_t id)
+{
+    const h5l_attr_t *a = &s->attrs[id];
+    uint32_t prev = attr_latest(s, x, a->objid, a->name);
+    x->earlier[id] = prev;
+    x->later[id] = PNONE;
+    if (prev != PNONE) x->later[prev] = (uint32_t)id;
+    size_t k = aslot(s, a->objid, a->name);
+    x->anext[id] = x->attr[k];
+    x->attr[k] = (uint32_t)id;
+}
+
+/* Make the indexes fit one more object, dimension and attribute than there
+ * are (and the arrays' current capacities), rebuilding them when they do
+ * not. 0, or -1 when out of memory (the old indexes then stay). */
+static int ix_fit(h5l_schema_t *s)
+{
+    size_t most = s->nobjs > s->ndims ? s->nobjs : s->ndims;
+    if (s->nattrs > most) most = s->nattrs;
+    if (s->pbucket_ && 2 * (most + 1) <= s->npbucket_ && s->pbucket_[0] == s->cap_dims &&
+        s->pbucket_[1] == s->cap_attrs)
+        return 0;
+    if (most >= PNONE / 4 || s->cap_dims >= PNONE / 4 || s->cap_attrs >= PNONE / 4) return -1;
+    size_t nb = s->npbucket_ ? s->npbucket_ : 64;
+    while (nb < 2 * (most + 1)) nb *= 2;
+    size_t n = IX_HDR + 3 * nb + s->cap_dims + 3 * s->cap_attrs;
+    uint32_t *b = malloc(n * sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < n; i++) b[i] = PNONE;
+    b[0] = (uint32_t)s->cap_dims;
+    b[1] = (uint32_t)s->cap_attrs;
+    free(s->pbucket_);
+    s->pbucket_ = b;
+    s->npbucket_ = nb;
+    ix_t x = ix_of(s);
+    for (size_t i = 0; i < s->nobjs; i++) /* oldest first: chains end newest first */
+        if (s->objs[i].kind) ix_add_obj(s, &x, i);
+    for (size_t i = 0; i < s->ndims; i++) ix_add_dim(s, &x, i);
+    for (size_t i = 0; i < s->nattrs; i++) ix_add_attr(s, &x, i);
+    return 0;
 }
 
 /* Append o (owned) as the next object; on failure frees nothing of o. */
 static int obj_push(h5l_schema_t *s, const h5l_obj_t *o)
 {
+    if (ix_fit(s)) return -1;
     s->objs[s->nobjs] = *o;
-    if (pindex_add(s, s->nobjs)) return -1;
+    ix_t x = ix_of(s);
+    ix_add_obj(s, &x, s->nobjs);
     s->nobjs++;
     return 0;
 }
@@ -78,10 +155,11 @@ int h5l_schema_init(h5l_schema_t *s)
 {
     memset(s, 0, sizeof *s);
     if (grow((void **)&s->objs, &s->cap_objs, 1, sizeof *s->objs)) return H5L_ENOMEM;
-    s->objs[0].kind = H5L_OBJ_GROUP;
-    s->objs[0].path = strdup("/");
-    if (!s->objs[0].path || pindex_add(s, 0)) return H5L_ENOMEM;
-    s->nobjs = 1;
+    h5l_obj_t root = {.kind = H5L_OBJ_GROUP, .path = strdup("/")};
+    if (!root.path || obj_push(s, &root)) {
+        free(root.path);
+        return H5L_ENOMEM;
+    }
     return H5L_OK;
 }
 
@@ -112,14 +190,17 @@ void h5l_schema_free(h5l_schema_t *s)
 long h5l_schema_find(const h5l_schema_t *s, const char *path)
 {
     if (!s->npbucket_) return -1;
-    for (uint32_t i = s->pbucket_[pslot(s, path)]; i != PNONE; i = s->objs[i].pnext_)
+    ix_t x = ix_of(s);
+    for (uint32_t i = x.obj[pslot(s, path)]; i != PNONE; i = s->objs[i].pnext_)
         if (s->objs[i].kind && strcmp(s->objs[i].path, path) == 0) return (long)i;
     return -1;
 }
 
 long h5l_schema_find_dim(const h5l_schema_t *s, const char *name)
 {
-    for (size_t i = 0; i < s->ndims; i++)
+    if (!s->npbucket_) return -1;
+    ix_t x = ix_of(s);
+    for (uint32_t i = x.dim[dslot(s, name)]; i != PNONE; i = x.dnext[i])
         if (strcmp(s->dims[i].name, name) == 0) return (long)i;
     return -1;
 }
@@ -157,11 +238,9 @@ int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick)
 {
     const h5l_attr_t *a = &s->attrs[i];
     if (a->tick > tick) return 0;
-    for (size_t j = i + 1; j < s->nattrs; j++) {
-        const h5l_attr_t *b = &s->attrs[j];
-        if (b->tick <= tick && b->objid == a->objid && strcmp(b->name, a->name) == 0) return 0;
-    }
-    return 1;
+    /* versions are in tick order: if the next one is later than tick, all are */
+    uint32_t next = ix_of(s).later[i];
+    return next == PNONE || s->attrs[next].tick > tick;
 }
 
 void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
@@ -280,6 +359,34 @@ static int check_new_obj(h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
     return H5L_OK;
 }
 
+/* The index chunk of a VAR op sizes every block a reader assembles (the
+ * daemon allocates whole chunks and slabs), so it is bounded here rather
+ * than trusted: a chunked variable's chunk must be under 4 GiB, as HDF5
+ * requires; a contiguous variable's slab must be exactly the one
+ * h5l_schema_slab_shape computes from its dimensions (format.md 3.3), at
+ * most 1 MiB — a file may not choose it. */
+static int chunk_ok(const h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
+{
+    if (op->flags & H5L_VAR_CHUNKED) {
+        uint64_t bytes = op->type.size;
+        for (uint32_t i = 0; i < op->ndims; i++)
+            bytes = bytes > UINT32_MAX ? bytes : bytes * op->chunk[i]; /* chunk[i] <= 2^32: no wrap */
+        if (bytes > UINT32_MAX)
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk of 4 GiB or more (HDF5 chunks are smaller)",
+                               op->name);
+        return H5L_OK;
+    }
+    uint64_t dims[H5L_MAX_DIMS], slab[H5L_MAX_DIMS];
+    for (uint32_t i = 0; i < op->ndims; i++) dims[i] = h5l_schema_dimlen_now(s, op->dimids[i]);
+    h5l_schema_slab_shape(op->type, op->ndims, dims, slab);
+    for (uint32_t i = 0; i < op->ndims; i++)
+        if (op->chunk[i] != slab[i])
+            return h5l_err_set(err, H5L_EINVAL,
+                               "variable '%s': contiguous, but its index slab is %llu in dimension %u where its shape gives %llu",
+                               op->name, (unsigned long long)op->chunk[i], i, (unsigned long long)slab[i]);
+    return H5L_OK;
+}
+
 static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     int rc = check_new_obj(s, op, err);
@@ -303,6 +410,8 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unknown flags 0x%x", op->name, op->flags);
     if (has_unlim && !(op->flags & 1))
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unlimited dimension needs chunking", op->name);
+    rc = chunk_ok(s, op, err);
+    if (rc) return rc;
     h5l_obj_t o = {0};
     o.kind = H5L_OBJ_VAR;
     o.tick = tick;
@@ -338,7 +447,7 @@ static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         return h5l_err_set(err, H5L_EINVAL, "invalid dimension name '%s'", op->name ? op->name : "");
     if (h5l_schema_find_dim(s, op->name) >= 0)
         return h5l_err_set(err, H5L_EEXIST, "dimension '%s' already defined", op->name);
-    if (grow((void **)&s->dims, &s->cap_dims, s->ndims + 1, sizeof *s->dims))
+    if (grow((void **)&s->dims, &s->cap_dims, s->ndims + 1, sizeof *s->dims) || ix_fit(s))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     h5l_dim_t d = {0};
     d.name = strdup(op->name);
@@ -352,7 +461,10 @@ static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     d.lens[0].tick = tick;
     d.lens[0].len = op->len;
     d.nlens = 1;
-    s->dims[s->ndims++] = d;
+    s->dims[s->ndims] = d;
+    ix_t x = ix_of(s);
+    ix_add_dim(s, &x, s->ndims);
+    s->ndims++;
     return H5L_OK;
 }
 
@@ -369,9 +481,11 @@ static int apply_dimlen(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_
         last->len = op->len;
         return H5L_OK;
     }
-    h5l_dimlen_t *l = realloc(d->lens, (d->nlens + 1) * sizeof *l);
-    if (!l) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
-    d->lens = l;
+    if ((d->nlens & (d->nlens - 1)) == 0) { /* room for the next power of two: no copy per tick */
+        h5l_dimlen_t *l = realloc(d->lens, 2 * d->nlens * sizeof *l);
+        if (!l) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        d->lens = l;
+    }
     d->lens[d->nlens].tick = tick;
     d->lens[d->nlens].len = op->len;
     d->nlens++;
@@ -385,7 +499,7 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     int nrc = h5l_schema_attr_name_ok(op->name, err);
     if (nrc) return nrc;
     if (!h5l_type_valid(op->type)) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", op->name);
-    if (grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs))
+    if (grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs) || ix_fit(s))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     h5l_attr_t a = {0};
     a.objid = op->id;
@@ -402,24 +516,28 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     ((char *)a.value)[op->data_len] = 0;
     /* A replacement made in the same tick overwrites in place, so the
      * history keeps one value per (object, name, tick). */
-    for (size_t i = s->nattrs; i-- > 0;) {
-        h5l_attr_t *b = &s->attrs[i];
-        if (b->tick == tick && b->objid == a.objid && strcmp(b->name, a.name) == 0) {
-            free(b->name);
-            free(b->value);
-            *b = a;
-            return H5L_OK;
-        }
+    ix_t x = ix_of(s);
+    uint32_t prev = attr_latest(s, &x, a.objid, a.name);
+    if (prev != PNONE && s->attrs[prev].tick == tick) {
+        h5l_attr_t *b = &s->attrs[prev];
+        free(b->name);
+        free(b->value);
+        *b = a;
+        return H5L_OK;
     }
-    s->attrs[s->nattrs++] = a;
+    s->attrs[s->nattrs] = a;
+    ix_add_attr(s, &x, s->nattrs);
+    s->nattrs++;
     return H5L_OK;
 }
 
 void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
 {
     /* Everything is appended in tick order and stamped: drop the tail. */
+    ix_t x = ix_of(s);
     while (s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
-        pindex_pop(s, s->nobjs - 1);
+        size_t k = pslot(s, s->objs[s->nobjs - 1].path); /* the newest heads its chain */
+        if (x.obj[k] == s->nobjs - 1) x.obj[k] = s->objs[s->nobjs - 1].pnext_;
         h5l_obj_t *o = &s->objs[--s->nobjs];
         free(o->path);
         free(o->dimids);
@@ -428,6 +546,8 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
         memset(o, 0, sizeof *o);
     }
     while (s->ndims > 0 && s->dims[s->ndims - 1].tick >= tick) {
+        size_t k = dslot(s, s->dims[s->ndims - 1].name);
+        if (x.dim[k] == s->ndims - 1) x.dim[k] = x.dnext[s->ndims - 1];
         h5l_dim_t *d = &s->dims[--s->ndims];
         free(d->name);
         free(d->lens);
@@ -436,6 +556,9 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
     for (size_t i = 0; i < s->ndims; i++)
         while (s->dims[i].nlens > 1 && s->dims[i].lens[s->dims[i].nlens - 1].tick >= tick) s->dims[i].nlens--;
     while (s->nattrs > 0 && s->attrs[s->nattrs - 1].tick >= tick) {
+        size_t i = s->nattrs - 1, k = aslot(s, s->attrs[i].objid, s->attrs[i].name);
+        if (x.attr[k] == i) x.attr[k] = x.anext[i];
+        if (x.earlier[i] != PNONE) x.later[x.earlier[i]] = PNONE;
         h5l_attr_t *a = &s->attrs[--s->nattrs];
         free(a->name);
         free(a->value);

@@ -8,7 +8,11 @@
  * against a brute-force scan of all records. Explicit cases: two boxes of one
  * record in one chunk (listed once), boxes ending/starting exactly on chunk
  * borders, coordinates near 2^62 (unlimited dimensions), errors, and the
- * memory accounting. */
+ * memory accounting. Wide records (boxes over up to millions of chunks, of
+ * more shapes than the index keeps coarse grids for, mixed with narrow ones)
+ * are checked the same way at the corners, edges and inside of every box;
+ * and a box over 2^40 chunks, or over a 32-dimensional variable, must cost
+ * kilobytes, not a bucket entry per chunk. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,17 @@
 #include "tharness.h"
 
 static uint64_t rnd(uint64_t n) { return n ? (uint64_t)rand() % n : 0; }
+
+static h5l_index_scratch_t scr;
+
+/* h5l_index_chunk that must not fail: the number of records at *list. */
+static size_t lookup(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick,
+                     h5l_rec_t *const **list)
+{
+    size_t n = 99;
+    CHECK_EQ(h5l_index_chunk(x, objid, coord, tick, &scr, list, &n), H5L_OK);
+    return n;
+}
 
 /* Does box (s, c) touch chunk coord of shape ch? */
 static int touches(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *ch,
@@ -44,7 +59,7 @@ static int same_list(const h5l_index_t *x, uint32_t objid, const uint64_t *ch, c
                      uint64_t tick, h5l_rec_t **recs, size_t n)
 {
     h5l_rec_t *const *list;
-    size_t got = h5l_index_chunk(x, objid, coord, tick, &list);
+    size_t got = lookup(x, objid, coord, tick, &list);
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         const h5l_rec_t *r = recs[i];
@@ -125,9 +140,9 @@ static void test_random_vs_scan(void)
     /* unknown variables: nothing, list NULL */
     h5l_rec_t *const *list = (h5l_rec_t *const *)recs;
     uint64_t z[3] = {0, 0, 0};
-    CHECK_EQ(h5l_index_chunk(x, 2, z, 100, &list), 0);
+    CHECK_EQ(lookup(x, 2, z, 100, &list), 0);
     CHECK(list == NULL);
-    CHECK_EQ(h5l_index_chunk(x, 5000, z, 100, &list), 0);
+    CHECK_EQ(lookup(x, 5000, z, 100, &list), 0);
     free(recs);
     h5l_index_free(x);
 }
@@ -156,14 +171,14 @@ static void test_two_boxes_one_chunk_once(void)
     CHECK_EQ(h5l_index_insert(x, r2), H5L_OK);
     h5l_rec_t *const *list;
     uint64_t c00[2] = {0, 0}, c01[2] = {0, 1}, c11[2] = {1, 1}, c10[2] = {1, 0};
-    CHECK_EQ(h5l_index_chunk(x, 0, c00, 1, &list), 2);
+    CHECK_EQ(lookup(x, 0, c00, 1, &list), 2);
     CHECK(list[0] == r && list[1] == r2);
-    CHECK_EQ(h5l_index_chunk(x, 0, c01, 1, &list), 1);
+    CHECK_EQ(lookup(x, 0, c01, 1, &list), 1);
     CHECK(list[0] == r);
-    CHECK_EQ(h5l_index_chunk(x, 0, c11, 1, &list), 2);
+    CHECK_EQ(lookup(x, 0, c11, 1, &list), 2);
     CHECK(list[0] == r && list[1] == r2);
-    CHECK_EQ(h5l_index_chunk(x, 0, c10, 1, &list), 0);
-    CHECK_EQ(h5l_index_chunk(x, 0, c00, 0, &list), 0); /* tick filter */
+    CHECK_EQ(lookup(x, 0, c10, 1, &list), 0);
+    CHECK_EQ(lookup(x, 0, c00, 0, &list), 0); /* tick filter */
     h5l_index_free(x);
 }
 
@@ -192,11 +207,11 @@ static void test_chunk_borders_nd(void)
                 if (i == 0 && j == 0 && k == 0) w[want++] = rb;
                 if (i == 1 && j == 1 && k == 1) w[want++] = ra;
                 if (i <= 1 && j <= 1 && k <= 1) w[want++] = rc;
-                size_t got = h5l_index_chunk(x, 2, co, 2, &list);
+                size_t got = lookup(x, 2, co, 2, &list);
                 CHECK_EQ(got, want);
                 for (size_t q = 0; q < want && q < got; q++) CHECK(list[q] == w[q]);
                 /* at tick 1, rc (tick 2) is not there yet */
-                got = h5l_index_chunk(x, 2, co, 1, &list);
+                got = lookup(x, 2, co, 1, &list);
                 CHECK_EQ(got, want - (i <= 1 && j <= 1 && k <= 1));
             }
     h5l_index_free(x);
@@ -217,16 +232,16 @@ static void test_large_coordinates(void)
     for (uint64_t c = first - 1; c <= last + 1; c++) {
         uint64_t co[2] = {c, 0};
         size_t want = c >= first && c <= last;
-        CHECK_EQ(h5l_index_chunk(x, 4, co, 9, &list), want);
+        CHECK_EQ(lookup(x, 4, co, 9, &list), want);
         co[1] = 1;
-        CHECK_EQ(h5l_index_chunk(x, 4, co, 9, &list), 0);
+        CHECK_EQ(lookup(x, 4, co, 9, &list), 0);
     }
     /* the top of the range: the last element index UINT64_MAX - 1 */
     uint64_t t[4] = {UINT64_MAX - 1, 0, 1, 1};
     h5l_rec_t *r2 = mk(x, 4, 2, 1, 9, 1, t);
     CHECK_EQ(h5l_index_insert(x, r2), H5L_OK);
     uint64_t co[2] = {(UINT64_MAX - 1) / 1000, 0};
-    CHECK_EQ(h5l_index_chunk(x, 4, co, UINT64_MAX, &list), 1);
+    CHECK_EQ(lookup(x, 4, co, UINT64_MAX, &list), 1);
     CHECK(list[0] == r2);
     h5l_index_free(x);
 }
@@ -258,7 +273,7 @@ static void test_errors(void)
     r->tick = 1;
     CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
     h5l_rec_t *const *list;
-    CHECK_EQ(h5l_index_chunk(x, 7, z, 1, &list), 1);
+    CHECK_EQ(lookup(x, 7, z, 1, &list), 1);
     CHECK(list[0] == r);
     h5l_index_free(x);
     h5l_index_free(NULL);
@@ -296,8 +311,8 @@ static void test_memory_grows(void)
     CHECK(h5l_index_memory(x) >= before + 3000 * sizeof(void *));
     h5l_rec_t *const *list;
     uint64_t co[1] = {0};
-    CHECK_EQ(h5l_index_chunk(x, 0, co, 2, &list), 3001);
-    CHECK_EQ(h5l_index_chunk(x, 0, co, 1, &list), 1);
+    CHECK_EQ(lookup(x, 0, co, 2, &list), 3001);
+    CHECK_EQ(lookup(x, 0, co, 1, &list), 1);
     for (size_t i = 1; i < 3001; i++) CHECK_EQ(list[i]->order, i - 1);
     CHECK_EQ(h5l_index_nrecords(x), 8000);
     h5l_index_free(x);
@@ -326,12 +341,142 @@ static void test_tick_prefix_many_ticks(void)
     for (uint64_t T = 0; T <= 101; T++) {
         int want = 0;
         for (int i = 0; i < n; i++) want += all[i]->tick <= T;
-        size_t got = h5l_index_chunk(x, 1, co, T, &list);
+        size_t got = lookup(x, 1, co, T, &list);
         CHECK_EQ(got, want);
         for (size_t i = 0; i < got && (int)i < n; i++) CHECK(list[i] == all[i]);
     }
     h5l_index_free(x);
 }
 
-TEST_MAIN(T(test_random_vs_scan), T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd),
+/* Chunk coordinate `which` of box (s, c) in dimension d: 0 its first chunk,
+ * 1 its last, 2 one before, 3 one after, else somewhere inside. */
+static uint64_t probe_coord(uint64_t s, uint64_t c, uint64_t ch, int which)
+{
+    uint64_t lo = s / ch, hi = (s + c - 1) / ch;
+    switch (which) {
+    case 0: return lo;
+    case 1: return hi;
+    case 2: return lo ? lo - 1 : 0;
+    case 3: return hi + 1;
+    default: return lo + rnd(hi - lo + 1);
+    }
+}
+
+/* Records whose boxes touch up to millions of chunks, of many shapes (more
+ * than the index keeps coarse grids for), mixed with narrow ones: every
+ * lookup at the corners, edges and inside of every box, and at random
+ * chunks, at every tick, against a scan of all records. */
+static void test_wide_records_vs_scan(void)
+{
+    srand(4242);
+    h5l_index_t *x = h5l_index_new();
+    const uint64_t ch2[2] = {1, 3}, ch3[3] = {2, 1, 5}, ch1[1] = {1};
+    CHECK_EQ(h5l_index_add_var(x, 1, 2, ch2), H5L_OK);
+    CHECK_EQ(h5l_index_add_var(x, 2, 3, ch3), H5L_OK);
+    CHECK_EQ(h5l_index_add_var(x, 3, 1, ch1), H5L_OK);
+    const uint64_t *chs[4] = {NULL, ch2, ch3, ch1};
+    const uint32_t nds[4] = {0, 2, 3, 1};
+    enum { MAXREC = 900, NT = 6 };
+    h5l_rec_t **recs = calloc(MAXREC, sizeof *recs);
+    size_t n = 0;
+    for (uint64_t t = 1; t <= NT; t++)
+        for (uint32_t rank = 0; rank < 3; rank++)
+            for (uint64_t o = 0; o < 50 && n < MAXREC; o++) {
+                uint32_t v = 1 + (uint32_t)rnd(3), nd = nds[v], nb = 1 + (uint32_t)rnd(3);
+                h5l_rec_t *r = h5l_index_new_rec(x, nb, nd);
+                r->tick = t;
+                r->rank = rank;
+                r->order = o;
+                r->objid = v;
+                for (uint32_t k = 0; k < nb; k++)
+                    for (uint32_t d = 0; d < nd; d++) {
+                        /* extents from 1 to millions of chunks, log-uniform */
+                        uint64_t c = 1 + rnd(1ull << rnd(v == 3 ? 23 : 12));
+                        r->boxes[k * 2 * nd + d] = rnd(3000);
+                        r->boxes[k * 2 * nd + nd + d] = c;
+                    }
+                CHECK_EQ(h5l_index_insert(x, r), H5L_OK);
+                recs[n++] = r;
+            }
+    CHECK_EQ(h5l_index_nrecords(x), n);
+    int bad = 0;
+    long probes = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        const h5l_rec_t *r = recs[i];
+        uint32_t nd = r->ndims;
+        const uint64_t *ch = chs[r->objid];
+        for (uint32_t k = 0; k < r->nboxes && !bad; k++) {
+            const uint64_t *bs = r->boxes + k * 2 * nd, *bc = bs + nd;
+            for (int p = 0; p < 8 && !bad; p++) {
+                uint64_t co[3];
+                for (uint32_t d = 0; d < nd; d++) co[d] = probe_coord(bs[d], bc[d], ch[d], p < 4 && d ? (int)rnd(5) : p);
+                if (p == 7)
+                    for (uint32_t d = 0; d < nd; d++) co[d] = rnd(3000 / ch[d] + 2);
+                for (uint64_t t = 0; t <= NT + 1 && !bad; t++, probes++)
+                    if (!same_list(x, r->objid, ch, co, t, recs, n)) {
+                        fprintf(stderr, "  var %u chunk (%llu,%llu,%llu) tick %llu differs\n", r->objid,
+                                (unsigned long long)co[0], (unsigned long long)(nd > 1 ? co[1] : 0),
+                                (unsigned long long)(nd > 2 ? co[2] : 0), (unsigned long long)t);
+                        bad = 1;
+                    }
+            }
+        }
+    }
+    CHECK(!bad);
+    CHECK(probes > 10000);
+    /* a box claiming millions of chunks costs a few entries, not millions */
+    CHECK(h5l_index_memory(x) < ((size_t)32 << 20));
+    free(recs);
+    h5l_index_free(x);
+}
+
+/* One record over 2^40 chunks, one over a 32-dimensional variable whose
+ * every dimension it spans (2^32 chunks): inserted at once, in little
+ * memory, and found at their first, last and inner chunks — with a narrow
+ * record of a later sequence merged after them. */
+static void test_huge_boxes_cost_little(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t one[H5L_MAX_DIMS];
+    for (int d = 0; d < H5L_MAX_DIMS; d++) one[d] = 1;
+    CHECK_EQ(h5l_index_add_var(x, 1, 1, one), H5L_OK);
+    CHECK_EQ(h5l_index_add_var(x, 2, H5L_MAX_DIMS, one), H5L_OK);
+    uint64_t b1[2] = {5, 1ull << 40};
+    h5l_rec_t *r1 = mk(x, 1, 1, 1, 1, 0, b1);
+    uint64_t b2[2 * H5L_MAX_DIMS];
+    for (int d = 0; d < H5L_MAX_DIMS; d++) {
+        b2[d] = 0;
+        b2[H5L_MAX_DIMS + d] = 2;
+    }
+    h5l_rec_t *r2 = mk(x, 2, H5L_MAX_DIMS, 1, 1, 1, b2);
+    uint64_t b3[2] = {(1ull << 39), 3}; /* narrow, later: listed after r1 */
+    h5l_rec_t *r3 = mk(x, 1, 1, 1, 2, 0, b3);
+    size_t m0 = h5l_index_memory(x); /* the records themselves */
+    CHECK_EQ(h5l_index_insert(x, r1), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, r2), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, r3), H5L_OK);
+    CHECK(h5l_index_memory(x) - m0 < 64 * 1024);
+    h5l_rec_t *const *list;
+    uint64_t c[H5L_MAX_DIMS] = {0};
+    const uint64_t at[] = {0, 4, 5, 6, 1ull << 39, (1ull << 39) + 2, (1ull << 39) + 3, (1ull << 40) + 4,
+                           (1ull << 40) + 5};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        c[0] = at[i];
+        int in1 = at[i] >= 5 && at[i] < (1ull << 40) + 5, in3 = at[i] >= (1ull << 39) && at[i] < (1ull << 39) + 3;
+        size_t got = lookup(x, 1, c, 2, &list);
+        CHECK_EQ(got, in1 + in3);
+        if (got == 2) CHECK(list[0] == r1 && list[1] == r3);
+        else if (got == 1) CHECK(list[0] == (in1 ? r1 : r3));
+        CHECK_EQ(lookup(x, 1, c, 1, &list), in1); /* r3 is of tick 2 */
+    }
+    for (int k = 0; k < 4; k++) {
+        for (int d = 0; d < H5L_MAX_DIMS; d++) c[d] = k == 0 ? 0 : k == 1 ? 1 : (uint64_t)(d & 1);
+        if (k == 3) c[7] = 2; /* one dimension past the box */
+        CHECK_EQ(lookup(x, 2, c, 1, &list), k < 3);
+        if (k < 3) CHECK(list[0] == r2);
+    }
+    h5l_index_free(x);
+}
+
+TEST_MAIN(T(test_wide_records_vs_scan), T(test_huge_boxes_cost_little), T(test_random_vs_scan), T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd),
           T(test_large_coordinates), T(test_errors), T(test_memory_grows), T(test_tick_prefix_many_ticks))

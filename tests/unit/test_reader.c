@@ -15,14 +15,23 @@
  * table checksum, records and ticks pointing past the file, no magic, a
  * foreign sidecar, a truncated embedded journal, records after CLOSE, ticks
  * out of order, and a data file truncated under an open reader (H5L_EIO, no
- * crash). Temporary files live in a mkdtemp directory that is removed. */
+ * crash). Sizes taken from the file, on crafted (sparse) files, each checked
+ * in a child whose address space is limited (bounded()): a record table that
+ * is a 1 GiB hole, a terabyte of claimed data, one record over 2^28 chunks,
+ * a contiguous variable whose slab is 4 GiB, a 4 GiB chunk, a record of 257
+ * boxes, more records than data bytes; and wide records with real data read
+ * back against the reference. Temporary files live in a mkdtemp directory
+ * that is removed. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -1444,7 +1453,400 @@ static void test_record_size_overflow(void)
     fx_free(&fx);
 }
 
-TEST_MAIN(T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
+/* ---- sizes taken from the file: bounded memory ---------------------- */
+
+/* Sanitizers reserve terabytes of address space for their shadow memory:
+ * there only the peak RSS can be bounded. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef UNDER_SANITIZER
+#define UNDER_SANITIZER 0
+#endif
+#define BOUND_MB 256 /* what a reader may use on the crafted files below */
+
+/* Run fn(arg) in a child whose address space is limited to BOUND_MB (a
+ * reader that allocates what a crafted file claims fails there) and whose
+ * peak RSS must stay under it; CHECKs in fn count through its exit status. */
+static void bounded(void (*fn)(void *), void *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!UNDER_SANITIZER) {
+            struct rlimit rl = {(rlim_t)BOUND_MB << 20, (rlim_t)BOUND_MB << 20};
+            if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        }
+        th_fail_cur = 0;
+        fn(arg);
+        fflush(stderr);
+        _exit(th_fail_cur ? 1 : 0);
+    }
+    int st = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    CHECK(pid > 0 && wait4(pid, &st, 0, &ru) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "  bounded child: %s %d\n", WIFEXITED(st) ? "exit" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        CHECK(0);
+    }
+    long mb = ru.ru_maxrss / 1024;
+    if (mb >= BOUND_MB) {
+        fprintf(stderr, "  bounded child: peak RSS %ld MiB\n", mb);
+        CHECK(0);
+    }
+}
+
+/* Write n bytes at off of path (created if needed, the rest untouched). */
+static void put_at(const char *path, uint64_t off, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0);
+    CHECK(pwrite(fd, p, n, (off_t)off) == (ssize_t)n);
+    close(fd);
+}
+
+/* A crafted live file: the user block, then the file extended (a hole) to
+ * size bytes; the sidecar holds the journal. Pieces go in with put_at. */
+static void craft_start(fx_t *fx, uint64_t size)
+{
+    unlink(fx->path);
+    uint8_t ub[H5L_USERBLOCK_SIZE] = {0};
+    h5l_ub_t u = {.version = 2};
+    memcpy(u.id, fx->id, 16);
+    h5l_ub_encode(&u, ub);
+    put_at(fx->path, 0, ub, sizeof ub);
+    CHECK(truncate(fx->path, (off_t)size) == 0);
+}
+
+/* A record block of (tick, rank): header and payload, checksummed. */
+static void craft_block(const fx_t *fx, uint64_t tick, uint32_t rank, const h5l_buf_t *pl, uint32_t nrec,
+                        uint64_t size, h5l_buf_t *out)
+{
+    uint8_t hdr[H5L_BLOCK_LEN];
+    h5l_block_t b = {0, (uint32_t)pl->len, nrec, size};
+    h5l_block_encode(&b, hdr);
+    h5l_buf_put(out, hdr, sizeof hdr);
+    h5l_buf_put(out, pl->p, pl->len);
+    h5l_put_le64(out->p + out->len - pl->len - H5L_BLOCK_LEN,
+                 h5l_block_sum(out->p + out->len - pl->len - H5L_BLOCK_LEN, fx->seed, tick, rank));
+    h5l_buf_pad8(out);
+}
+
+/* The TICK frame of ti with the pending ops, into the sidecar. */
+static void craft_frame(fx_t *fx, h5l_tick_info_t ti)
+{
+    h5l_buf_t pay = {0};
+    h5l_tick_encode(&pay, &ti, fx->nops);
+    h5l_buf_put(&pay, fx->ops.p, fx->ops.len);
+    h5l_frame_encode(&fx->jr, H5L_REC_TICK, pay.p, (uint32_t)pay.len, fx->seed);
+    h5l_buf_free(&pay);
+    h5l_buf_free(&fx->ops);
+    fx->nops = 0;
+    fx->ntick = ti.tick;
+    unlink(fx->jpath);
+    write_file(fx->jpath, fx->jr.p, fx->jr.len);
+}
+
+typedef struct {
+    const char *path;
+    uint64_t ntick, dtick;
+    const char *part;
+} damaged_args_t;
+
+static void damaged_child(void *arg)
+{
+    const damaged_args_t *a = arg;
+    expect_damaged(a->path, a->ntick, a->dtick, a->part);
+}
+
+/* A tick whose record table is a 1 GiB hole of a sparse file: refused
+ * without allocating or reading the gigabyte. */
+static void test_sparse_table_refused(void)
+{
+    fx_t fx;
+    srand(40);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "x", 4, 0);
+    h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .table_off = 8192, .table_size = 1ull << 30};
+    craft_start(&fx, ti.table_off + ti.table_size);
+    craft_frame(&fx, ti);
+    damaged_args_t a = {fx.path, 0, 1, "lies over a hole"};
+    bounded(damaged_child, &a);
+    fx_free(&fx);
+}
+
+/* A tick claiming a terabyte of data (a hole) whose rank block claims it
+ * all: 2^28 segment checksums would be 2 GiB, but the table holds none. */
+static void test_sparse_data_claim(void)
+{
+    fx_t fx;
+    srand(41);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "x", 4, 0);
+    h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .data_off = 8192, .data_size = 1ull << 40};
+    ti.table_off = ti.data_off + ti.data_size;
+    h5l_buf_t pl = {0}, tab = {0};
+    craft_block(&fx, 1, 0, &pl, 0, ti.data_size, &tab);
+    ti.table_size = tab.len;
+    craft_start(&fx, ti.table_off + ti.table_size);
+    put_at(fx.path, ti.table_off, tab.p, tab.len);
+    craft_frame(&fx, ti);
+    damaged_args_t a = {fx.path, 0, 1, "do not account for its data"};
+    bounded(damaged_child, &a);
+    h5l_buf_free(&tab);
+    fx_free(&fx);
+}
+
+/* One record of 2^28 one-byte elements over a variable chunked by 1 (legal;
+ * its data a hole of a sparse file): the index must not list it in 2^28
+ * buckets. It loads; reading it finds the hole by its checksums. */
+static void wide_child(void *arg)
+{
+    const fx_t *fx = arg;
+    h5l_reader_t *r = open_ok(fx);
+    if (!r) return;
+    CHECK_EQ(h5l_reader_damage(r, NULL, NULL), H5L_OK);
+    CHECK_EQ(h5l_reader_ntick(r), 1);
+    CHECK_EQ(h5l_reader_nrecords(r), 1);
+    uint64_t s[1] = {(1u << 27) + 5}, c[1] = {3};
+    uint8_t b[3];
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_read(r, 1, 1, s, c, b, &e), H5L_ECORRUPT);
+    CHECK(strstr(e.msg, "fails its checksum") != NULL && strstr(e.msg, fx->path) != NULL);
+    h5l_chunk_info_t ci;
+    uint64_t co[1] = {(1u << 28) - 1}, one[1] = {1};
+    CHECK_EQ(h5l_reader_chunk_info(r, 1, 1, co, co, one, &ci, &e), H5L_OK);
+    CHECK_EQ(ci.nrec, 1);
+    h5l_reader_close(r);
+}
+
+static void test_wide_record_over_sparse_data(void)
+{
+    fx_t fx;
+    srand(42);
+    fx_init(&fx);
+    const uint64_t n = 1u << 28;
+    fx_dim(&fx, 0, "x", n, 0);
+    int8_t fill = 0;
+    uint32_t di[1] = {0};
+    uint64_t ch[1] = {1};
+    fx_var(&fx, 1, "/v", (h5l_type_t){H5L_CLASS_INT, 1, 1, 0}, 1, 1, di, ch, &fill);
+    h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .data_off = 8192, .data_size = n, .nrecords = 1};
+    ti.table_off = ti.data_off + ti.data_size;
+    h5l_buf_t pl = {0}, tab = {0};
+    uint64_t st[1] = {0}, ct[1] = {n};
+    h5l_rec_encode(&pl, 1, 1, 1, st, ct);
+    uint64_t nseg = n >> SEGLOG;
+    for (uint64_t j = 0; j < nseg; j++) h5l_buf_u64(&pl, 0); /* real bytes: the table is no hole */
+    craft_block(&fx, 1, 0, &pl, 1, n, &tab);
+    ti.table_size = tab.len;
+    craft_start(&fx, ti.table_off + ti.table_size);
+    put_at(fx.path, ti.table_off, tab.p, tab.len);
+    craft_frame(&fx, ti);
+    bounded(wide_child, &fx);
+    h5l_buf_free(&pl);
+    h5l_buf_free(&tab);
+    fx_free(&fx);
+}
+
+/* Wide records with real data, read back: variables chunked by 1 element,
+ * records whose boxes cover thousands of chunks (so the index keeps them in
+ * coarse grids), overlapped by narrow ones of later ticks and ranks. */
+static void test_wide_records_read_back(void)
+{
+    fx_t fx;
+    srand(43);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "x", 20000, 0);
+    fx_dim(&fx, 1, "r", 120, 0);
+    fx_dim(&fx, 2, "c", 90, 0);
+    int16_t f1 = -3;
+    int32_t f2 = 77;
+    uint32_t d1[1] = {0}, d2[2] = {1, 2};
+    uint64_t c1[1] = {1}, c2[2] = {1, 1};
+    fx_var(&fx, 1, "/x", I16, 1, 1, d1, c1, &f1);
+    fx_var(&fx, 2, "/m", I32, 1, 2, d2, c2, &f2);
+    fx_rand_writes(&fx, 1, 6, 2, 3, 0);   /* up to the whole 20000 */
+    fx_rand_writes(&fx, 2, 6, 2, 3, 0);
+    fx_commit(&fx, 2, NULL);
+    fx_rand_writes(&fx, 1, 20, 3, 2, 4);  /* narrow */
+    fx_rand_writes(&fx, 2, 10, 3, 2, 3);
+    fx_rand_writes(&fx, 2, 3, 3, 1, 0);
+    fx_commit(&fx, 3, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = open_ok(&fx);
+    if (r) {
+        check_meta(r, &fx);
+        CHECK(check_reads(r, &fx, 4));
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
+/* Definitions a reader refuses because they would size its blocks: a
+ * contiguous variable of 32 dimensions of 2 whose slab is the whole 4 GiB
+ * variable, a chunk of 4 GiB; and a record of 257 boxes (every read visits
+ * every box of every record it meets). 256 boxes read back. */
+static void test_definitions_that_size_blocks(void)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        fx_t fx;
+        srand(44);
+        fx_init(&fx);
+        fx_dim(&fx, 0, "two", 2, 0);
+        fx_dim(&fx, 1, "u", 0, 1);
+        uint32_t di[32] = {0};
+        uint64_t ch[32];
+        for (int i = 0; i < 32; i++) ch[i] = 2;
+        h5l_op_t op = {.kind = H5L_OP_VAR, .id = 1, .name = "/v", .type = {H5L_CLASS_INT, 1, 1, 0},
+                       .ndims = 32, .dimids = di, .chunk = ch, .data = "\0", .data_len = 1};
+        if (kind == 1) { /* chunked [u, u]: 65536 x 65536 bytes */
+            di[0] = di[1] = 1;
+            ch[0] = ch[1] = 65536;
+            op.ndims = 2;
+            op.flags = 1;
+        }
+        h5l_op_encode(&fx.ops, &op);
+        fx.nops++;
+        fx_commit(&fx, 1, NULL);
+        fx_save_live(&fx, fx.jr.len);
+        expect_damaged(fx.path, 0, 1, kind == 0 ? "index slab" : "chunk of 4 GiB");
+        fx_free(&fx);
+    }
+    for (uint32_t nb = 256; nb <= 257; nb++) {
+        fx_t fx;
+        srand(45);
+        fx_init(&fx);
+        fx_dim(&fx, 0, "x", 600, 0);
+        int8_t fill = 9;
+        uint32_t di[1] = {0};
+        uint64_t ch[1] = {600};
+        const h5l_type_t I8 = {H5L_CLASS_INT, 1, 1, 0};
+        fx_var(&fx, 1, "/v", I8, 0, 1, di, ch, &fill);
+        h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .data_off = 8192, .data_size = nb, .nrecords = 1};
+        uint8_t data[257];
+        uint64_t st[257], ct[257];
+        for (uint32_t k = 0; k < nb; k++) {
+            st[k] = 2 * k;
+            ct[k] = 1;
+            data[k] = (uint8_t)(k * 7 + 1);
+        }
+        h5l_buf_t pl = {0}, tab = {0};
+        h5l_rec_encode(&pl, 1, nb, 1, st, ct);
+        uint64_t bseed = h5l_block_seed(fx.seed, 1, 0);
+        h5l_buf_u64(&pl, h5l_hash(data, nb, bseed ^ (1 * 0xD6E8FEB86659FD93ull)));
+        craft_block(&fx, 1, 0, &pl, 1, nb, &tab);
+        ti.table_off = 8192 + 1024;
+        ti.table_size = tab.len;
+        craft_start(&fx, ti.table_off + tab.len);
+        put_at(fx.path, ti.data_off, data, nb);
+        put_at(fx.path, ti.table_off, tab.p, tab.len);
+        craft_frame(&fx, ti);
+        if (nb == 257) {
+            expect_damaged(fx.path, 0, 1, "257 boxes (at most 256)");
+        } else {
+            h5l_reader_t *r = open_ok(&fx);
+            if (r) {
+                int8_t got[600];
+                uint64_t s[1] = {0}, c[1] = {600};
+                CHECK_EQ(h5l_reader_read(r, 1, 1, s, c, got, NULL), H5L_OK);
+                int bad = 0;
+                for (uint32_t i = 0; i < 600; i++)
+                    bad += got[i] != (i % 2 == 0 && i / 2 < nb ? (int8_t)data[i / 2] : 9);
+                CHECK_EQ(bad, 0);
+                h5l_reader_close(r);
+            }
+        }
+        h5l_buf_free(&pl);
+        h5l_buf_free(&tab);
+        fx_free(&fx);
+    }
+}
+
+/* More records announced than the tick has data bytes (each record has at
+ * least one element): refused before anything is sized by the count. */
+static void test_records_beyond_data(void)
+{
+    fx_t fx;
+    srand(46);
+    fx_init(&fx);
+    fx_dim(&fx, 0, "x", 4, 0);
+    h5l_buf_t pl = {0}, tab = {0};
+    craft_block(&fx, 1, 0, &pl, 0, 0, &tab);
+    h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .table_off = 8192, .table_size = tab.len,
+                          .nrecords = 5};
+    craft_start(&fx, ti.table_off + tab.len);
+    put_at(fx.path, ti.table_off, tab.p, tab.len);
+    craft_frame(&fx, ti);
+    expect_damaged(fx.path, 0, 1, "records cannot fit");
+    h5l_buf_free(&tab);
+    fx_free(&fx);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A journal followed by a 16 GiB hole (a sidecar extended by a crash, or a
+ * user block claiming it): the zeros after the last frame are found by
+ * skipping the hole, not by reading 16 GiB (tens of seconds). */
+static void test_journal_hole_tail(void)
+{
+    fx_t fx;
+    srand(47);
+    fx_init(&fx);
+    small_tick(&fx, 1, 1, NULL);
+    fx_save_live(&fx, fx.jr.len);
+    const uint64_t hole = 16ull << 30;
+    CHECK(truncate(fx.jpath, (off_t)(fx.jr.len + hole)) == 0);
+    double t0 = now_s();
+    h5l_reader_t *r = open_ok(&fx);
+    if (r) {
+        CHECK_EQ(h5l_reader_ntick(r), 1);
+        CHECK_EQ(h5l_reader_damage(r, NULL, NULL), H5L_OK); /* a zero-filled tail: not damage */
+        int nnew = -1;
+        CHECK_EQ(h5l_reader_refresh(r, &nnew, NULL), H5L_OK);
+        CHECK_EQ(nnew, 0);
+        h5l_reader_close(r);
+    }
+    double live = now_s() - t0;
+    /* closed: the user block claims the journal and the hole after it */
+    fx_close_frame(&fx);
+    fx_save_closed(&fx, fx.jr.len);
+    struct stat st;
+    CHECK(stat(fx.path, &st) == 0);
+    uint64_t joff = (uint64_t)st.st_size - fx.jr.len;
+    CHECK(truncate(fx.path, (off_t)(st.st_size + (off_t)hole)) == 0);
+    int fd = open(fx.path, O_WRONLY);
+    uint8_t ub[H5L_UB_LEN];
+    h5l_ub_t u = {.version = 2, .jr_off = joff, .jr_len = fx.jr.len + hole, .flags = H5L_UB_CLOSED};
+    memcpy(u.id, fx.id, 16);
+    h5l_ub_encode(&u, ub);
+    CHECK(pwrite(fd, ub, sizeof ub, 0) == (ssize_t)sizeof ub);
+    close(fd);
+    t0 = now_s();
+    expect_damaged(fx.path, 1, 2, "zero-filled tail");
+    double closed = now_s() - t0;
+    if (live > 5 || closed > 5) {
+        fprintf(stderr, "  a 16 GiB hole took %.1f s (live), %.1f s (closed)\n", live, closed);
+        CHECK(0);
+    }
+    fx_free(&fx);
+}
+
+TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim), T(test_wide_record_over_sparse_data),
+          T(test_wide_records_read_back), T(test_definitions_that_size_blocks), T(test_records_beyond_data),
+          T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
           T(test_live_refresh_and_torn_tail), T(test_flipped_middle_frame), T(test_bad_table_checksum),
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file), T(test_sidecar_problems),
           T(test_closed_journal_problems), T(test_truncated_after_load), T(test_failed_tick_leaves_no_trace),

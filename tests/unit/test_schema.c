@@ -8,11 +8,15 @@
  * a fixed dimension, shrinking DIMLEN, ids out of sequence, bad paths/types);
  * dimension length history by tick; which attribute value is current at each
  * tick when replaced across and within ticks (checked against a brute-force
- * scan); and the index slab shape of contiguous variables (<= 1 MiB, at least
- * half of it when the variable is larger, one contiguous byte range). */
+ * scan); the index slab shape of contiguous variables (<= 1 MiB, at least
+ * half of it when the variable is larger, one contiguous byte range); and
+ * the bounds on a VAR's index chunk (a contiguous VAR must carry exactly that
+ * slab, a chunked one a chunk under 4 GiB): the chunk sizes the blocks
+ * readers assemble, so a file may not choose it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "format.h"
 #include "schema.h"
@@ -168,10 +172,14 @@ static void test_errors(void)
     /* unlimited dimension without the chunk flag, then with it */
     APPLY(&s, 1, var(4, "/v2", I32, 0, 2, dt, c2, NULL), H5L_EINVAL);
     APPLY(&s, 1, var(4, "/v2", I32, 1, 2, dt, c2, NULL), H5L_OK);
-    /* zero chunk; chunked chunk beyond u32; a huge contiguous slab is fine */
+    /* zero chunk; chunked chunk beyond u32; a contiguous slab other than
+     * the shape's (format.md 3.3: here the whole 10 elements) */
     APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cz, NULL), H5L_EINVAL);
     APPLY(&s, 1, var(5, "/v3", I32, 1, 1, dx, cbig, NULL), H5L_EINVAL);
-    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cbig, NULL), H5L_OK);
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, cbig, NULL), H5L_EINVAL);
+    uint64_t c9[1] = {9};
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, c9, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(5, "/v3", I32, 0, 1, dx, c1, NULL), H5L_OK);
     /* a chunk never larger than a fixed dimension; unlimited ones may grow into it */
     uint64_t c11[1] = {11}, c1000[2] = {1000, 10};
     APPLY(&s, 1, var(6, "/v5", I32, 1, 1, dx, c11, NULL), H5L_EINVAL);
@@ -302,6 +310,133 @@ static void test_attr_current(void)
     h5l_schema_free(&s);
 }
 
+/* A random history of groups, dimensions and attributes (few names, many
+ * versions) with ticks rolled back now and then, against a model: every
+ * path and dimension name found (and absent ones not), every attribute's
+ * currency at every tick as a scan of the model says. */
+static void test_names_history_rollback(void)
+{
+    srand(77);
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    enum { MAXD = 400 };
+    struct {
+        uint64_t tick;
+        uint32_t obj;
+        char name[8], val[8];
+    } defs[MAXD];
+    size_t nd = 0, ngroups = 0, ndims = 0;
+    uint64_t gtick[64] = {0}, dtick[64] = {0};
+    int bad = 0;
+    uint64_t t = 0;
+    for (int step = 0; step < 60 && !bad; step++) {
+        t++;
+        int nops = rand() % 8;
+        for (int i = 0; i < nops && nd < MAXD; i++) {
+            int k = rand() % 4;
+            char nm[16];
+            if (k == 0 && ngroups < 60) {
+                snprintf(nm, sizeof nm, "/g%zu", ngroups);
+                APPLY(&s, t, group((uint32_t)(1 + ngroups), nm), H5L_OK);
+                gtick[ngroups++] = t;
+            } else if (k == 1 && ndims < 60) {
+                snprintf(nm, sizeof nm, "d%zu", ndims);
+                APPLY(&s, t, dim((uint32_t)ndims, nm, 5, 0), H5L_OK);
+                APPLY(&s, t, dim((uint32_t)ndims + 1, nm, 5, 0), H5L_EEXIST);
+                dtick[ndims++] = t;
+            } else {
+                uint32_t obj = (uint32_t)(rand() % (ngroups + 1));
+                snprintf(defs[nd].name, sizeof defs[nd].name, "a%d", rand() % 3);
+                snprintf(defs[nd].val, sizeof defs[nd].val, "v%zu", nd);
+                defs[nd].tick = t;
+                defs[nd].obj = obj;
+                APPLY(&s, t, attr(obj, defs[nd].name, STR, strlen(defs[nd].val), defs[nd].val), H5L_OK);
+                nd++;
+            }
+        }
+        if (step % 7 == 6 && t > 4) { /* tick t - k fails to load: it and everything after go */
+            uint64_t from = t - (uint64_t)(rand() % 4);
+            h5l_schema_rollback(&s, from);
+            while (nd && defs[nd - 1].tick >= from) nd--;
+            while (ngroups && gtick[ngroups - 1] >= from) ngroups--;
+            while (ndims && dtick[ndims - 1] >= from) ndims--;
+            t = from - 1;
+        }
+        /* the model against the schema */
+        CHECK_EQ(s.nobjs, ngroups + 1);
+        CHECK_EQ(s.ndims, ndims);
+        char nm[16];
+        for (size_t g = 0; g <= ngroups + 1; g++) {
+            snprintf(nm, sizeof nm, "/g%zu", g);
+            if (h5l_schema_find(&s, nm) != (g < ngroups ? (long)g + 1 : -1)) bad++;
+        }
+        for (size_t d = 0; d <= ndims + 1; d++) {
+            snprintf(nm, sizeof nm, "d%zu", d);
+            if (h5l_schema_find_dim(&s, nm) != (d < ndims ? (long)d : -1)) bad++;
+        }
+        for (uint64_t T = 0; T <= t + 1; T++)
+            for (size_t k = 0; k < s.nattrs; k++) {
+                const h5l_attr_t *a = &s.attrs[k];
+                const char *want = NULL; /* the model's value of (obj, name) at T */
+                for (size_t j = 0; j < nd; j++)
+                    if (defs[j].obj == a->objid && strcmp(defs[j].name, a->name) == 0 && defs[j].tick <= T)
+                        want = defs[j].val;
+                int cur = want && strcmp(want, a->value) == 0 && a->tick <= T;
+                if (h5l_schema_attr_current(&s, k, T) != cur) bad++;
+            }
+    }
+    if (bad) fprintf(stderr, "  %d answers differ from the model\n", bad);
+    CHECK_EQ(bad, 0);
+    h5l_schema_free(&s);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* 10^5 dimensions, 10^5 attributes of one object in one tick and 10^5
+ * versions of one attribute (a frame of a few MB holds that many ops): no
+ * op may scan what came before it (that took minutes), nor may asking
+ * which of 2 x 10^5 attribute values are current. */
+static void test_many_names(void)
+{
+    enum { N = 100000 };
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    double t0 = now_s();
+    char nm[32];
+    int bad = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        snprintf(nm, sizeof nm, "dim%u", i);
+        h5l_op_t op = dim(i, nm, i, 0);
+        bad += h5l_schema_apply(&s, 1, &op, NULL) != H5L_OK;
+        snprintf(nm, sizeof nm, "att%u", i);
+        op = attr(0, nm, I32, 1, &i);
+        bad += h5l_schema_apply(&s, 1, &op, NULL) != H5L_OK;
+        op = attr(0, "version", I32, 1, &i);
+        bad += h5l_schema_apply(&s, 2 + i, &op, NULL) != H5L_OK;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(s.ndims, N);
+    CHECK_EQ(s.nattrs, 2 * N);
+    size_t ncur = 0;
+    for (size_t k = 0; k < s.nattrs; k++) ncur += h5l_schema_attr_current(&s, k, N / 2);
+    CHECK_EQ(ncur, N + 1); /* every att%u, and one version */
+    for (uint32_t i = 0; i < N; i += 997) {
+        snprintf(nm, sizeof nm, "dim%u", i);
+        CHECK_EQ(h5l_schema_find_dim(&s, nm), i);
+    }
+    double dt = now_s() - t0;
+    if (dt > 5) {
+        fprintf(stderr, "  3 x 10^5 ops and the currency of 2 x 10^5 attributes took %.1f s\n", dt);
+        CHECK(0);
+    }
+    h5l_schema_free(&s);
+}
+
 /* Slab shape of a contiguous variable: 1 on leading dims, full on trailing
  * dims, a count on one dim between; product * size <= 1 MiB, and >= 512 KiB
  * when the variable is bigger than that. Because of the 1/partial/full
@@ -382,6 +517,47 @@ static void test_slab_shape_overflow(void)
     CHECK(slab_ok(I32, 2, d6, s6));
 }
 
+/* The index chunk of a VAR sizes the blocks readers assemble: a file may
+ * not choose a contiguous variable's slab (32 dimensions of 2 with a slab
+ * of the whole 4 GiB variable), nor a chunk of 4 GiB or more. */
+static void test_chunk_bounds(void)
+{
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    const h5l_type_t I8 = {H5L_CLASS_INT, 1, 1, 0};
+    APPLY(&s, 1, dim(0, "two", 2, 0), H5L_OK);
+    APPLY(&s, 1, dim(1, "u", 0, 1), H5L_OK);
+    APPLY(&s, 1, dim(2, "zero", 0, 0), H5L_OK);
+    APPLY(&s, 1, dim(3, "big", 1ull << 40, 0), H5L_OK);
+    uint32_t d32[32] = {0};
+    uint64_t all2[32], dims[32], slab[32];
+    for (int i = 0; i < 32; i++) all2[i] = dims[i] = 2;
+    APPLY(&s, 1, var(1, "/v", I8, 0, 32, d32, all2, NULL), H5L_EINVAL);
+    h5l_schema_slab_shape(I8, 32, dims, slab); /* 20 trailing dimensions whole: 1 MiB */
+    for (int i = 0; i < 32; i++) CHECK_EQ(slab[i], i < 12 ? 1 : 2);
+    APPLY(&s, 1, var(1, "/v", I8, 0, 32, d32, slab, NULL), H5L_OK);
+    /* a dimension of length 0 counts as 1 */
+    uint32_t dz[2] = {2, 0};
+    uint64_t cz[2] = {1, 2}, cz0[2] = {0, 2};
+    APPLY(&s, 1, var(2, "/z", I8, 0, 2, dz, cz0, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(2, "/z", I8, 0, 2, dz, cz, NULL), H5L_OK);
+    /* 2^40 one-byte elements: 1 MiB slabs, nothing else */
+    uint32_t db[1] = {3};
+    uint64_t whole[1] = {1ull << 40}, mib[1] = {1u << 20};
+    APPLY(&s, 1, var(3, "/b", I8, 0, 1, db, whole, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(3, "/b", I8, 0, 1, db, mib, NULL), H5L_OK);
+    /* chunked: 4 GiB - 64 KiB is a chunk; 4 GiB, or an overflowing product, is not */
+    uint32_t du[3] = {1, 1, 1};
+    uint64_t c4g[3] = {65536, 65536, 1}, under[3] = {65536, 65535, 1}, wrap[3] = {1ull << 32, 1ull << 32, 1ull << 32};
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, c4g, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, wrap, NULL), H5L_EINVAL);
+    uint64_t f2[3] = {32768, 65536, 1}; /* 2 GiB of 2-byte elements: 4 GiB */
+    const h5l_type_t I16 = {H5L_CLASS_INT, 2, 1, 0};
+    APPLY(&s, 1, var(4, "/c", I16, 1, 3, du, f2, NULL), H5L_EINVAL);
+    APPLY(&s, 1, var(4, "/c", I8, 1, 3, du, under, NULL), H5L_OK);
+    h5l_schema_free(&s);
+}
+
 /* Fill modes from the VAR flags; NOFILL reads as zero whatever the bytes
  * say; both fill bits, or unknown bits, are invalid. */
 static void test_fill_modes(void)
@@ -389,7 +565,7 @@ static void test_fill_modes(void)
     h5l_schema_t s;
     h5l_schema_init(&s);
     uint32_t dd[1] = {0};
-    uint64_t ch[1] = {4};
+    uint64_t ch[1] = {8}; /* the slab of the contiguous ones, a whole chunk of the chunked one */
     int32_t f7 = 7;
     APPLY(&s, 1, dim(0, "x", 8, 0), H5L_OK);
     APPLY(&s, 1, var(1, "/d", I32, 0, 1, dd, ch, &f7), H5L_OK);
@@ -461,5 +637,5 @@ static void test_reserved_attr_names(void)
     h5l_schema_free(&s);
 }
 
-TEST_MAIN(T(test_every_kind), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current), T(test_names_history_rollback), T(test_many_names),
           T(test_slab_shape), T(test_slab_shape_overflow))
