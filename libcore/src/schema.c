@@ -376,8 +376,8 @@ static int chunk_ok(const h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
                                op->name);
         return H5L_OK;
     }
-    uint64_t dims[H5L_MAX_DIMS], slab[H5L_MAX_DIMS];
-    for (uint32_t i = 0; i < op->ndims; i++) dims[i] = h5l_schema_dimlen_now(s, op->dimids[i]);
+    uint64_t dims[H5L_MAX_DIMS] = {0}, slab[H5L_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < op->ndims && i < H5L_MAX_DIMS; i++) dims[i] = h5l_schema_dimlen_now(s, op->dimids[i]);
     h5l_schema_slab_shape(op->type, op->ndims, dims, slab);
     for (uint32_t i = 0; i < op->ndims; i++)
         if (op->chunk[i] != slab[i])
