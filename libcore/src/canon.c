@@ -118,8 +118,17 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         goto out;
     }
     if (alloc == H5L_ALLOC_EARLY) {
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        /* chunked: no chunk allocated here; the caller allocates exactly the
+         * chunks that hold data (an axis may be sparse: one row at t = 2^40
+         * must not allocate 2^29 chunks), the others read as the fill value.
+         * So the fill time stays "if set" (netCDF's): with "never" libhdf5
+         * leaves the reader's buffer untouched for a missing chunk. */
+        if (o->chunked) {
+            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
+        } else {
+            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+            H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        }
     } else if (alloc == H5L_ALLOC_NONE) {
         H5Pset_alloc_time(dcpl, o->chunked ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
     }

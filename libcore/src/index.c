@@ -37,6 +37,8 @@ typedef struct arena_blk {
 
 struct h5l_index {
     varidx_t **vars; /* by objid; NULL if not a variable */
+    uint64_t *births; /* distinct ticks at which a chunk got its first record, ascending */
+    size_t nbirths, capbirths;
     size_t nvars;
     arena_blk_t *arena;
     uint64_t nrec;
@@ -61,6 +63,7 @@ void h5l_index_free(h5l_index_t *x)
         free(v);
     }
     free(x->vars);
+    free(x->births);
     while (x->arena) {
         arena_blk_t *n = x->arena->next;
         free(x->arena);
@@ -171,6 +174,20 @@ static int bucket_add(h5l_index_t *x, varidx_t *v, const uint64_t *coord, h5l_re
         b = calloc(1, sizeof *b + v->ndims * sizeof *coord);
         if (!b) return H5L_ENOMEM;
         memcpy(b->coord, coord, v->ndims * sizeof *coord);
+        if (!x->nbirths || x->births[x->nbirths - 1] != rec->tick) { /* inserts come in tick order */
+            if (x->nbirths == x->capbirths) {
+                size_t cap = x->capbirths ? x->capbirths * 2 : 64;
+                uint64_t *t = realloc(x->births, cap * sizeof *t);
+                if (!t) {
+                    free(b);
+                    return H5L_ENOMEM;
+                }
+                x->mem += (cap - x->capbirths) * sizeof *t;
+                x->births = t;
+                x->capbirths = cap;
+            }
+            x->births[x->nbirths++] = rec->tick;
+        }
         v->slots[i] = b;
         v->nused++;
         x->mem += sizeof *b + v->ndims * sizeof *coord;
@@ -236,6 +253,32 @@ size_t h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
     }
     *list = b->recs;
     return lo;
+}
+
+int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick,
+                     h5l_index_chunk_fn fn, void *ctx)
+{
+    if (objid >= x->nvars || !x->vars[objid]) return 0;
+    const varidx_t *v = x->vars[objid];
+    for (size_t i = 0; i < v->nslots; i++) {
+        const bucket_t *b = v->slots[i];
+        /* recs are in tick order: the first is the oldest */
+        if (!b || !b->n || b->recs[0]->tick > tick) continue;
+        int rc = fn(ctx, b->coord);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick)
+{
+    size_t lo = 0, hi = x->nbirths;
+    while (lo < hi) { /* first birth after tick */
+        size_t mid = (lo + hi) / 2;
+        if (x->births[mid] <= tick) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? x->births[lo - 1] : 0;
 }
 
 uint64_t h5l_index_nrecords(const h5l_index_t *x) { return x->nrec; }

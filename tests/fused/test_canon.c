@@ -259,6 +259,115 @@ static void test_many_vars(void)
     unlink(log);
 }
 
+/* Three rows of a [time, 64] int32 variable, chunk (16, 64), fill -1: in
+ * chunk rows 0, 2^29 and 2^30 - 1 of 2^30. */
+static const uint64_t sparse_rows[3] = {3, 1ull << 33, (1ull << 34) - 1};
+
+static int32_t sparse_value(uint64_t row, int j) { return (int32_t)(row % 1000 * 100 + (uint64_t)j); }
+
+static int write_sparse(const char *path)
+{
+    h5l_file_t *f;
+    if (h5l_create(path, MPI_COMM_WORLD, NULL, &f)) return -1;
+    int dims[2], id, fill = -1;
+    W(h5l_def_dim(f, "time", H5L_UNLIMITED, &dims[0]));
+    W(h5l_def_dim(f, "x", 64, &dims[1]));
+    uint64_t chunk[2] = {16, 64};
+    W(h5l_def_var(f, "/s", H5T_NATIVE_INT32, 2, dims, chunk, &id));
+    W(h5l_def_var_fill(f, id, &fill));
+    for (int r = 0; r < 3; r++) {
+        int32_t row[64];
+        for (int j = 0; j < 64; j++) row[j] = sparse_value(sparse_rows[r], j);
+        uint64_t st[2] = {sparse_rows[r], 0}, ct[2] = {1, 64};
+        W(h5l_put(f, id, st, ct, row));
+    }
+    W(h5l_flush(f));
+    return h5l_close(f);
+}
+
+/* Rows [row, row + n) of /s in the HDF5 file img. */
+static int read_rows(hid_t file, uint64_t row, int n, int32_t *out)
+{
+    hid_t d = H5Dopen2(file, "/s", H5P_DEFAULT);
+    hid_t fs = d < 0 ? -1 : H5Dget_space(d);
+    hsize_t st[2] = {row, 0}, ct[2] = {(hsize_t)n, 64};
+    hid_t ms = H5Screate_simple(2, ct, NULL);
+    int bad = fs < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, st, NULL, ct, NULL) < 0 ||
+              H5Dread(d, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, out) < 0;
+    H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    return bad ? -1 : 0;
+}
+
+static void test_sparse(void)
+{
+    char log[300], ipath[320];
+    snprintf(log, sizeof log, "%s/sparse.h5", g_dir);
+    snprintf(ipath, sizeof ipath, "%s/sparse.img", g_dir);
+    CHECK_EQ(write_sparse(log), 0);
+    CHECK_EQ(hfs_lfile_init((size_t)16 << 20), 0);
+    struct stat st;
+    CHECK_EQ(stat(log, &st), 0);
+    hfs_lfile_t *lf = NULL;
+    hfs_snap_t *s = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(hfs_lfile_get(log, st.st_dev, st.st_ino, &lf, &e), 0);
+    if (lf) CHECK_EQ(hfs_lfile_snapshot(lf, &s, &e), 0);
+    if (!s) {
+        fprintf(stderr, "  %s\n", e.msg);
+        hfs_lfile_unref(lf);
+        hfs_lfile_shutdown();
+        return;
+    }
+    const hfs_skel_t *k = s->skel;
+    fprintf(stderr, "  sparse: skeleton built in %.3f s, %llu bytes, %zu regions\n", (double)k->build_ns / 1e9,
+            (unsigned long long)k->eof, k->nregions);
+    /* exactly the 3 chunks with data, at their block indices */
+    CHECK_EQ(k->nregions, 3);
+    uint64_t want_blk[3] = {0, 1ull << 29, (1ull << 30) - 1};
+    for (size_t i = 0; i < k->nregions && i < 3; i++) {
+        const hfs_svar_t *v = &k->vars[k->regions[i].var];
+        CHECK_EQ(v->nblocks, 1ull << 30);
+        CHECK_EQ(k->regions[i].len, 16 * 64 * 4);
+        int found = 0;
+        for (int j = 0; j < 3; j++) found |= k->regions[i].blk == want_blk[j];
+        CHECK(found);
+    }
+    CHECK(k->eof < (1u << 20));
+    size_t eof = (size_t)k->eof;
+    uint8_t *img = malloc(eof);
+    CHECK_EQ(hfs_snap_read(s, 0, eof, img, &e), (long)eof);
+    FILE *fp = fopen(ipath, "wb");
+    CHECK(fp && fwrite(img, 1, eof, fp) == eof);
+    if (fp) fclose(fp);
+    free(img);
+    hid_t file = H5Fopen(ipath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(file >= 0);
+    if (file >= 0) {
+        /* around each row with data (rows of the same chunk: fill), and
+         * rows of chunks not in the file (fill) */
+        uint64_t from[5] = {0, (1ull << 33) - 2, (1ull << 34) - 4, 1000, 1ull << 40 >> 8};
+        int32_t got[8 * 64];
+        long bad = 0;
+        for (int f = 0; f < 5; f++) {
+            int n = (1ull << 34) - from[f] < 8 ? 4 : 8;
+            memset(got, 0x55, sizeof got); /* a read that fills nothing fails */
+            CHECK_EQ(read_rows(file, from[f], n, got), 0);
+            for (int r = 0; r < n; r++) {
+                uint64_t row = from[f] + (uint64_t)r;
+                int data = row == sparse_rows[0] || row == sparse_rows[1] || row == sparse_rows[2];
+                for (int j = 0; j < 64; j++) bad += got[r * 64 + j] != (data ? sparse_value(row, j) : -1);
+            }
+        }
+        CHECK_EQ(bad, 0);
+        H5Fclose(file);
+    }
+    hfs_snap_unref(s);
+    hfs_lfile_unref(lf);
+    hfs_lfile_shutdown();
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -268,7 +377,8 @@ int main(int argc, char **argv)
         return 1;
     }
     static const th_test_t tests[] = {{"test_scales_like_h5ds", test_scales_like_h5ds},
-                                      {"test_many_vars", test_many_vars}};
+                                      {"test_many_vars", test_many_vars},
+                                      {"test_sparse", test_sparse}};
     int failed = th_run(tests, sizeof tests / sizeof *tests);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
