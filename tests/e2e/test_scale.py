@@ -100,4 +100,5 @@ def test_sparse_axis(tmp_path, h5logfs):
         assert v[12345:12350].mask.all()            # _FillValue -1 is masked
     m.assert_alive()
     hwm = vm_kb(m.proc.pid, "VmHWM")
+    print("daemon peak RSS %d kB" % hwm)
     assert hwm < 64 * 1024, "daemon peak RSS %d kB" % hwm
