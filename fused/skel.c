@@ -1,19 +1,22 @@
 /* skel.c — canonical skeletons (see skel.h).
  *
- * The file is built by libcore's canon module on the capture driver with
- * fill time never, so libhdf5 writes no raw byte we keep. Contiguous data
- * is allocated early: the one raw allocation record inside the capture
- * window around its H5Dcreate (canon calls us just before and just after
- * it) is its region, checked against H5Dget_offset. Chunked data is
- * allocated incrementally: H5Dcreate allocates no chunk, then we write,
- * with H5Dwrite_chunk, exactly the chunks the reader's index says hold data
- * (a buffer of zeros the driver drops), one capture window each, so each
- * window's one record is that chunk's address. A sparse axis (one row at
- * t = 2^40) thus costs its chunks with data, not the 2^29 of its shape;
- * chunks not written are not in the file and every HDF5 reader reads them
- * as the fill value. The mapping is checked on every build on the first
- * and last chunk written of each variable with H5Dget_chunk_info_by_coord
- * (two calls, not one per chunk, which would be quadratic in 1.10.8). */
+ * The file is built by libcore's canon module on the capture driver; libhdf5
+ * writes no raw byte we keep. Most data is allocated early (fill time
+ * never): the raw allocation records inside the capture window around a
+ * dataset's H5Dcreate (canon calls us just before and just after it) are its
+ * regions: one for a contiguous dataset (checked against H5Dget_offset), one
+ * per chunk in row-major order for a chunked one. A chunked dataset whose
+ * shape has more than 2^16 chunks (canon.c, SPARSE_CHUNKS) is *sparse*:
+ * allocated incrementally, H5Dcreate allocates no chunk; once the metadata
+ * is built we write, with H5Dwrite_chunk, exactly the chunks the reader's
+ * index says hold data (a buffer of zeros the driver drops), one capture
+ * window each, so each window's one record is that chunk's address. A
+ * sparse axis (one row at t = 2^40) thus costs its chunks with data, not the
+ * 2^36 of its shape; chunks not written are not in the file and every HDF5
+ * reader reads them as the fill value. The mapping is checked on every
+ * build on the first and last chunk of each chunked variable with
+ * H5Dget_chunk_info_by_coord (two calls, not one per chunk, which would be
+ * quadratic in 1.10.8). */
 #include "skel.h"
 
 #include <pthread.h>
@@ -176,10 +179,43 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
         }
         return H5L_OK;
     }
-    /* chunked, incremental allocation: H5Dcreate allocated nothing; write
-     * each chunk that holds data (sorted, so the file does not depend on
-     * the index's hash order), one capture window each */
-    if (nraw != 0) return H5L_ECORRUPT;
+    if (nraw == 0) { /* sparse: incremental allocation, chunks written by write_chunks */
+        v->sparse = 1;
+        return H5L_OK;
+    }
+    /* early allocation: every chunk, in row-major chunk order */
+    if (nraw != v->nblocks) return H5L_ECORRUPT;
+    for (uint64_t blk = 0; blk < v->nblocks; blk++) {
+        if (hfs_memvfd_raw_get(b->cap, first + blk, &a) || a.size != block_bytes) return H5L_ECORRUPT;
+        int rc = add_region(b, a.addr, a.size, vi, blk);
+        if (rc) return rc;
+    }
+    /* guard the row-major assumption at both ends of the chunk order */
+    uint64_t ends[2] = {0, v->nblocks - 1};
+    for (int e = 0; e < 2; e++) {
+        uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
+        hsize_t coord[H5L_MAX_DIMS], size = 0;
+        haddr_t addr = HADDR_UNDEF;
+        unsigned mask = 0;
+        hfs_skel_block_box(v, ends[e], st, ct);
+        for (uint32_t d = 0; d < v->ndims; d++) coord[d] = st[d];
+        if (H5Dget_chunk_info_by_coord(dset, coord, &mask, &addr, &size) < 0) return H5L_EHDF5;
+        hfs_memvfd_raw_get(b->cap, first + ends[e], &a);
+        if (addr != a.addr) return H5L_ECORRUPT;
+    }
+    return H5L_OK;
+}
+
+/* Allocate the chunks of chunked variable vi that hold data: write each
+ * (sorted, so the file does not depend on the index's hash order) in its
+ * own capture window, after the whole metadata is built. */
+static int write_chunks(build_t *b, uint32_t vi, hid_t dset)
+{
+    hfs_svar_t *v = &b->k->vars[vi];
+    uint32_t objid = v->objid;
+    uint64_t block_bytes = v->esize;
+    for (uint32_t d = 0; d < v->ndims; d++) block_bytes *= v->block[d];
+    hfs_memvfd_alloc_t a;
     b->ncoords = 0;
     b->ndims = v->ndims;
     int rc = h5l_reader_chunks(b->r, b->tick, objid, add_coord, b);
@@ -254,6 +290,14 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
         hfs_memvfd_use_windows(cap);
         build_t b = {k, r, s, tick, cap, 0, 0, err, NULL, 0, 0, 0, NULL, 0};
         rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
+        for (size_t i = 0; !rc && i < k->nvars; i++) {
+            if (!k->vars[i].sparse) continue;
+            const char *path = s->objs[k->vars[i].objid].path;
+            hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+            rc = ds < 0 ? H5L_EHDF5 : write_chunks(&b, (uint32_t)i, ds);
+            if (ds >= 0) H5Dclose(ds);
+            if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
+        }
         free(b.coords);
         free(b.zero);
         if (rc) h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),

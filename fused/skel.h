@@ -28,6 +28,7 @@ typedef struct hfs_svar {
     uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
     uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
     uint64_t nblocks;
+    int sparse;                   /* chunked, only the chunks holding data allocated */
     struct hfs_cds *cds;          /* its chunk-cache index (set by lfile.c) */
 } hfs_svar_t;
 

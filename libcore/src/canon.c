@@ -90,6 +90,24 @@ int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
     return rc;
 }
 
+/* Chunks of the shape past which a skeleton allocates only the chunks that
+ * hold data. Below it every chunk is allocated early, the path libhdf5
+ * 1.10.8 is known to handle: with incremental allocation and chunks
+ * written one by one into several datasets, H5Fclose failed on some files
+ * ("can't remove tag info from list" in its metadata cache, then a corrupt
+ * heap), not yet understood. */
+#define SPARSE_CHUNKS ((uint64_t)1 << 16)
+
+static int sparse_shape(uint32_t ndims, const hsize_t *dims, const hsize_t *chunk)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < ndims; d++) {
+        uint64_t c = (dims[d] + chunk[d] - 1) / chunk[d];
+        if (c > SPARSE_CHUNKS || (n *= c) > SPARSE_CHUNKS) return 1;
+    }
+    return 0;
+}
+
 int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
                       uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err)
 {
@@ -118,12 +136,13 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         goto out;
     }
     if (alloc == H5L_ALLOC_EARLY) {
-        /* chunked: no chunk allocated here; the caller allocates exactly the
-         * chunks that hold data (an axis may be sparse: one row at t = 2^40
-         * must not allocate 2^29 chunks), the others read as the fill value.
-         * So the fill time stays "if set" (netCDF's): with "never" libhdf5
-         * leaves the reader's buffer untouched for a missing chunk. */
-        if (o->chunked) {
+        /* chunked with more than SPARSE_CHUNKS chunks: none allocated here;
+         * the caller allocates exactly the chunks that hold data (an axis
+         * may be sparse: one row at t = 2^40 must not allocate 2^36 chunks),
+         * the others read as the fill value. So the fill time stays "if
+         * set" (netCDF's): with "never" libhdf5 leaves the reader's buffer
+         * untouched for a missing chunk. */
+        if (o->chunked && sparse_shape(o->ndims, dims, chunk)) {
             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
         } else {
             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
