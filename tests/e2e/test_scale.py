@@ -7,7 +7,7 @@
   variable (quadratic) and such files took many seconds per skeleton.
 - One row at t = 2^40 of a [time, 64] variable: the skeleton allocates the
   chunks that hold data only (it used to allocate ~2^36 chunks: minutes and
-  gigabytes, then failure); the mount serves the right values, the fill
+  gigabytes, then failure). Above 2^16 chunks of shape only (canon.c). the mount serves the right values, the fill
   value elsewhere, and the daemon stays small.
 """
 import os

@@ -2,7 +2,8 @@
  *
  * Why: canon.c writes the dimension-scale attributes (DIMENSION_LIST,
  * REFERENCE_LIST) itself instead of calling H5DSattach_scale per variable
- * (quadratic), and the skeleton allocates only the chunks that hold data.
+ * (quadratic), and the skeleton allocates only the chunks that hold data
+ * (of chunked variables whose shape has more than 2^16 chunks).
  * Both are easy to get subtly wrong in ways that still give a valid file:
  *   1. test_scales_like_h5ds: a schema with a coordinate variable,
  *      placeholder scales, a variable using one dimension twice, a variable
