@@ -274,7 +274,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         goto out;
     }
     h5l_reader_rdlock(lf->reader);
-    uint64_t version = hfs_skel_version(h5l_reader_schema(lf->reader), tick);
+    uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
     h5l_reader_unlock(lf->reader);
     if (!lf->skel || lf->skel->version != version) {
         hfs_skel_t *k;

@@ -3,10 +3,12 @@
  * checked", point 1).
  *
  * The daemon builds each snapshot's canonical HDF5 file with the real
- * library on this driver: groups, attributes, dimension scales and datasets
- * created with H5D_ALLOC_TIME_EARLY + H5D_FILL_TIME_NEVER. libhdf5 then
- * allocates every raw-data region (contiguous data, each chunk) but never
- * writes it. The driver
+ * library on this driver: groups, attributes, dimension scales, contiguous
+ * datasets created with H5D_ALLOC_TIME_EARLY + H5D_FILL_TIME_NEVER (libhdf5
+ * allocates their raw data but never writes it) and chunked ones with
+ * incremental allocation, whose chunks holding data are then allocated one
+ * by one with H5Dwrite_chunk inside raw windows (the written bytes are
+ * dropped, see below). The driver
  *   - keeps every metadata write in a sparse in-memory image (exact written
  *     byte ranges, nothing else) and serves libhdf5's read-backs from it;
  *   - never stores raw data: writes of type H5FD_MEM_DRAW to dataset
@@ -153,11 +155,11 @@ typedef struct hfs_memvfd_image {
     uint64_t raw_bytes;           /* sum of raw[].size of dataset regions
                                    * (GHEAP and META excluded) */
     uint64_t dropped_writes;      /* H5FD_MEM_DRAW writes not stored ... */
-    uint64_t dropped_bytes;       /* ... and their bytes. 0 for a proper
-                                   * skeleton (fill time never, no H5Dwrite);
-                                   * nonzero means the image lacks bytes
-                                   * libhdf5 wrote: fill values, H5Dwrite
-                                   * data, or (default mode) a huge
+    uint64_t dropped_bytes;       /* ... and their bytes: those of the
+                                   * skeleton's H5Dwrite_chunk calls (one
+                                   * chunk each); beyond them, the image
+                                   * lacks bytes libhdf5 wrote: fill values,
+                                   * H5Dwrite data, or (default mode) a huge
                                    * dense-storage attribute. */
     uint64_t raw_freed;           /* raw records the driver saw freed or
                                    * removed (EOA shrink) while the file was

@@ -1,15 +1,22 @@
 /* skel.c — canonical skeletons (see skel.h).
  *
- * The file is built by libcore's canon module on the capture driver with
- * early allocation and fill time never, so libhdf5 allocates every raw
- * region inside H5Dcreate and writes none. The driver's raw allocation
- * records that appear inside the capture window around one variable's
- * H5Dcreate are that variable's regions (canon calls us just before and just
- * after it): one for a contiguous dataset, one per chunk in row-major chunk
- * order for a chunked one (DESIGN.md point 1). Both facts are checked on
- * every build: the contiguous address against H5Dget_offset, and the first
- * and last chunk against H5Dget_chunk_info_by_coord (two calls, not one per
- * chunk, which would be quadratic in 1.10.8). */
+ * The file is built by libcore's canon module on the capture driver; libhdf5
+ * writes no raw byte we keep. Most data is allocated early (fill time
+ * never): the raw allocation records inside the capture window around a
+ * dataset's H5Dcreate (canon calls us just before and just after it) are its
+ * regions: one for a contiguous dataset (checked against H5Dget_offset), one
+ * per chunk in row-major order for a chunked one. A chunked dataset whose
+ * shape has more than 2^16 chunks (canon.c, SPARSE_CHUNKS) is *sparse*:
+ * allocated incrementally, H5Dcreate allocates no chunk; once the metadata
+ * is built we write, with H5Dwrite_chunk, exactly the chunks the reader's
+ * index says hold data (a buffer of zeros the driver drops), one capture
+ * window each, so each window's one record is that chunk's address. A
+ * sparse axis (one row at t = 2^40) thus costs its chunks with data, not the
+ * 2^36 of its shape; chunks not written are not in the file and every HDF5
+ * reader reads them as the fill value. The mapping is checked on every
+ * build on the first and last chunk of each chunked variable with
+ * H5Dget_chunk_info_by_coord (two calls, not one per chunk, which would be
+ * quadratic in 1.10.8). */
 #include "skel.h"
 
 #include <pthread.h>
@@ -24,9 +31,9 @@ static pthread_mutex_t hdf5_mu = PTHREAD_MUTEX_INITIALIZER;
 void hfs_hdf5_lock(void) { pthread_mutex_lock(&hdf5_mu); }
 void hfs_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mu); }
 
-uint64_t hfs_skel_version(const h5l_schema_t *s, uint64_t tick)
+uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
 {
-    uint64_t v = 0;
+    uint64_t v = h5l_reader_chunks_version(r, tick); /* a chunk got data: allocate it */
     for (size_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].kind && s->objs[i].tick <= tick && s->objs[i].tick > v) v = s->objs[i].tick;
     for (size_t i = 0; i < s->ndims; i++)
@@ -75,12 +82,18 @@ size_t hfs_skel_find(const hfs_skel_t *k, uint64_t off)
 
 typedef struct build {
     hfs_skel_t *k;
+    h5l_reader_t *r;
     const h5l_schema_t *s;
     uint64_t tick;
     hfs_memvfd_t *cap;
     size_t raw_seen;
     size_t cap_regions;
     h5l_err_t *err;
+    uint64_t *coords;       /* chunk coordinates of the variable being built */
+    size_t ncoords, capcoords;
+    uint32_t ndims;
+    void *zero;             /* chunk-sized zeros for H5Dwrite_chunk (never stored) */
+    size_t zero_len;
 } build_t;
 
 static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uint64_t blk)
@@ -95,6 +108,30 @@ static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uin
     }
     k->regions[k->nregions++] = (hfs_region_t){addr, len, var, blk};
     return H5L_OK;
+}
+
+/* h5l_reader_chunks callback: collect one chunk's coordinates. */
+static int add_coord(void *ctx, const uint64_t *coord)
+{
+    build_t *b = ctx;
+    if (b->ncoords == b->capcoords) {
+        size_t cap = b->capcoords ? b->capcoords * 2 : 64;
+        uint64_t *c = realloc(b->coords, cap * b->ndims * sizeof *c);
+        if (!c) return H5L_ENOMEM;
+        b->coords = c;
+        b->capcoords = cap;
+    }
+    memcpy(b->coords + b->ncoords++ * b->ndims, coord, b->ndims * sizeof *coord);
+    return H5L_OK;
+}
+
+/* Row-major order of chunk coordinates (arg: the rank). */
+static int cmp_coord(const void *x, const void *y, void *arg)
+{
+    const uint64_t *a = x, *c = y;
+    for (uint32_t d = 0; d < *(const uint32_t *)arg; d++)
+        if (a[d] != c[d]) return a[d] < c[d] ? -1 : 1;
+    return 0;
 }
 
 /* Called by canon right after each variable's H5Dcreate. */
@@ -142,6 +179,11 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
         }
         return H5L_OK;
     }
+    if (nraw == 0) { /* sparse: incremental allocation, chunks written by write_chunks */
+        v->sparse = 1;
+        return H5L_OK;
+    }
+    /* early allocation: every chunk, in row-major chunk order */
     if (nraw != v->nblocks) return H5L_ECORRUPT;
     for (uint64_t blk = 0; blk < v->nblocks; blk++) {
         if (hfs_memvfd_raw_get(b->cap, first + blk, &a) || a.size != block_bytes) return H5L_ECORRUPT;
@@ -164,6 +206,63 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
     return H5L_OK;
 }
 
+/* Allocate the chunks of chunked variable vi that hold data: write each
+ * (sorted, so the file does not depend on the index's hash order) in its
+ * own capture window, after the whole metadata is built. */
+static int write_chunks(build_t *b, uint32_t vi, hid_t dset)
+{
+    hfs_svar_t *v = &b->k->vars[vi];
+    uint32_t objid = v->objid;
+    uint64_t block_bytes = v->esize;
+    for (uint32_t d = 0; d < v->ndims; d++) block_bytes *= v->block[d];
+    hfs_memvfd_alloc_t a;
+    b->ncoords = 0;
+    b->ndims = v->ndims;
+    int rc = h5l_reader_chunks(b->r, b->tick, objid, add_coord, b);
+    if (rc) return rc;
+    if (!b->ncoords) return H5L_OK;
+    qsort_r(b->coords, b->ncoords, v->ndims * sizeof *b->coords, cmp_coord, &b->ndims);
+    { /* a wide record's chunks may come more than once (index.h): each once */
+        size_t k = 0, w = v->ndims * sizeof *b->coords;
+        for (size_t c = 0; c < b->ncoords; c++)
+            if (!k || memcmp(b->coords + (k - 1) * v->ndims, b->coords + c * v->ndims, w) != 0)
+                memmove(b->coords + k++ * v->ndims, b->coords + c * v->ndims, w);
+        b->ncoords = k;
+    }
+    if (b->zero_len < block_bytes) {
+        free(b->zero);
+        b->zero = calloc(1, (size_t)block_bytes);
+        b->zero_len = b->zero ? (size_t)block_bytes : 0;
+        if (!b->zero) return H5L_ENOMEM;
+    }
+    for (size_t c = 0; c < b->ncoords; c++) {
+        const uint64_t *cc = b->coords + c * v->ndims;
+        hsize_t off[H5L_MAX_DIMS];
+        uint64_t blk = 0;
+        for (uint32_t d = 0; d < v->ndims; d++) {
+            if (cc[d] >= v->nblk[d]) return H5L_ECORRUPT; /* a record outside the shape */
+            blk = blk * v->nblk[d] + cc[d];
+            off[d] = cc[d] * v->block[d];
+        }
+        size_t r0 = hfs_memvfd_raw_begin(b->cap);
+        herr_t w = H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)block_bytes, b->zero);
+        size_t r1 = hfs_memvfd_raw_end(b->cap);
+        if (w < 0) return H5L_EHDF5;
+        if (r1 - r0 != 1 || hfs_memvfd_raw_get(b->cap, r0, &a) || a.size != block_bytes) return H5L_ECORRUPT;
+        if ((rc = add_region(b, a.addr, a.size, vi, blk))) return rc;
+        /* guard the mapping on the first and the last chunk written (each
+         * call costs the chunks allocated so far in 1.10.8) */
+        if (c == 0 || c == b->ncoords - 1) {
+            hsize_t size = 0;
+            haddr_t addr = HADDR_UNDEF;
+            unsigned mask = 0;
+            if (H5Dget_chunk_info_by_coord(dset, off, &mask, &addr, &size) < 0) return H5L_EHDF5;
+            if (addr != a.addr || size != block_bytes) return H5L_ECORRUPT;
+        }
+    }
+    return H5L_OK;
+}
+
 static int cmp_region(const void *x, const void *y)
 {
     const hfs_region_t *a = x, *b = y;
@@ -181,7 +280,7 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     int rc = H5L_OK;
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
-    k->version = hfs_skel_version(s, tick);
+    k->version = hfs_skel_version(r, s, tick);
     k->vars = calloc(s->nobjs + 1, sizeof *k->vars);
     if (!k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     hfs_hdf5_lock();
@@ -196,8 +295,18 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
          * H5Dcreate count as its regions (global heaps and large attributes
          * are raw-typed too) */
         hfs_memvfd_use_windows(cap);
-        build_t b = {k, s, tick, cap, 0, 0, err};
+        build_t b = {k, r, s, tick, cap, 0, 0, err, NULL, 0, 0, 0, NULL, 0};
         rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
+        for (size_t i = 0; !rc && i < k->nvars; i++) {
+            if (!k->vars[i].sparse) continue;
+            const char *path = s->objs[k->vars[i].objid].path;
+            hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+            rc = ds < 0 ? H5L_EHDF5 : write_chunks(&b, (uint32_t)i, ds);
+            if (ds >= 0) H5Dclose(ds);
+            if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
+        }
+        free(b.coords);
+        free(b.zero);
         if (rc) h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
                             (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
     }

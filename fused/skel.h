@@ -5,9 +5,12 @@
  * variable: a chunk of a chunked variable (stored full-size, edge chunks
  * padded), or an index slab of a contiguous one (a contiguous run of the
  * dataset). Blocks are exactly the reader's index chunks, so assembling one
- * block touches only the records bucketed under it. A skeleton depends only
- * on the schema and the extents, so data-only ticks share it; it is
- * immutable and reference-counted. Building one takes the daemon's libhdf5
+ * block touches only the records bucketed under it. Only chunks that hold
+ * data are allocated (and have a region): the others are not in the file
+ * and every HDF5 reader reads them as the fill value. A skeleton depends
+ * only on the schema, the extents and which chunks hold data, so data-only
+ * ticks that start no chunk share it; it is immutable and
+ * reference-counted. Building one takes the daemon's libhdf5
  * lock; everything else is lock-free reads. */
 #ifndef HFS_SKEL_H
 #define HFS_SKEL_H
@@ -25,6 +28,7 @@ typedef struct hfs_svar {
     uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
     uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
     uint64_t nblocks;
+    int sparse;                   /* chunked, only the chunks holding data allocated */
     struct hfs_cds *cds;          /* its chunk-cache index (set by lfile.c) */
 } hfs_svar_t;
 
@@ -46,9 +50,10 @@ typedef struct hfs_skel {
     uint64_t build_ns;     /* time the build took */
 } hfs_skel_t;
 
-/* The tick <= tick of the newest schema or extent change. Call with the
- * reader's read lock held. */
-uint64_t hfs_skel_version(const h5l_schema_t *s, uint64_t tick);
+/* The tick <= tick of the newest change of schema, extents or the set of
+ * chunks that hold data (those are the allocated ones). Call with the
+ * reader's read lock held (s is its schema). */
+uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick);
 
 /* Build the skeleton of reader r as of tick (takes the libhdf5 lock). */
 int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err);

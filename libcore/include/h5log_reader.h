@@ -183,6 +183,19 @@ H5L_API int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid
                           const uint64_t *count, h5l_chunk_info_t *out,
                           h5l_err_t *err);
 
+/* Call fn(ctx, coord) once for every index chunk of variable objid
+ * (chunk coordinates) that holds a record of tick <= tick, in no
+ * particular order: the chunks a canonical file must allocate (the others
+ * read as the fill value). Stops at and returns the first non-zero result
+ * of fn. Cost O(chunks that hold records), whatever the variable's shape.
+ * Call with the read lock held (h5l_reader_rdlock). */
+typedef int (*h5l_chunk_fn)(void *ctx, const uint64_t *coord);
+H5L_API int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx);
+/* The newest tick <= tick at which a chunk of some variable got its first
+ * record (0 if none): while it stays the same, so does every variable's
+ * h5l_reader_chunks set. Call with the read lock held. */
+H5L_API uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick);
+
 /* Read n log bytes at absolute offset off, which lie inside the data of
  * (tick, rank) — the skip path of a cache, with h5l_chunk_info_t's direct_*
  * fields — verifying every byte against its data segment's checksum.

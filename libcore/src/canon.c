@@ -90,6 +90,24 @@ int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
     return rc;
 }
 
+/* Chunks of the shape past which a skeleton allocates only the chunks that
+ * hold data. Below it every chunk is allocated early, the path libhdf5
+ * 1.10.8 is known to handle: with incremental allocation and chunks
+ * written one by one into several datasets, H5Fclose failed on some files
+ * ("can't remove tag info from list" in its metadata cache, then a corrupt
+ * heap), not yet understood. */
+#define SPARSE_CHUNKS ((uint64_t)1 << 16)
+
+static int sparse_shape(uint32_t ndims, const hsize_t *dims, const hsize_t *chunk)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < ndims; d++) {
+        uint64_t c = (dims[d] + chunk[d] - 1) / chunk[d];
+        if (c > SPARSE_CHUNKS || (n *= c) > SPARSE_CHUNKS) return 1;
+    }
+    return 0;
+}
+
 int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
                       uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err)
 {
@@ -118,8 +136,18 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         goto out;
     }
     if (alloc == H5L_ALLOC_EARLY) {
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        /* chunked with more than SPARSE_CHUNKS chunks: none allocated here;
+         * the caller allocates exactly the chunks that hold data (an axis
+         * may be sparse: one row at t = 2^40 must not allocate 2^36 chunks),
+         * the others read as the fill value. So the fill time stays "if
+         * set" (netCDF's): with "never" libhdf5 leaves the reader's buffer
+         * untouched for a missing chunk. */
+        if (o->chunked && sparse_shape(o->ndims, dims, chunk)) {
+            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
+        } else {
+            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+            H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        }
     } else if (alloc == H5L_ALLOC_NONE) {
         H5Pset_alloc_time(dcpl, o->chunked ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
     }
@@ -142,6 +170,24 @@ out:
     if (sp >= 0) H5Sclose(sp);
     return rc;
 }
+
+/* One build: the schema at a tick and what is known so far. */
+typedef struct cbuild {
+    hid_t file;
+    const h5l_schema_t *s;
+    uint64_t tick;
+    int alloc;
+    h5l_canon_var_fn fn;
+    void *ctx;
+    h5l_err_t *err;
+    long *coord;           /* per dimension: its coordinate variable, or -1 */
+    char *scalable;        /* per dimension: has a scale (placeholder or coordinate variable) */
+    char *have;            /* per dimension: its scale exists (scale_ref is set) */
+    hobj_ref_t *scale_ref; /* per dimension: object reference of its scale */
+    hobj_ref_t *refs;      /* per object: object reference of a variable */
+    char *listed;          /* per object: its DIMENSION_LIST is written */
+    hid_t vlt;             /* vlen of object references (DIMENSION_LIST) */
+} cbuild_t;
 
 /* The coordinate variable of dimension d (a 1-D root variable "/name" over
  * d), or -1. */
@@ -178,17 +224,87 @@ static int make_placeholder(hid_t file, const h5l_schema_t *s, uint64_t tick, si
     return bad ? h5l_err_set(err, H5L_EHDF5, "cannot create dimension scale '%s'", path) : H5L_OK;
 }
 
-/* Create variable i (with the callbacks around its H5Dcreate). */
-static int make_var(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t i, int alloc, h5l_canon_var_fn fn,
-                    void *ctx, h5l_err_t *err)
+/* The dimension-scale attributes HDF5's H5DS module writes, written
+ * directly, each once. H5DSattach_scale re-reads and rewrites the scale's
+ * whole REFERENCE_LIST (and the variable's DIMENSION_LIST) on every call,
+ * so attaching n variables to one dimension costs O(n^2) bytes: a file
+ * with 20,000 variables over "time" took many seconds per skeleton. The
+ * layout is the one of H5DS in HDF5 1.10 (hl/src/H5DS.c):
+ *   DIMENSION_LIST on a variable: 1-D, one element per dimension, each a
+ *     vlen of object references (here always one: its dimension's scale);
+ *   REFERENCE_LIST on a scale: 1-D, one element per attached (variable,
+ *     dimension), compound {"dataset": object reference, "dimension":
+ *     native int} of the size of H5DS's C struct, in attach order
+ *     (variables in object order, dimensions ascending); no attribute when
+ *     nothing is attached (1.10's H5DSset_scale creates none).
+ * A variable's DIMENSION_LIST is written while the variable is still open
+ * when its scales exist already (the usual case), else by attach_scales;
+ * either way right after _FillValue and before its other attributes, where
+ * H5DSattach_scale put it. tests/fused/test_canon.c checks the equivalence
+ * with H5DSattach_scale. */
+typedef struct ds_ref {
+    hobj_ref_t ref;
+    int dim_idx;
+} ds_ref_t;
+
+static int write_attr_raw(hid_t obj, const char *name, hid_t type, hsize_t n, const void *buf)
 {
-    const h5l_obj_t *o = &s->objs[i];
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t at = sp < 0 ? -1 : H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = at < 0 || H5Awrite(at, type, buf) < 0;
+    if (at >= 0) H5Aclose(at);
+    if (sp >= 0) H5Sclose(sp);
+    return bad ? -1 : 0;
+}
+
+/* Does variable i get dimension scales (on all its dimensions: netCDF
+ * fails on a variable with scales on only some)? Coordinate variables are
+ * scales themselves and get none. Final once every dimension of i is
+ * processed. */
+static int gets_scales(const cbuild_t *b, size_t i)
+{
+    const h5l_obj_t *o = &b->s->objs[i];
+    if (o->kind != H5L_OBJ_VAR || o->tick > b->tick || o->ndims == 0) return 0;
+    for (uint32_t k = 0; k < o->ndims; k++)
+        if (!b->scalable[o->dimids[k]]) return 0;
+    return !(o->ndims == 1 && b->coord[o->dimids[0]] == (long)i);
+}
+
+static int write_dimlist(cbuild_t *b, size_t i, hid_t ds)
+{
+    const h5l_obj_t *o = &b->s->objs[i];
+    hvl_t dl[H5L_MAX_DIMS];
+    for (uint32_t k = 0; k < o->ndims; k++) {
+        dl[k].len = 1;
+        dl[k].p = (void *)&b->scale_ref[o->dimids[k]];
+    }
+    if (write_attr_raw(ds, "DIMENSION_LIST", b->vlt, o->ndims, dl) < 0)
+        return h5l_err_set(b->err, H5L_EHDF5, "cannot attach dimension scales to '%s'", o->path);
+    b->listed[i] = 1;
+    return H5L_OK;
+}
+
+/* Create variable i (with the callbacks around its H5Dcreate); its
+ * DIMENSION_LIST too if its scales exist. */
+static int make_var(cbuild_t *b, size_t i)
+{
+    const h5l_obj_t *o = &b->s->objs[i];
     int rc;
-    if (fn && (rc = fn(ctx, (uint32_t)i, -1))) return h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, -1)))
+        return h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
     hid_t ds;
-    rc = h5l_canon_dataset(file, s, (uint32_t)i, tick, alloc, &ds, err);
+    rc = h5l_canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, &ds, b->err);
     if (rc) return rc;
-    if (fn && (rc = fn(ctx, (uint32_t)i, ds))) h5l_err_set(err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, ds))) h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    if (!rc && H5Rcreate(&b->refs[i], ds, ".", H5R_OBJECT, -1) < 0)
+        rc = h5l_err_set(b->err, H5L_EHDF5, "'%s': cannot make a reference to it", o->path);
+    if (!rc && o->ndims == 1 && b->coord[o->dimids[0]] == (long)i) {
+        b->scale_ref[o->dimids[0]] = b->refs[i];
+        b->have[o->dimids[0]] = 1;
+    }
+    int ready = !rc && o->ndims > 0;
+    for (uint32_t k = 0; ready && k < o->ndims; k++) ready = b->have[o->dimids[k]];
+    if (ready && gets_scales(b, i)) rc = write_dimlist(b, i, ds);
     H5Dclose(ds);
     return rc;
 }
@@ -209,19 +325,20 @@ static int set_dimid(hid_t ds, size_t d)
 
 /* The placeholder scale of dimension d unless its name is taken by another
  * object (then no variable over d gets scales). */
-static int make_dim(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t d, char *scalable, h5l_err_t *err)
+static int make_dim(cbuild_t *b, size_t d)
 {
     char path[1024];
-    snprintf(path, sizeof path, "/%s", s->dims[d].name);
-    long other = h5l_schema_find(s, path);
-    if (other >= 0 && s->objs[other].tick <= tick) return H5L_OK; /* name taken: no scale */
-    int rc = make_placeholder(file, s, tick, d, path, err);
+    snprintf(path, sizeof path, "/%s", b->s->dims[d].name);
+    long other = h5l_schema_find(b->s, path);
+    if (other >= 0 && b->s->objs[other].tick <= b->tick) return H5L_OK; /* name taken: no scale */
+    int rc = make_placeholder(b->file, b->s, b->tick, d, path, b->err);
     if (rc) return rc;
-    hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
-    int bad = ds < 0 || set_dimid(ds, d) < 0;
+    hid_t ds = H5Dopen2(b->file, path, H5P_DEFAULT);
+    int bad = ds < 0 || set_dimid(ds, d) < 0 || H5Rcreate(&b->scale_ref[d], ds, ".", H5R_OBJECT, -1) < 0;
     if (ds >= 0) H5Dclose(ds);
-    if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot number dimension scale '%s'", path);
-    scalable[d] = 1;
+    if (bad) return h5l_err_set(b->err, H5L_EHDF5, "cannot number dimension scale '%s'", path);
+    b->scalable[d] = 1;
+    b->have[d] = 1;
     return H5L_OK;
 }
 
@@ -230,67 +347,89 @@ static int make_dim(hid_t file, const h5l_schema_t *s, uint64_t tick, size_t d, 
  * in dimension order up to the first one that has one, then objects in
  * definition order up to and including that coordinate variable, and so on.
  * Variables thus keep their definition order, and a dimension's scale comes
- * no later than the first variable that could use it. scalable[d]: the
- * dimension has a scale (its placeholder, or its coordinate variable). */
-static int make_objects(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn,
-                        void *ctx, char *scalable, h5l_err_t *err)
+ * no later than the first variable that could use it. */
+static int make_objects(cbuild_t *b)
 {
+    const h5l_schema_t *s = b->s;
     size_t d = 0, i = 1;
     int rc = H5L_OK;
     while (!rc && (d < s->ndims || i < s->nobjs)) {
         long coord = -1;
         for (; !rc && d < s->ndims && coord < 0; d++) {
-            scalable[d] = 0;
-            if (s->dims[d].tick > tick) continue;
-            long cv = coord_var(s, (uint32_t)d, tick);
-            if (cv >= 0) {
-                scalable[d] = 1;
-                coord = cv;
+            if (s->dims[d].tick > b->tick) continue;
+            if (b->coord[d] >= 0) {
+                b->scalable[d] = 1;
+                coord = b->coord[d];
             } else {
-                rc = make_dim(file, s, tick, d, scalable, err);
+                rc = make_dim(b, d);
             }
         }
         for (int wrote = 0; !rc && i < s->nobjs && !wrote; i++) {
             const h5l_obj_t *o = &s->objs[i];
             wrote = (long)i == coord;
-            if (!o->kind || o->tick > tick) continue;
-            if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(file, o->path, err);
-            else rc = make_var(file, s, tick, i, alloc, fn, ctx, err);
+            if (!o->kind || o->tick > b->tick) continue;
+            if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(b->file, o->path, b->err);
+            else rc = make_var(b, i);
         }
     }
     return rc;
 }
 
-static int attach_scales(hid_t file, const h5l_schema_t *s, uint64_t tick, const char *scalable,
-                         h5l_err_t *err)
+/* After every object exists: coordinate variables become scales, the
+ * DIMENSION_LISTs make_var could not write yet, every REFERENCE_LIST. */
+static int attach_scales(cbuild_t *b)
 {
-    for (size_t d = 0; d < s->ndims; d++) {
-        long cv = scalable[d] ? coord_var(s, (uint32_t)d, tick) : -1;
+    const h5l_schema_t *s = b->s;
+    int rc = H5L_OK;
+    size_t *nref = calloc(s->ndims + 1, sizeof *nref);
+    ds_ref_t **lists = calloc(s->ndims + 1, sizeof *lists);
+    hid_t cmp = H5Tcreate(H5T_COMPOUND, sizeof(ds_ref_t));
+    if (!nref || !lists) rc = h5l_err_set(b->err, H5L_ENOMEM, "out of memory");
+    else if (cmp < 0 || H5Tinsert(cmp, "dataset", HOFFSET(ds_ref_t, ref), H5T_STD_REF_OBJ) < 0 ||
+             H5Tinsert(cmp, "dimension", HOFFSET(ds_ref_t, dim_idx), H5T_NATIVE_INT) < 0)
+        rc = h5l_err_set(b->err, H5L_EHDF5, "cannot make the dimension scale types");
+    for (size_t d = 0; !rc && d < s->ndims; d++) {
+        long cv = b->scalable[d] ? b->coord[d] : -1;
         if (cv < 0) continue;
-        hid_t ds = H5Dopen2(file, s->objs[cv].path, H5P_DEFAULT);
+        hid_t ds = H5Dopen2(b->file, s->objs[cv].path, H5P_DEFAULT);
         int bad = ds < 0 || H5DSset_scale(ds, s->dims[d].name) < 0 || set_dimid(ds, d) < 0;
         if (ds >= 0) H5Dclose(ds);
-        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot make '%s' a dimension scale", s->objs[cv].path);
+        if (bad) rc = h5l_err_set(b->err, H5L_EHDF5, "cannot make '%s' a dimension scale", s->objs[cv].path);
     }
-    for (size_t i = 1; i < s->nobjs; i++) {
+    for (size_t i = 1; !rc && i < s->nobjs; i++) {
+        if (!gets_scales(b, i)) continue;
         const h5l_obj_t *o = &s->objs[i];
-        if (o->kind != H5L_OBJ_VAR || o->tick > tick || o->ndims == 0) continue;
-        int all = 1;
-        for (uint32_t k = 0; k < o->ndims; k++) all &= scalable[o->dimids[k]];
-        if (!all || (o->ndims == 1 && coord_var(s, o->dimids[0], tick) == (long)i)) continue;
-        hid_t ds = H5Dopen2(file, o->path, H5P_DEFAULT);
-        int bad = ds < 0;
-        for (uint32_t k = 0; k < o->ndims && !bad; k++) {
-            char path[1024];
-            snprintf(path, sizeof path, "/%s", s->dims[o->dimids[k]].name);
-            hid_t sc = H5Dopen2(file, path, H5P_DEFAULT);
-            bad = sc < 0 || H5DSattach_scale(ds, sc, k) < 0;
-            if (sc >= 0) H5Dclose(sc);
-        }
+        for (uint32_t k = 0; k < o->ndims; k++) nref[o->dimids[k]]++;
+        if (b->listed[i]) continue;
+        hid_t ds = H5Dopen2(b->file, o->path, H5P_DEFAULT);
+        rc = ds < 0 ? h5l_err_set(b->err, H5L_EHDF5, "cannot open '%s'", o->path) : write_dimlist(b, i, ds);
         if (ds >= 0) H5Dclose(ds);
-        if (bad) return h5l_err_set(err, H5L_EHDF5, "cannot attach dimension scales to '%s'", o->path);
     }
-    return H5L_OK;
+    for (size_t d = 0; !rc && d < s->ndims; d++) {
+        if (nref[d] && !(lists[d] = malloc(nref[d] * sizeof **lists)))
+            rc = h5l_err_set(b->err, H5L_ENOMEM, "out of memory");
+        nref[d] = 0;
+    }
+    for (size_t i = 1; !rc && i < s->nobjs; i++) {
+        if (!gets_scales(b, i)) continue;
+        const h5l_obj_t *o = &s->objs[i];
+        for (uint32_t k = 0; k < o->ndims; k++)
+            lists[o->dimids[k]][nref[o->dimids[k]]++] = (ds_ref_t){b->refs[i], (int)k};
+    }
+    for (size_t d = 0; !rc && d < s->ndims; d++) {
+        if (!nref[d]) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "/%s", s->dims[d].name);
+        hid_t sc = H5Dopen2(b->file, path, H5P_DEFAULT);
+        int bad = sc < 0 || write_attr_raw(sc, "REFERENCE_LIST", cmp, nref[d], lists[d]) < 0;
+        if (sc >= 0) H5Dclose(sc);
+        if (bad) rc = h5l_err_set(b->err, H5L_EHDF5, "cannot write the references of dimension scale '%s'", path);
+    }
+    for (size_t d = 0; lists && d < s->ndims; d++) free(lists[d]);
+    free(lists);
+    free(nref);
+    if (cmp >= 0) H5Tclose(cmp);
+    return rc;
 }
 
 /* (object, name) -> slot in the attribute list being built */
@@ -351,11 +490,24 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
                     int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
 {
     int rc = H5L_OK;
-    char *scalable = calloc(s->ndims + 1, 1);
-    if (!scalable) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
-    if (!rc) rc = make_objects(file, s, tick, alloc, fn, ctx, scalable, err);
-    if (!rc) rc = attach_scales(file, s, tick, scalable, err);
+    size_t nd = s->ndims + 1, no = s->nobjs + 1;
+    cbuild_t b = {file, s, tick, alloc, fn, ctx, err,
+                  malloc(nd * sizeof(long)), calloc(nd, 1), calloc(nd, 1), calloc(nd, sizeof(hobj_ref_t)),
+                  calloc(no, sizeof(hobj_ref_t)), calloc(no, 1), H5Tvlen_create(H5T_STD_REF_OBJ)};
+    if (!b.coord || !b.scalable || !b.have || !b.scale_ref || !b.refs || !b.listed)
+        rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    else if (b.vlt < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "cannot make the dimension scale types");
+    for (size_t d = 0; !rc && d < s->ndims; d++) b.coord[d] = coord_var(s, (uint32_t)d, tick);
+    if (!rc) rc = make_objects(&b);
+    if (!rc) rc = attach_scales(&b);
     if (!rc) rc = write_attrs(file, s, tick, err);
-    free(scalable);
+    if (b.vlt >= 0) H5Tclose(b.vlt);
+    free(b.coord);
+    free(b.scalable);
+    free(b.have);
+    free(b.scale_ref);
+    free(b.refs);
+    free(b.listed);
     return rc;
 }

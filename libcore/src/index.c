@@ -73,6 +73,8 @@ typedef struct arena_blk {
 
 struct h5l_index {
     varidx_t **vars; /* by objid; NULL if not a variable */
+    uint64_t *births; /* distinct ticks at which a chunk got its first record, ascending */
+    size_t nbirths, capbirths;
     size_t nvars;
     arena_blk_t *arena;
     uint64_t nrec;
@@ -106,6 +108,7 @@ void h5l_index_free(h5l_index_t *x)
         free(v);
     }
     free(x->vars);
+    free(x->births);
     while (x->arena) {
         arena_blk_t *n = x->arena->next;
         free(x->arena);
@@ -232,6 +235,24 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
         b = calloc(1, sizeof *b + nd * sizeof *coord);
         if (!b) return H5L_ENOMEM;
         memcpy(b->coord, coord, nd * sizeof *coord);
+        /* a bucket (chunk, or coarse cell) met for the first time: the
+         * set of chunks with data may have grown at this record's tick
+         * (inserts come in tick order) */
+        uint64_t tick = (*(h5l_rec_t *const *)e)->tick; /* went_t starts with its record too */
+        if (!x->nbirths || x->births[x->nbirths - 1] != tick) {
+            if (x->nbirths == x->capbirths) {
+                size_t cap = x->capbirths ? x->capbirths * 2 : 64;
+                uint64_t *t = realloc(x->births, cap * sizeof *t);
+                if (!t) {
+                    free(b);
+                    return H5L_ENOMEM;
+                }
+                x->mem += (cap - x->capbirths) * sizeof *t;
+                x->births = t;
+                x->capbirths = cap;
+            }
+            x->births[x->nbirths++] = tick;
+        }
         g->slots[i] = b;
         g->nused++;
         x->mem += sizeof *b + nd * sizeof *coord;
@@ -479,6 +500,74 @@ int h5l_index_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord,
     *list = out;
     *n = k;
     return H5L_OK;
+}
+
+/* Every chunk of a box of record r: fn per chunk, within *budget. */
+static int box_chunks(const varidx_t *v, const uint64_t *bs, const uint64_t *bc, uint64_t *budget,
+                      h5l_index_chunk_fn fn, void *ctx)
+{
+    uint32_t nd = v->ndims;
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], cur[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) {
+        chunk_range(bs[d], bc[d], v->chunk[d], &lo[d], &hi[d]);
+        cur[d] = lo[d];
+    }
+    for (;;) {
+        if (!(*budget)--) return H5L_ERANGE;
+        int rc = fn(ctx, cur);
+        if (rc) return rc;
+        int d = (int)nd - 1;
+        for (; d >= 0; d--) {
+            if (++cur[d] <= hi[d]) break;
+            cur[d] = lo[d];
+        }
+        if (d < 0) return 0;
+    }
+}
+
+int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick,
+                     h5l_index_chunk_fn fn, void *ctx)
+{
+    if (objid >= x->nvars || !x->vars[objid]) return 0;
+    const varidx_t *v = x->vars[objid];
+    uint64_t budget = H5L_INDEX_CHUNKS_MAX;
+    const grid_t *g = &v->fine;
+    for (size_t i = 0; i < g->nslots; i++) {
+        const bucket_t *b = g->slots[i];
+        /* entries are in tick order: the first is the oldest */
+        if (!b || !b->n || ((h5l_rec_t *const *)b->ents)[0]->tick > tick) continue;
+        if (!budget--) return H5L_ERANGE;
+        int rc = fn(ctx, b->coord);
+        if (rc) return rc;
+    }
+    /* boxes kept in coarse cells cover many chunks: each of their chunks
+     * (a box listed in several cells comes more than once: callers that
+     * need each chunk once sort and drop repeats) */
+    for (uint32_t k = 0; k < v->ncoarse; k++) {
+        const grid_t *c = v->coarse[k];
+        for (size_t i = 0; i < c->nslots; i++) {
+            const bucket_t *b = c->slots[i];
+            if (!b) continue;
+            const went_t *e = b->ents;
+            for (uint32_t j = 0; j < b->n && e[j].rec->tick <= tick; j++) {
+                const uint64_t *bs = e[j].rec->boxes + (size_t)e[j].box * 2 * v->ndims;
+                int rc = box_chunks(v, bs, bs + v->ndims, &budget, fn, ctx);
+                if (rc) return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick)
+{
+    size_t lo = 0, hi = x->nbirths;
+    while (lo < hi) { /* first birth after tick */
+        size_t mid = (lo + hi) / 2;
+        if (x->births[mid] <= tick) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? x->births[lo - 1] : 0;
 }
 
 uint64_t h5l_index_nrecords(const h5l_index_t *x) { return x->nrec; }

@@ -62,6 +62,21 @@ int h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
                     h5l_index_scratch_t *scratch, h5l_rec_t *const **list,
                     size_t *n);
 
+/* Call fn(ctx, coord) for every chunk of objid (chunk coordinates) that
+ * holds a record of tick <= tick, in no particular order and possibly more
+ * than once (a wide box kept in coarse cells); stop at and return the first
+ * non-zero result of fn, else 0; H5L_ERANGE past H5L_INDEX_CHUNKS_MAX calls.
+ * Cost: O(chunks that ever held a record), not the chunks of its shape. */
+#define H5L_INDEX_CHUNKS_MAX ((uint64_t)1 << 24)
+typedef int (*h5l_index_chunk_fn)(void *ctx, const uint64_t *coord);
+int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick,
+                     h5l_index_chunk_fn fn, void *ctx);
+
+/* The newest tick <= tick at which some chunk (of any variable) got its
+ * first record, or 0: the set h5l_index_chunks enumerates is the same at
+ * two ticks with the same answer. O(log ticks). */
+uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick);
+
 /* The chunk shape registered for objid, or NULL. */
 const uint64_t *h5l_index_chunk_shape(const h5l_index_t *x, uint32_t objid);
 

@@ -1041,6 +1041,16 @@ static int count_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
     return c[0] > 1; /* stop at the second run */
 }
 
+int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx)
+{
+    return h5l_index_chunks(r->index, objid, tick, fn, ctx);
+}
+
+uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
+{
+    return h5l_index_chunks_version(r->index, tick);
+}
+
 int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
                           const uint64_t *coord, const uint64_t *start,
                           const uint64_t *count, h5l_chunk_info_t *out,

@@ -478,5 +478,103 @@ static void test_huge_boxes_cost_little(void)
     h5l_index_free(x);
 }
 
-TEST_MAIN(T(test_wide_records_vs_scan), T(test_huge_boxes_cost_little), T(test_random_vs_scan), T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd),
-          T(test_large_coordinates), T(test_errors), T(test_memory_grows), T(test_tick_prefix_many_ticks))
+typedef struct seen {
+    uint64_t coords[16][2];
+    int n;
+} seen_t;
+
+static int note_chunk(void *ctx, const uint64_t *coord)
+{
+    seen_t *s = ctx;
+    if (s->n < 16) {
+        s->coords[s->n][0] = coord[0];
+        s->coords[s->n][1] = coord[1];
+    }
+    s->n++;
+    return 0;
+}
+
+static int has(const seen_t *s, uint64_t a, uint64_t b)
+{
+    for (int i = 0; i < s->n && i < 16; i++)
+        if (s->coords[i][0] == a && s->coords[i][1] == b) return 1;
+    return 0;
+}
+
+/* The chunks a canonical file allocates: those holding a record of tick
+ * <= T, each once, however large the coordinates; and the tick at which
+ * that set last changed. */
+static void test_enumerate_chunks(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[2] = {16, 64};
+    CHECK_EQ(h5l_index_add_var(x, 2, 2, ch), H5L_OK);
+    CHECK_EQ(h5l_index_add_var(x, 3, 2, ch), H5L_OK);
+    uint64_t b1[4] = {3, 0, 1, 64};                /* chunk (0, 0) */
+    uint64_t b2[4] = {1ull << 40, 0, 1, 64};       /* chunk (2^36, 0) */
+    uint64_t b3[4] = {5, 0, 20, 64};               /* chunks (0, 0), (1, 0) */
+    uint64_t b4[4] = {4, 0, 1, 64};                /* chunk (0, 0) again: no new chunk */
+    CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 1, 0, b1)), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 1, 1, b2)), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 3, 0, b3)), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 5, 0, b4)), H5L_OK);
+    seen_t s = {{{0}}, 0};
+    CHECK_EQ(h5l_index_chunks(x, 2, 0, note_chunk, &s), 0);
+    CHECK_EQ(s.n, 0);
+    CHECK_EQ(h5l_index_chunks(x, 2, 2, note_chunk, &s), 0);
+    CHECK_EQ(s.n, 2);
+    CHECK(has(&s, 0, 0) && has(&s, 1ull << 36, 0));
+    s.n = 0;
+    CHECK_EQ(h5l_index_chunks(x, 2, 9, note_chunk, &s), 0);
+    CHECK_EQ(s.n, 3);
+    CHECK(has(&s, 0, 0) && has(&s, 1, 0) && has(&s, 1ull << 36, 0));
+    s.n = 0;
+    CHECK_EQ(h5l_index_chunks(x, 3, 9, note_chunk, &s), 0); /* no records */
+    CHECK_EQ(s.n, 0);
+    CHECK_EQ(h5l_index_chunks(x, 99, 9, note_chunk, &s), 0); /* no such variable */
+    uint64_t want[7] = {0, 1, 1, 3, 3, 3, 3};                 /* tick 5 starts no chunk */
+    for (uint64_t t = 0; t < 7; t++) CHECK_EQ(h5l_index_chunks_version(x, t), want[t]);
+    h5l_index_free(x);
+}
+
+
+static int count_unique(void *ctx, const uint64_t *coord)
+{
+    /* rows of a [N, 64] variable with chunk (1, 64): a bitmap of rows */
+    uint8_t *rows = ctx;
+    if (coord[1] != 0 || coord[0] >= 1000) return 1;
+    rows[coord[0]] = 1;
+    return 0;
+}
+
+/* A box over many chunks is kept in coarse cells (index.c): enumeration
+ * still yields every chunk it covers (some more than once), and only
+ * those. */
+static void test_enumerate_wide_boxes(void)
+{
+    h5l_index_t *x = h5l_index_new();
+    uint64_t ch[2] = {1, 64};
+    CHECK_EQ(h5l_index_add_var(x, 4, 2, ch), H5L_OK);
+    uint64_t wide[4] = {100, 0, 300, 64}; /* rows 100..399: 300 chunks */
+    uint64_t one[4] = {700, 0, 1, 64};
+    CHECK_EQ(h5l_index_insert(x, mk(x, 4, 2, 1, 1, 0, wide)), H5L_OK);
+    CHECK_EQ(h5l_index_insert(x, mk(x, 4, 2, 1, 2, 0, one)), H5L_OK);
+    static uint8_t rows[1000];
+    memset(rows, 0, sizeof rows);
+    CHECK_EQ(h5l_index_chunks(x, 4, 1, count_unique, rows), 0);
+    int n = 0, bad = 0;
+    for (int i = 0; i < 1000; i++) {
+        n += rows[i];
+        bad += rows[i] != (i >= 100 && i < 400);
+    }
+    CHECK_EQ(n, 300);
+    CHECK_EQ(bad, 0);
+    memset(rows, 0, sizeof rows);
+    CHECK_EQ(h5l_index_chunks(x, 4, 2, count_unique, rows), 0);
+    CHECK(rows[700] && rows[100] && rows[399] && !rows[400]);
+    h5l_index_free(x);
+}
+
+TEST_MAIN(T(test_wide_records_vs_scan), T(test_huge_boxes_cost_little), T(test_random_vs_scan),
+          T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd), T(test_large_coordinates), T(test_errors),
+          T(test_memory_grows), T(test_tick_prefix_many_ticks), T(test_enumerate_chunks), T(test_enumerate_wide_boxes))

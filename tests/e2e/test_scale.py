@@ -1,0 +1,104 @@
+"""The canonical view at scale (issue "The canonical view at scale").
+
+- 20,000 variables sharing two dimensions (tests/mpi/scale_writer.c, 1
+  rank): the file opens through the mount and through h5logreplay, and
+  h5py's dimension scales and netCDF4 see every variable with its
+  dimensions and values. Before, the scale's REFERENCE_LIST was rebuilt per
+  variable (quadratic) and such files took many seconds per skeleton.
+- One row at t = 2^40 of a [time, 64] variable: the skeleton allocates the
+  chunks that hold data only (it used to allocate ~2^36 chunks: minutes and
+  gigabytes, then failure). Above 2^16 chunks of shape only (canon.c). the mount serves the right values, the fill
+  value elsewhere, and the daemon stays small.
+"""
+import os
+import subprocess
+
+import h5py
+import netCDF4
+import numpy as np
+import pytest
+
+from h5ltest import BIN, BUILD, ENV, h5logfs  # noqa: F401 (fixture)
+
+SCALE_WRITER = os.path.join(BUILD, "tests", "scale_writer")
+NVARS = 20000
+FAR = 1 << 40
+
+
+def write(mode, arg, path):
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "1", SCALE_WRITER, mode, str(arg), str(path)],
+                   env=ENV, check=True, timeout=300)
+
+
+def check_many(path):
+    """Names, dimensions (netCDF4 and h5py's dimension scales) and values."""
+    with netCDF4.Dataset(path) as nc:
+        assert list(nc.dimensions) == ["time", "x"]
+        assert len(nc.dimensions["time"]) == 2 and len(nc.dimensions["x"]) == 4
+        names = [v for v in nc.variables if v != "time"]
+        assert len(names) == NVARS
+        assert names[0] == "v00000" and names[-1] == "v%05d" % (NVARS - 1)
+        for i in (0, 1, 4097, NVARS - 1):
+            v = nc.variables["v%05d" % i]
+            assert v.dimensions == ("time", "x")
+            want = np.array([[i * 100 + t * 10 + j for j in range(4)] for t in range(2)], dtype=np.float32)
+            assert np.array_equal(v[:], want)
+        assert np.array_equal(nc.variables["time"][:], [0.5, 1.5])
+    with h5py.File(path, "r") as f:
+        for i in (0, 2, NVARS - 1):
+            d = f["v%05d" % i]
+            assert [[s.name for s in dim.values()] for dim in d.dims] == [["/time"], ["/x"]]
+            assert d[1, 3] == i * 100 + 13
+        refs = f["time"].attrs["REFERENCE_LIST"]
+        assert len(refs) == NVARS
+        assert f[refs[NVARS - 1]["dataset"]].name == "/v%05d" % (NVARS - 1)
+        assert all(int(r["dimension"]) == 0 for r in refs[:100])
+        assert all(int(r["dimension"]) == 1 for r in f["x"].attrs["REFERENCE_LIST"][:100])
+
+
+def test_many_variables(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    src.mkdir()
+    write("many", NVARS, src / "many.h5")
+    m = h5logfs(src)
+    check_many(m.path("many.h5"))
+    m.assert_alive()
+    out = tmp_path / "replay.h5"
+    subprocess.run([os.path.join(BIN, "h5logreplay"), str(src / "many.h5"), str(out)], check=True, timeout=300)
+    check_many(str(out))
+
+
+def vm_kb(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (key, pid))
+
+
+def test_sparse_axis(tmp_path, h5logfs):
+    src = tmp_path / "src"
+    src.mkdir()
+    write("sparse", FAR, src / "sparse.h5")
+    m = h5logfs(src)
+    path = m.path("sparse.h5")
+    assert os.stat(path).st_size < (1 << 20)  # 2 chunks of data, not 2^36
+    want = lambda t: np.array([t % 1000 * 100 + j for j in range(64)], dtype=np.int32)
+    with h5py.File(path, "r") as f:
+        s = f["s"]
+        assert s.shape == (FAR + 1, 64)
+        assert np.array_equal(s[3], want(3))
+        assert np.array_equal(s[FAR], want(FAR))
+        assert (s[FAR - 5:FAR] == -1).all()        # same chunk, not written
+        assert (s[4:20] == -1).all()                # chunk 0 after row 3, chunk 1
+        assert (s[1 << 30:(1 << 30) + 8] == -1).all()  # a chunk not in the file
+    with netCDF4.Dataset(path) as nc:
+        v = nc.variables["s"]
+        assert v.dimensions == ("time", "x")
+        assert len(nc.dimensions["time"]) == FAR + 1
+        assert np.array_equal(v[FAR], want(FAR))
+        assert v[12345:12350].mask.all()            # _FillValue -1 is masked
+    m.assert_alive()
+    hwm = vm_kb(m.proc.pid, "VmHWM")
+    print("daemon peak RSS %d kB" % hwm)
+    assert hwm < 64 * 1024, "daemon peak RSS %d kB" % hwm
