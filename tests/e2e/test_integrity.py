@@ -15,10 +15,12 @@ must say so in its log). A damaged record table and a flipped data byte are
 also checked by hand: the tick before the damage is what every tool serves,
 and each says what is damaged.
 """
+import contextlib
 import errno
 import os
 import shutil
 import subprocess
+import time
 
 import h5py
 import numpy as np
@@ -28,6 +30,37 @@ from h5ltest import BIN, ENV, TEST_WRITER
 
 TICKS = 4
 VARS = ["a", "grp/b", "c", "grp/sub/d", "s", "x"]
+
+
+@contextlib.contextmanager
+def daemon(srcdir, tmp_path):
+    """h5logfs on srcdir at tmp_path/mnt (its log in tmp_path/daemon.log);
+    always unmounted. Yields the mount point."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = open(tmp_path / "daemon.log", "w")
+    p = subprocess.Popen([os.path.join(BIN, "h5logfs"), str(srcdir), str(mnt), "-f", "-o", "tick=0.1"],
+                         stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(200):
+            if os.path.ismount(mnt):
+                break
+            time.sleep(0.05)
+        assert os.path.ismount(mnt), "h5logfs did not mount"
+        yield mnt
+        assert p.poll() is None, "the daemon died"
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        p.wait(timeout=10)
+        log.close()
+
+
+def log_lines(tmp_path, name):
+    """The daemon's log lines naming name (after its ticker's turn)."""
+    time.sleep(0.3)
+    return [l for l in open(tmp_path / "daemon.log").read().splitlines() if name in l]
 
 
 def tool(name, *args, **kw):
@@ -140,18 +173,7 @@ def test_random_mutations_never_serve_wrong_values(original, tmp_path):
 
     # through the mount: every variable of every mutated file reads as an
     # intact tick's values, or fails with EIO (and the daemon says why)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    log = open(tmp_path / "daemon.log", "w")
-    p = subprocess.Popen([os.path.join(BIN, "h5logfs"), str(srcdir), str(mnt), "-f", "-o", "tick=0.1"],
-                         stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            import time
-            time.sleep(0.05)
-        assert os.path.ismount(mnt)
+    with daemon(srcdir, tmp_path) as mnt:
         for name, what in mounted:
             path = mnt / name
             try:
@@ -165,18 +187,11 @@ def test_random_mutations_never_serve_wrong_values(original, tmp_path):
                 got = read_vars(path)
             except (OSError, RuntimeError, KeyError):  # h5py's ways of reporting EIO
                 continue
-            want = ref.get(tick)
             if tick == 0:  # the first tick is damaged: an empty file
                 assert got == {}, (name, what, list(got))
                 continue
+            want = ref.get(tick)
             assert want is not None and same(got, want), f"{name} ({what}): tick {tick} served wrong values"
-        assert p.poll() is None, "the daemon died"
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
-        p.wait(timeout=10)
-        log.close()
 
 
 def tick_table(path):
@@ -216,17 +231,7 @@ def test_damaged_tick_serves_the_ones_before_it(original, tmp_path):
     tail = tool("h5logtail", bad, "/x")
     assert tail.returncode == 1 and "tick 3" in tail.stderr and "showing the ticks before it" in tail.stderr, \
         (tail.returncode, tail.stderr)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    log = open(tmp_path / "daemon.log", "w")
-    p = subprocess.Popen([os.path.join(BIN, "h5logfs"), str(srcdir), str(mnt), "-f", "-o", "tick=0.1"],
-                         stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        import time
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            time.sleep(0.05)
+    with daemon(srcdir, tmp_path) as mnt:
         for _ in range(3):
             assert same(read_vars(mnt / "bad.h5"), ref[2])
         assert os.getxattr(mnt / "bad.h5", "user.h5logfs.tick") == b"2"
@@ -234,13 +239,8 @@ def test_damaged_tick_serves_the_ones_before_it(original, tmp_path):
         assert dmg.startswith("tick 3:") and "bad.h5" in dmg, dmg
         stats = open(mnt / ".h5logfs-stats").read()
         assert "DAMAGED" in stats, stats
-        time.sleep(0.3)
-        lines = [l for l in open(tmp_path / "daemon.log").read().splitlines() if "bad.h5" in l]
+        lines = log_lines(tmp_path, "bad.h5")
         assert len(lines) == 1 and "serving tick 2" in lines[0], lines
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        p.wait(timeout=10)
-        log.close()
 
 
 def test_flipped_data_byte_is_an_error_not_a_value(original, tmp_path):
@@ -267,17 +267,7 @@ def test_flipped_data_byte_is_an_error_not_a_value(original, tmp_path):
         chk.stdout
     rep = tool("h5logreplay", bad, tmp_path / "r.h5")
     assert rep.returncode == 1 and "fails its checksum" in rep.stderr, rep.stderr
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    log = open(tmp_path / "daemon.log", "w")
-    p = subprocess.Popen([os.path.join(BIN, "h5logfs"), str(srcdir), str(mnt), "-f", "-o", "tick=0.1"],
-                         stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        import time
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            time.sleep(0.05)
+    with daemon(srcdir, tmp_path) as mnt:
         failed = 0
         try:
             with h5py.File(mnt / "bad.h5", "r") as f:
@@ -291,10 +281,5 @@ def test_flipped_data_byte_is_an_error_not_a_value(original, tmp_path):
         except OSError:
             failed += 1
         assert failed >= 1, "the damaged data read without an error"
-        time.sleep(0.3)
-        lines = [l for l in open(tmp_path / "daemon.log").read().splitlines() if "bad.h5" in l]
+        lines = log_lines(tmp_path, "bad.h5")
         assert len(lines) == 1 and "fails its checksum" in lines[0], lines
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        p.wait(timeout=10)
-        log.close()
