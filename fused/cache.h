@@ -1,7 +1,7 @@
 /* cache.h — the daemon's shared cache of assembled chunks.
  *
  * One cache, one memory limit, for every dataset of every mounted file
- * (after the Shared Chunk Cache RFC, seeds/002). A *dataset* (hfs_cds_t:
+ * (docs/architecture.md, "The cache"). A *dataset* (hfs_cds_t:
  * one variable of one file) has its own hash index of cached chunks, keyed
  * by chunk coordinates and content version; one replacement policy spans all
  * datasets. Because the key holds the content version (the newest record
@@ -25,7 +25,7 @@
  * assembles it into its own buffer.
  *
  * Who frees what: hfs_cache_get returns a pinned entry the caller releases
- * with hfs_cache_release; datasets are freed by hfs_cds_unref once their
+ * with hfs_cache_release; datasets are freed by hfs_cds_close once their
  * owner and every entry are gone. */
 #ifndef HFS_CACHE_H
 #define HFS_CACHE_H

@@ -7,7 +7,8 @@
  * refused (not stacked on); READY=1 goes to systemd once mounted.
  * The ticker thread polls every live log-layout file's journal once per
  * tick and invalidates the kernel's entry for each file that gained a tick,
- * from outside any request handler (DESIGN.md point 3). */
+ * from outside any request handler (a new tick is a new inode: see fs.c
+ * and docs/architecture.md, Snapshots). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

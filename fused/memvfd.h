@@ -1,6 +1,6 @@
 /* memvfd.h — an in-memory HDF5 virtual file driver that captures the
- * metadata of a canonical file skeleton (DESIGN.md, "Decisions already
- * checked", point 1).
+ * metadata of a canonical file skeleton (docs/architecture.md: the canonical
+ * metadata is made by libhdf5 itself, not by hand-written encoders).
  *
  * The daemon builds each snapshot's canonical HDF5 file with the real
  * library on this driver: groups, attributes, dimension scales, contiguous
