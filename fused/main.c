@@ -400,8 +400,8 @@ out_signals:
 out_destroy:
     fuse_session_destroy(se);
 out:
+    hfs_fs_free(fs);      /* the inodes hold snapshots: before the files and the cache */
     hfs_lfile_shutdown();
-    hfs_fs_free(fs);
     ret = ret ? 1 : 0;
 done:
     free(cmd.mountpoint);
