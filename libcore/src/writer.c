@@ -1053,7 +1053,7 @@ static uint64_t next_extent(const h5l_file_t *f, uint64_t need)
     return sz < need ? need : sz;
 }
 
-/* Step 1 of a flush: the open record is encoded and this rank's record
+/* Before a flush's step 1: the open record is encoded and this rank's record
  * block (header placeholder, records, segment checksums) completed; its
  * padded length is returned in *blen. f->recs.len before the checksums is
  * kept in *rlen so a failed flush can take them off again. */
@@ -1086,6 +1086,223 @@ static int finish_block(h5l_file_t *f, uint64_t tick, uint64_t *blen, size_t *rl
     return H5L_OK;
 }
 
+/* The state of one flush, passed between its steps (h5l_flush). Owned by
+ * h5l_flush: flush_free releases it whatever step failed. */
+typedef struct flush {
+    uint64_t tick;
+    size_t nd;          /* dimensions defined when the flush began */
+    h5l_buf_t opsb;     /* the tick's definitions, encoded (TICK payload) */
+    h5l_op_t *grown;    /* DIMLEN ops of the extents this tick grew */
+    size_t ngrown;
+    uint64_t *want;     /* agreed extent per dimension */
+    uint64_t blen;      /* this rank's record block, padded */
+    uint64_t pre[2];    /* this rank's place: data bytes, block bytes before it */
+    uint64_t tot[3];    /* totals: data bytes, block bytes, records */
+    uint64_t need;      /* the tick's bytes in its extent */
+    uint64_t doff, moff; /* where the tick's data and record blocks start */
+    int sealed;         /* built, but the frame append failed */
+} flush_t;
+
+static void flush_free(flush_t *fl)
+{
+    h5l_buf_free(&fl->opsb);
+    free(fl->grown);
+    free(fl->want);
+}
+
+/* Step 1: agree. One MPI_Exscan places this rank's bytes; one
+ * MPI_Allreduce (a custom op) gives the totals, checks that every rank
+ * made the same definitions and had no local error, and agrees on the
+ * extents along the dimensions that existed before this flush. A local
+ * failure (lrc) still takes part in the collectives, so no rank hangs. */
+static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
+{
+    size_t nd = fl->nd;
+    for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&fl->opsb, &f->ops[i]);
+    fl->want = calloc(nd + 1, sizeof *fl->want);
+    fl->grown = calloc(nd + 1, sizeof *fl->grown);
+    size_t nold = f->ndims_committed, nagg = AGG_N + nold;
+    uint64_t *agg = calloc(nagg, sizeof *agg);
+    uint64_t h = f->opts.check_collective ? h5l_hash(fl->opsb.p, fl->opsb.len, 0) : 0;
+    uint64_t mine[2] = {f->data_bytes, fl->blen};
+    MPI_Datatype at;
+    if (agg_type_for(f, nagg, &at) != MPI_SUCCESS) {
+        free(agg);
+        agg = NULL; /* a local failure: the collective below is still needed */
+    }
+    uint64_t local[AGG_N] = {f->data_bytes, fl->blen, f->nrec, h, ~h,
+                             (fl->opsb.oom || !fl->want || !fl->grown || !agg || lrc) ? 1u : 0u, nd};
+    if (agg) {
+        memcpy(agg, local, sizeof local);
+        memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
+    }
+    int mrc = MPI_Exscan(mine, fl->pre, 2, MPI_UINT64_T, MPI_SUM, f->comm);
+    if (mrc == MPI_SUCCESS)
+        mrc = agg ? MPI_Allreduce(MPI_IN_PLACE, agg, 1, at, agg_op, f->comm)
+                  : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
+    if (mrc != MPI_SUCCESS || !agg) {
+        free(agg);
+        return lrc ? lrc : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
+                                (unsigned long long)fl->tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
+    }
+    if (f->rank == 0) fl->pre[0] = fl->pre[1] = 0; /* Exscan leaves rank 0 undefined */
+    memcpy(fl->tot, agg, sizeof fl->tot);
+    int oom = agg[5] != 0, mismatch = agg[3] != ~agg[4] || agg[6] != nd;
+    memcpy(fl->want, agg + AGG_N, nold * sizeof *fl->want);
+    free(agg);
+    if (oom)
+        return lrc ? lrc : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
+                                f->path, (unsigned long long)fl->tick);
+    if (mismatch)
+        return fail(f, H5L_EMISMATCH, "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
+                    f->path, (unsigned long long)fl->tick);
+    return H5L_OK;
+}
+
+/* Step 2: grow. Dimensions defined in this flush get their extents in a
+ * second, rare MPI_Allreduce (the ranks agree on nd now, so the counts
+ * match); every unlimited dimension that grew becomes a DIMLEN op of the
+ * tick. */
+static int flush_grow(h5l_file_t *f, flush_t *fl)
+{
+    size_t nd = fl->nd, nold = f->ndims_committed;
+    int new_unlim = 0;
+    for (size_t d = nold; d < nd; d++) new_unlim |= f->schema.dims[d].unlimited;
+    if (new_unlim) {
+        memcpy(fl->want + nold, f->want + nold, (nd - nold) * sizeof *fl->want);
+        if (MPI_Allreduce(MPI_IN_PLACE, fl->want + nold, (int)(nd - nold), MPI_UINT64_T, MPI_MAX, f->comm) !=
+            MPI_SUCCESS)
+            return fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+    }
+    for (size_t d = 0; d < nd; d++) {
+        if (f->schema.dims[d].unlimited && fl->want[d] > h5l_schema_dimlen_now(&f->schema, (uint32_t)d)) {
+            fl->grown[fl->ngrown++] = (h5l_op_t){.kind = H5L_OP_DIMLEN, .id = (uint32_t)d, .len = fl->want[d]};
+            h5l_op_encode(&fl->opsb, &fl->grown[fl->ngrown - 1]);
+        }
+    }
+    return H5L_OK;
+}
+
+/* Step 3: place the tick in the newest log extent. Every rank decides the
+ * same from the same totals, and only when it does not fit does rank 0
+ * allocate the next extent (libhdf5) and broadcast where it is. */
+static int flush_place(h5l_file_t *f, flush_t *fl)
+{
+    uint64_t dspace = (fl->tot[0] + 7) & ~(uint64_t)7;
+    fl->need = dspace + fl->tot[1];
+    if (!f->ext_count || f->ext_size - f->ext_used < fl->need) {
+        uint64_t size = next_extent(f, fl->need);
+        bstat_t st = {0};
+        if (f->rank == 0) {
+            h5l_err_t e = {0};
+            char name[64];
+            snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
+            st.code = h5l_anchor_alloc(f->anc, name, size, &st.v[0], &e);
+            if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        }
+        int rc = bcast_status(f, &st);
+        if (rc) return rc;
+        f->ext_off = st.v[0];
+        f->ext_size = size;
+        f->ext_used = 0;
+        f->ext_count++;
+    }
+    fl->doff = fl->tot[0] ? f->ext_off + f->ext_used : 0;
+    fl->moff = f->ext_off + f->ext_used + dspace;
+    return H5L_OK;
+}
+
+/* Step 4: write. Rank 0 mirrors the tick's definitions into the HDF5 file
+ * (its failure stops the commit); every rank writes its data and its record
+ * block, independently, every byte checked. Returns this rank's code (not
+ * yet agreed: flush_commit gathers them). */
+static int flush_write(h5l_file_t *f, flush_t *fl)
+{
+    int wrc = H5L_OK;
+    if (f->rank == 0)
+        for (size_t i = 0; i < f->nops && !wrc; i++) {
+            h5l_err_t e = {0};
+            wrc = h5l_anchor_op(f->anc, &f->schema, fl->tick, &f->ops[i], &e);
+            if (wrc) fail(f, wrc, "%s", e.msg);
+        }
+    char what[64];
+    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)fl->tick);
+    if (!wrc) wrc = write_pieces(f, what, (MPI_Offset)(fl->doff + fl->pre[0]), f->pieces, f->npieces, f->data_bytes);
+    if (!wrc) {
+        piece_t blk = {f->recs.p, (size_t)fl->blen};
+        snprintf(what, sizeof what, "the record block of tick %llu", (unsigned long long)fl->tick);
+        wrc = write_pieces(f, what, (MPI_Offset)(fl->moff + fl->pre[1]), &blk, 1, fl->blen);
+    }
+    if (!wrc && f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS)
+        wrc = fail(f, H5L_EIO, "%s: MPI_File_sync after tick %llu failed", f->path, (unsigned long long)fl->tick);
+    return wrc;
+}
+
+/* Step 5: commit. Every rank's write has returned once rank 0 has all the
+ * statuses: only then may rank 0 seal the TICK frame and append it; the
+ * broadcast carries the verdict, with the message of the rank that failed.
+ * If the append fails the tick stays sealed (seal_frame): its bytes are
+ * all written, so every rank moves on as if it were published and the next
+ * flush or the close appends the same frame again (fl->sealed). */
+static int flush_commit(h5l_file_t *f, flush_t *fl, int wrc)
+{
+    int worst = 0, who = 0;
+    int rc = reduce_status(f, wrc, &worst, &who);
+    if (rc) return rc;
+    bstat_t st = {0};
+    if (f->rank == 0 && worst) {
+        st.code = worst;
+        st.from = who;
+        if (who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+    } else if (f->rank == 0) {
+#ifdef H5L_TEST_HOOKS
+        /* test hook, in the test build only (libh5log_test.a): die with
+         * every byte of this tick written but not committed, to prove
+         * readers never see it */
+        const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
+        if (k && strtoull(k, NULL, 10) == fl->tick) raise(SIGKILL);
+#endif
+        h5l_tick_info_t ti = {fl->tick, now_ns(), (uint32_t)f->size, fl->doff, fl->tot[0], fl->moff, fl->tot[1], fl->tot[2]};
+        h5l_buf_t pl = {0};
+        h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + fl->ngrown));
+        h5l_buf_put(&pl, fl->opsb.p, fl->opsb.len);
+        if (pl.oom || fl->opsb.oom)
+            st.code = fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)fl->tick);
+        else st.code = seal_frame(f, pl.p, pl.len);
+        if (!st.code) {
+            st.v[1] = 1; /* sealed: from now on this tick is this frame */
+            st.code = put_sealed(f, fl->tick);
+        }
+        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+        h5l_buf_free(&pl);
+    }
+    rc = bcast_status(f, &st);
+    fl->sealed = st.v[1] && st.code;
+    return rc;
+}
+
+/* Step 6: publish. The tick is committed (or sealed): the pending state
+ * becomes history and the buffers start empty for the next tick. */
+static void flush_publish(h5l_file_t *f, flush_t *fl)
+{
+    for (size_t i = 0; i < fl->ngrown; i++) h5l_schema_apply(&f->schema, fl->tick, &fl->grown[i], NULL);
+    for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
+    f->nops = 0;
+    f->npieces = 0;
+    f->recs.len = H5L_BLOCK_LEN;
+    f->nrec = f->data_bytes = f->nputs = 0;
+    f->arena_used = 0;
+    f->ext_used += fl->need;
+    if (fl->nd) memset(f->want, 0, fl->nd * sizeof *f->want);
+    f->ndims_committed = fl->nd;
+    f->tick = fl->tick;
+    f->sealed = fl->sealed;
+    sums_restart(f, fl->tick + 1);
+}
+
+/* One flush is one tick, in the six steps above; each is collective where
+ * it says so, and a failure in any leaves the buffered puts and records as
+ * they were, so the caller may retry the flush to the same place. */
 int h5l_flush(h5l_file_t *f)
 {
     int rc = check_open(f);
@@ -1099,184 +1316,17 @@ int h5l_flush(h5l_file_t *f)
             return fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
         if (!more) return H5L_OK;
     }
-    uint64_t tick = f->tick + 1;
-    size_t nd = f->schema.ndims;
-    h5l_buf_t opsb = {0};
-    h5l_op_t *grown = NULL;
-    size_t ngrown = 0, rlen = f->recs.len;
-    uint64_t *want = NULL, blen = 0;
-    int lrc = finish_block(f, tick, &blen, &rlen); /* a local failure still takes part below */
-
-    /* 1. one MPI_Exscan places this rank's bytes; one MPI_Allreduce (a
-     * custom op) gives the totals, checks that every rank made the same
-     * definitions and had no local error, and agrees on the extents along
-     * the dimensions that existed before this flush */
-    for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&opsb, &f->ops[i]);
-    want = calloc(nd + 1, sizeof *want);
-    grown = calloc(nd + 1, sizeof *grown);
-    size_t nold = f->ndims_committed, nagg = AGG_N + nold;
-    uint64_t *agg = calloc(nagg, sizeof *agg);
-    uint64_t h = f->opts.check_collective ? h5l_hash(opsb.p, opsb.len, 0) : 0;
-    uint64_t mine[2] = {f->data_bytes, blen}, pre[2] = {0, 0};
-    MPI_Datatype at;
-    if (agg_type_for(f, nagg, &at) != MPI_SUCCESS) {
-        free(agg);
-        agg = NULL; /* a local failure: the collective below is still needed */
+    flush_t fl = {.tick = f->tick + 1, .nd = f->schema.ndims};
+    size_t rlen = f->recs.len;
+    int lrc = finish_block(f, fl.tick, &fl.blen, &rlen); /* a local failure still takes part in step 1 */
+    if (!(rc = flush_agree(f, &fl, lrc)) && !(rc = flush_grow(f, &fl)) && !(rc = flush_place(f, &fl)))
+        rc = flush_commit(f, &fl, flush_write(f, &fl));
+    if (!rc || fl.sealed) { /* sealed: published, and the append's error returned */
+        flush_publish(f, &fl);
+        rlen = f->recs.len;
     }
-    uint64_t local[AGG_N] = {f->data_bytes, blen, f->nrec, h, ~h,
-                             (opsb.oom || !want || !grown || !agg || lrc) ? 1u : 0u, nd};
-    if (agg) {
-        memcpy(agg, local, sizeof local);
-        memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
-    }
-    int mrc = MPI_Exscan(mine, pre, 2, MPI_UINT64_T, MPI_SUM, f->comm);
-    if (mrc == MPI_SUCCESS)
-        mrc = agg ? MPI_Allreduce(MPI_IN_PLACE, agg, 1, at, agg_op, f->comm)
-                  : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
-    if (mrc != MPI_SUCCESS || !agg) {
-        free(agg);
-        rc = lrc ? lrc : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
-                              (unsigned long long)tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
-        goto out;
-    }
-    if (f->rank == 0) pre[0] = pre[1] = 0; /* Exscan leaves rank 0 undefined */
-    uint64_t tot[3] = {agg[0], agg[1], agg[2]};
-    int oom = agg[5] != 0, mismatch = agg[3] != ~agg[4] || agg[6] != nd;
-    memcpy(want, agg + AGG_N, nold * sizeof *want);
-    free(agg);
-    if (oom) {
-        rc = lrc ? lrc : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
-                              f->path, (unsigned long long)tick);
-        goto out;
-    }
-    if (mismatch) {
-        rc = fail(f, H5L_EMISMATCH,
-                  "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
-                  f->path, (unsigned long long)tick);
-        goto out;
-    }
-
-    /* 2. dimensions defined in this flush: their extents in a second,
-     * rare MPI_Allreduce (ranks agree on nd now, so the counts match) */
-    int new_unlim = 0;
-    for (size_t d = nold; d < nd; d++) new_unlim |= f->schema.dims[d].unlimited;
-    if (new_unlim) {
-        memcpy(want + nold, f->want + nold, (nd - nold) * sizeof *want);
-        if (MPI_Allreduce(MPI_IN_PLACE, want + nold, (int)(nd - nold), MPI_UINT64_T, MPI_MAX, f->comm) !=
-            MPI_SUCCESS) {
-            rc = fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
-            goto out;
-        }
-    }
-    for (size_t d = 0; d < nd; d++) {
-        if (f->schema.dims[d].unlimited && want[d] > h5l_schema_dimlen_now(&f->schema, (uint32_t)d)) {
-            grown[ngrown++] = (h5l_op_t){.kind = H5L_OP_DIMLEN, .id = (uint32_t)d, .len = want[d]};
-            h5l_op_encode(&opsb, &grown[ngrown - 1]);
-        }
-    }
-
-    /* 3. place the tick in the newest log extent; every rank decides the
-     * same from the same totals, and only when it does not fit does rank 0
-     * allocate the next extent (libhdf5) and broadcast where it is */
-    uint64_t dspace = (tot[0] + 7) & ~(uint64_t)7, need = dspace + tot[1];
-    if (!f->ext_count || f->ext_size - f->ext_used < need) {
-        uint64_t size = next_extent(f, need);
-        bstat_t st = {0};
-        if (f->rank == 0) {
-            h5l_err_t e = {0};
-            char name[64];
-            snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
-            st.code = h5l_anchor_alloc(f->anc, name, size, &st.v[0], &e);
-            if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
-        }
-        if ((rc = bcast_status(f, &st))) goto out;
-        f->ext_off = st.v[0];
-        f->ext_size = size;
-        f->ext_used = 0;
-        f->ext_count++;
-    }
-    uint64_t doff = tot[0] ? f->ext_off + f->ext_used : 0, moff = f->ext_off + f->ext_used + dspace;
-
-    /* 4. rank 0 mirrors the tick's definitions into the HDF5 file (its
-     * failure stops the commit below); every rank writes its data and its
-     * record block, independently, every byte checked */
-    int wrc = H5L_OK;
-    if (f->rank == 0)
-        for (size_t i = 0; i < f->nops && !wrc; i++) {
-            h5l_err_t e = {0};
-            wrc = h5l_anchor_op(f->anc, &f->schema, tick, &f->ops[i], &e);
-            if (wrc) fail(f, wrc, "%s", e.msg);
-        }
-    char what[64];
-    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)tick);
-    if (!wrc) wrc = write_pieces(f, what, (MPI_Offset)(doff + pre[0]), f->pieces, f->npieces, f->data_bytes);
-    if (!wrc) {
-        piece_t blk = {f->recs.p, (size_t)blen};
-        snprintf(what, sizeof what, "the record block of tick %llu", (unsigned long long)tick);
-        wrc = write_pieces(f, what, (MPI_Offset)(moff + pre[1]), &blk, 1, blen);
-    }
-    if (!wrc && f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS)
-        wrc = fail(f, H5L_EIO, "%s: MPI_File_sync after tick %llu failed", f->path, (unsigned long long)tick);
-    /* every rank's write has returned once rank 0 has all statuses: only
-     * then may the commit happen (the broadcast below carries the verdict,
-     * with the message of the rank that failed) */
-    int worst = 0, who = 0;
-    if ((rc = reduce_status(f, wrc, &worst, &who))) goto out;
-
-    /* 5. commit: rank 0 seals the TICK frame and appends it. If the append
-     * fails the tick stays sealed (seal_frame): its bytes are all written,
-     * so every rank moves on as if it were published and the next flush
-     * or the close appends the same frame again */
-    bstat_t st = {0};
-    if (f->rank == 0 && worst) {
-        st.code = worst;
-        st.from = who;
-        if (who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
-    } else if (f->rank == 0) {
-#ifdef H5L_TEST_HOOKS
-        /* test hook, in the test build only (libh5log_test.a): die with
-         * every byte of this tick written but not committed, to prove
-         * readers never see it */
-        const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
-        if (k && strtoull(k, NULL, 10) == tick) raise(SIGKILL);
-#endif
-        h5l_tick_info_t ti = {tick, now_ns(), (uint32_t)f->size, doff, tot[0], moff, tot[1], tot[2]};
-        h5l_buf_t pl = {0};
-        h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + ngrown));
-        h5l_buf_put(&pl, opsb.p, opsb.len);
-        if (pl.oom || opsb.oom) st.code = fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)tick);
-        else st.code = seal_frame(f, pl.p, pl.len);
-        if (!st.code) {
-            st.v[1] = 1; /* sealed: from now on this tick is this frame */
-            st.code = put_sealed(f, tick);
-        }
-        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
-        h5l_buf_free(&pl);
-    }
-    rc = bcast_status(f, &st);
-    int sealed = st.v[1] && st.code; /* built, but not appended */
-    if (rc && !sealed) goto out;
-
-    /* 6. published (or sealed): the pending state becomes history */
-    for (size_t i = 0; i < ngrown; i++) h5l_schema_apply(&f->schema, tick, &grown[i], NULL);
-    for (size_t i = 0; i < f->nops; i++) h5l_op_clear(&f->ops[i]);
-    f->nops = 0;
-    f->npieces = 0;
-    f->recs.len = H5L_BLOCK_LEN;
-    rlen = f->recs.len;
-    f->nrec = f->data_bytes = f->nputs = 0;
-    f->arena_used = 0;
-    f->ext_used += need;
-    if (nd) memset(f->want, 0, nd * sizeof *f->want);
-    f->ndims_committed = nd;
-    f->tick = tick;
-    f->sealed = sealed;
-    sums_restart(f, tick + 1);
-out:
     f->recs.len = rlen; /* a failed flush leaves the records as they were, for a retry */
-    h5l_buf_free(&opsb);
-    free(grown);
-    free(want);
+    flush_free(&fl);
     return rc;
 }
 
