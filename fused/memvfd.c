@@ -59,6 +59,7 @@
  *   quadratic); they are coalesced once, when the image is built at close.
  */
 #include "memvfd.h"
+#include "grow.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -100,24 +101,6 @@ typedef struct memfile {
 } memfile_t;
 
 static hid_t g_driver = H5I_INVALID_HID;
-
-/* ------------------------------------------------------------------ */
-/* growable arrays                                                      */
-
-/* Room for `need` elements: the (possibly moved) array, or NULL with the
- * old array untouched. */
-static void *grow(void *p, size_t *cap, size_t need, size_t elt)
-{
-    if (need <= *cap)
-        return p;
-    size_t nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *q = realloc(p, nc * elt);
-    if (q)
-        *cap = nc;
-    return q;
-}
 
 /* ------------------------------------------------------------------ */
 /* sparse piece store                                                   */
@@ -180,12 +163,10 @@ static int pc_write(hfs_memvfd_t *s, uint64_t lo, size_t len, const void *data)
     }
     memcpy(buf + (lo - nlo), data, len);
     if (j == i) {
-        piece_t *np = grow(s->pc, &s->cappc, s->npc + 1, sizeof *s->pc);
-        if (!np) {
+        if (h5l_grow((void **)&s->pc, &s->cappc, s->npc + 1, sizeof *s->pc)) {
             free(buf);
             return -1;
         }
-        s->pc = np;
         memmove(s->pc + i + 1, s->pc + i, (s->npc - i) * sizeof *s->pc);
         s->npc++;
     } else if (j > i + 1) {
@@ -400,14 +381,8 @@ static haddr_t cb_alloc(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, hsize_t size)
     }
     if (size == 0 || size > MEMVFD_MAXADDR - eoa)
         return HADDR_UNDEF;
-    hfs_memvfd_alloc_t *nal = grow(s->al, &s->capal, s->nal + 1, sizeof *s->al);
-    if (nal)
-        s->al = nal;
-    size_t *nraw = type == H5FD_MEM_DRAW ? grow(s->raw, &s->capraw, s->nraw + 1, sizeof *s->raw)
-                                         : s->raw;
-    if (nraw)
-        s->raw = nraw;
-    if (!nal || (type == H5FD_MEM_DRAW && !nraw)) {
+    if (h5l_grow((void **)&s->al, &s->capal, s->nal + 1, sizeof *s->al) ||
+        (type == H5FD_MEM_DRAW && h5l_grow((void **)&s->raw, &s->capraw, s->nraw + 1, sizeof *s->raw))) {
         s->failed = true;
         return HADDR_UNDEF;
     }

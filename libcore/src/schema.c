@@ -4,6 +4,7 @@
  * T" for every T without copies. Objects, dimensions and attributes are
  * found by name through chained hash indexes (defining N of them is O(N),
  * not O(N^2), and so is asking which attribute values are current). */
+#include "grow.h"
 #include "schema.h"
 
 #include <stdlib.h>
@@ -12,18 +13,6 @@
 
 #define SLAB_TARGET (1u << 20) /* bytes of an index slab of a contiguous var */
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap * 2 : 16;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    memset((char *)q + *cap * elem, 0, (c - *cap) * elem);
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 #define PNONE UINT32_MAX
 #define IX_HDR 2
@@ -154,7 +143,7 @@ static int obj_push(h5l_schema_t *s, const h5l_obj_t *o)
 int h5l_schema_init(h5l_schema_t *s)
 {
     memset(s, 0, sizeof *s);
-    if (grow((void **)&s->objs, &s->cap_objs, 1, sizeof *s->objs)) return H5L_ENOMEM;
+    if (h5l_grow((void **)&s->objs, &s->cap_objs, 1, sizeof *s->objs)) return H5L_ENOMEM;
     h5l_obj_t root = {.kind = H5L_OBJ_GROUP, .path = strdup("/")};
     if (!root.path || obj_push(s, &root)) {
         free(root.path);
@@ -354,7 +343,7 @@ static int check_new_obj(h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
     if (bad) h5l_err_set(err, H5L_EBADID, "parent group '%s' of '%s' does not exist", par, op->name);
     free(par);
     if (bad) return H5L_EBADID;
-    if (grow((void **)&s->objs, &s->cap_objs, s->nobjs + 1, sizeof *s->objs))
+    if (h5l_grow((void **)&s->objs, &s->cap_objs, s->nobjs + 1, sizeof *s->objs))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     return H5L_OK;
 }
@@ -447,7 +436,7 @@ static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         return h5l_err_set(err, H5L_EINVAL, "invalid dimension name '%s'", op->name ? op->name : "");
     if (h5l_schema_find_dim(s, op->name) >= 0)
         return h5l_err_set(err, H5L_EEXIST, "dimension '%s' already defined", op->name);
-    if (grow((void **)&s->dims, &s->cap_dims, s->ndims + 1, sizeof *s->dims) || ix_fit(s))
+    if (h5l_grow((void **)&s->dims, &s->cap_dims, s->ndims + 1, sizeof *s->dims) || ix_fit(s))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     h5l_dim_t d = {0};
     d.name = strdup(op->name);
@@ -499,7 +488,7 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     int nrc = h5l_schema_attr_name_ok(op->name, err);
     if (nrc) return nrc;
     if (!h5l_type_valid(op->type)) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", op->name);
-    if (grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs) || ix_fit(s))
+    if (h5l_grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs) || ix_fit(s))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     h5l_attr_t a = {0};
     a.objid = op->id;

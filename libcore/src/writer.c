@@ -46,6 +46,7 @@
 #include "format.h"
 #include "h5type.h"
 #include "journal.h"
+#include "grow.h"
 #include "schema.h"
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
@@ -306,13 +307,12 @@ static void sums_feed(h5l_file_t *f, const uint8_t *p, size_t n)
     }
 }
 
-static int grow_arr(void **p, size_t *cap, size_t n, size_t elem);
 
 /* Room for the checksums n more data bytes complete. 0 or -1. */
 static int sums_room(h5l_file_t *f, size_t n)
 {
     size_t more = (size_t)((f->seg_fill + n) >> f->seglog);
-    return grow_arr((void **)&f->sums, &f->cap_sums, f->nsums + more + 1, sizeof *f->sums);
+    return h5l_grow((void **)&f->sums, &f->cap_sums, f->nsums + more + 1, sizeof *f->sums);
 }
 
 int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
@@ -402,15 +402,8 @@ static int push_op(h5l_file_t *f, h5l_op_t *op)
 {
     h5l_err_t e = {0};
     int rc = h5l_schema_apply(&f->schema, f->tick + 1, op, &e);
-    if (!rc && f->nops == f->cap_ops) {
-        size_t cap = f->cap_ops ? f->cap_ops * 2 : 16;
-        h5l_op_t *o = realloc(f->ops, cap * sizeof *o);
-        if (!o) rc = h5l_err_set(&e, H5L_ENOMEM, "out of memory");
-        else {
-            f->ops = o;
-            f->cap_ops = cap;
-        }
-    }
+    if (!rc && h5l_grow((void **)&f->ops, &f->cap_ops, f->nops + 1, sizeof *f->ops))
+        rc = h5l_err_set(&e, H5L_ENOMEM, "out of memory");
     if (rc) {
         h5l_op_clear(op);
         return fail(f, rc, "%s: %s", f->path, e.msg);
@@ -431,14 +424,8 @@ int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid)
     if (!op.name) return fail(f, H5L_ENOMEM, "out of memory");
     uint32_t id = op.id;
     if ((rc = push_op(f, &op))) return rc;
-    if (f->schema.ndims > f->cap_want) {
-        size_t cap = f->cap_want ? f->cap_want * 2 : 16;
-        uint64_t *w = realloc(f->want, cap * sizeof *w);
-        if (!w) return fail(f, H5L_ENOMEM, "out of memory");
-        memset(w + f->cap_want, 0, (cap - f->cap_want) * sizeof *w);
-        f->want = w;
-        f->cap_want = cap;
-    }
+    if (h5l_grow((void **)&f->want, &f->cap_want, f->schema.ndims, sizeof *f->want))
+        return fail(f, H5L_ENOMEM, "out of memory");
     *dimid = (int)id;
     return H5L_OK;
 }
@@ -713,18 +700,6 @@ int h5l_put_att_text(h5l_file_t *f, int objid, const char *name, const char *tex
     return put_att_common(f, objid, name, t, strlen(text), text);
 }
 
-static int grow_arr(void **p, size_t *cap, size_t n, size_t elem)
-{
-    if (n <= *cap) return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < n) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Bytes the open record may take once encoded (every varint at most 10). */
 static size_t openrec_max(const openrec_t *r)
 {
@@ -801,8 +776,8 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
                     f->path, o->path, bytes, f->arena_used, f->arena_cap);
     /* reserve everything first: after this point nothing can fail */
     if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)) ||
-        grow_arr((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
-        grow_arr((void **)&f->cur.boxes, &f->cur.cap, ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2,
+        h5l_grow((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
+        h5l_grow((void **)&f->cur.boxes, &f->cur.cap, ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2,
                  sizeof *f->cur.boxes) ||
         sums_room(f, bytes)) {
         f->recs.oom = 0;
