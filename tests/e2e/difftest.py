@@ -606,6 +606,15 @@ def _cmp_attr(where, name, got, want, diffs, exact_dtype):
                      f"({want.dtype.str})")
 
 
+def check_mount(path, st):
+    """The newest tick through the mount, read with h5py and netCDF4 and
+    compared with the model (or why the file is too big to compare)."""
+    big = too_big(path, st.tick, "mount")
+    if big:
+        return big
+    return check_h5py(path, st, "mount") + check_netcdf(path, st, "mount")
+
+
 def check_h5py(path, st, label):
     """Compare the canonical file at path (h5py) with TickState st."""
     import h5py

@@ -34,6 +34,7 @@
 #include "lfile.h"
 #include "skel.h"
 #include "tharness.h"
+#include "snaphelp.h"
 
 static char g_dir[256];
 
@@ -309,20 +310,10 @@ static void test_sparse(void)
     snprintf(log, sizeof log, "%s/sparse.h5", g_dir);
     snprintf(ipath, sizeof ipath, "%s/sparse.img", g_dir);
     CHECK_EQ(write_sparse(log), 0);
-    CHECK_EQ(hfs_lfile_init((size_t)16 << 20), 0);
-    struct stat st;
-    CHECK_EQ(stat(log, &st), 0);
-    hfs_lfile_t *lf = NULL;
-    hfs_snap_t *s = NULL;
+    hfs_lfile_t *lf;
+    hfs_snap_t *s = snap_open(log, (size_t)16 << 20, &lf);
+    if (!s) return;
     h5l_err_t e = {0};
-    CHECK_EQ(hfs_lfile_get(log, st.st_dev, st.st_ino, &lf, &e), 0);
-    if (lf) CHECK_EQ(hfs_lfile_snapshot(lf, &s, &e), 0);
-    if (!s) {
-        fprintf(stderr, "  %s\n", e.msg);
-        hfs_lfile_unref(lf);
-        hfs_lfile_shutdown();
-        return;
-    }
     const hfs_skel_t *k = s->skel;
     fprintf(stderr, "  sparse: skeleton built in %.3f s, %llu bytes, %zu regions\n", (double)k->build_ns / 1e9,
             (unsigned long long)k->eof, k->nregions);
@@ -366,9 +357,7 @@ static void test_sparse(void)
         CHECK_EQ(bad, 0);
         H5Fclose(file);
     }
-    hfs_snap_unref(s);
-    hfs_lfile_unref(lf);
-    hfs_lfile_shutdown();
+    snap_close(s, lf);
 }
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 #include "h5log.h"
 #include "lfile.h"
 #include "tharness.h"
+#include "snaphelp.h"
 
 static char g_path[512];
 
@@ -161,20 +162,10 @@ static long stat_of(const char *text, const char *key)
 
 static void run_with_cache(size_t limit)
 {
-    CHECK_EQ(hfs_lfile_init(limit), 0);
-    struct stat st;
-    CHECK_EQ(stat(g_path, &st), 0);
-    hfs_lfile_t *lf = NULL;
-    hfs_snap_t *s = NULL;
+    hfs_lfile_t *lf;
+    hfs_snap_t *s = snap_open(g_path, limit, &lf);
+    if (!s) return;
     h5l_err_t e = {0};
-    CHECK_EQ(hfs_lfile_get(g_path, st.st_dev, st.st_ino, &lf, &e), 0);
-    if (lf) CHECK_EQ(hfs_lfile_snapshot(lf, &s, &e), 0);
-    if (!s) {
-        fprintf(stderr, "  %s\n", e.msg);
-        hfs_lfile_unref(lf);
-        hfs_lfile_shutdown();
-        return;
-    }
     size_t eof = (size_t)s->skel->eof;
     uint8_t *img = malloc(eof), *part = malloc(eof);
     CHECK_EQ(hfs_snap_read(s, 0, eof, img, &e), (long)eof);
@@ -255,9 +246,7 @@ static void run_with_cache(size_t limit)
     }
     free(img);
     free(part);
-    hfs_snap_unref(s);
-    hfs_lfile_unref(lf);
-    hfs_lfile_shutdown();
+    snap_close(s, lf);
 }
 
 static void test_large_cache(void) { run_with_cache((size_t)64 << 20); }
