@@ -45,7 +45,7 @@ LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
 TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump $(BUILD)/bin/h5logtail
-FUSED_MODS := memvfd skel cache tbuf badlog lfile inode fs main
+FUSED_MODS := memvfd skel cache tbuf badlog lfile inode ticks fs main
 FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
 DAEMON := $(BUILD)/bin/h5logfs
 FUSED_TESTS := $(patsubst tests/fused/%.c,$(BUILD)/tests/%,$(wildcard tests/fused/test_*.c))

@@ -11,7 +11,10 @@
  * byte from the kernel page cache (keep_cache) or from us. The daemon's
  * state (configuration, inode table, open handles) is one hfs_fs_t passed
  * to libfuse as the session's userdata. Every mutating operation answers
- * EROFS. Errors from libcore become errno in one place (errno_of). */
+ * EROFS. Errors from libcore become errno in one place (errno_of). The
+ * hidden directory .h5logfs-ticks holds every committed tick of every log
+ * file (ticks.h): names there are resolved by ticks.c, the requests are
+ * answered here like the mirror's and the snapshots'. */
 #include "fs.h"
 
 #include <assert.h>
@@ -31,6 +34,7 @@
 #include "lfile.h"
 #include "inode.h"
 #include "tbuf.h"
+#include "ticks.h"
 
 #define STATS_NAME ".h5logfs-stats" /* at the root, not listed */
 
@@ -136,8 +140,20 @@ static int get_attr(hfs_inode_t *n, struct stat *st)
         st->st_nlink = 1;
         return 0;
     }
-    if (n->kind == HFS_K_SNAP) {
+    if (hfs_kind_is_snap(n->kind)) {
         snap_attr(n, st);
+        return 0;
+    }
+    if (n->kind == HFS_K_TLOG) { /* a log file as the directory of its ticks */
+        mode_t mode;
+        *st = n->src_st;
+        source_access(n, &mode, &st->st_uid, &st->st_gid);
+        mode &= 0444;
+        st->st_mode = S_IFDIR | mode | (mode >> 2); /* r gives x: listable where readable */
+        st->st_nlink = 2;
+        st->st_size = 0;
+        st->st_blocks = 0;
+        st->st_ino = (ino_t)(uintptr_t)n;
         return 0;
     }
     if (n->kind == HFS_K_BAD) {
@@ -181,11 +197,26 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
 {
     hfs_inode_t *p = hfs_itab_of(&fs->itab, parent);
     memset(e, 0, sizeof *e);
+    if (p->kind == HFS_K_TDIR || p->kind == HFS_K_TLOG) {
+        hfs_inode_t *n;
+        int er = hfs_ticks_lookup(&fs->itab, p, name, &n);
+        if (er) return er;
+        e->ino = hfs_itab_id(&fs->itab, n);
+        e->entry_timeout = valid_for(fs);
+        e->attr_timeout = valid_for(fs); /* permissions follow the source */
+        if ((er = get_attr(n, &e->attr))) hfs_itab_forget(&fs->itab, n, 1);
+        return er;
+    }
     if (p->kind != HFS_K_MIRROR || !S_ISDIR(p->mode)) return ENOTDIR;
     if (is_sidecar_of_existing(p->fd, name)) return ENOENT;
     if (p == &fs->itab.root && strcmp(name, STATS_NAME) == 0) {
         e->ino = hfs_itab_id(&fs->itab, &fs->itab.stats);
         return get_attr(&fs->itab.stats, &e->attr);
+    }
+    if (p == &fs->itab.root && strcmp(name, HFS_TICKS_NAME) == 0) {
+        e->ino = hfs_itab_id(&fs->itab, &fs->itab.ticks);
+        e->entry_timeout = e->attr_timeout = valid_for(fs);
+        return get_attr(&fs->itab.ticks, &e->attr);
     }
     int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return errno;
@@ -208,7 +239,7 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
          * follow the source's: attributes are valid for one tick */
         e->attr_timeout = n && n->kind == HFS_K_SNAP ? valid_for(fs) : 0;
     } else {
-        n = hfs_itab_mirror(&fs->itab, path, fd, &st); /* takes fd */
+        n = hfs_itab_mirror(&fs->itab, HFS_K_MIRROR, path, fd, &st); /* takes fd */
         e->entry_timeout = valid_for(fs);
         e->attr_timeout = e->entry_timeout; /* follows the source within a tick */
     }
@@ -274,6 +305,8 @@ struct hfs_fh {
     struct dirent *entry; /* directory: entry not yet returned */
     off_t offset;         /* directory: position */
     hfs_snap_t *snap;     /* snapshot file: its reference */
+    hfs_inode_t *dir;     /* directory: its inode (the ticks tree lists by kind) */
+    uint64_t nticks;      /* tlog directory: the ticks committed at opendir */
     char *text;           /* statistics file: its contents */
 };
 
@@ -318,11 +351,29 @@ static void reply_open(fuse_req_t req, struct fuse_file_info *fi, hfs_fh_t *h)
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     hfs_inode_t *n = ino_of(req, ino);
-    if (n->kind != HFS_K_MIRROR) {
+    if (n->kind == HFS_K_TLOG) { /* listed from the tick count, no descriptor */
+        struct stat st;
+        hfs_lfile_t *lf = NULL;
+        h5l_err_t e = {0};
+        hfs_fh_t *h = NULL;
+        int er = stat(n->path, &st) != 0 || st.st_dev != n->dev || st.st_ino != n->sino ? ENOENT
+               : hfs_lfile_get(n->path, n->dev, n->sino, &lf, &e) != H5L_OK ? EIO
+               : !(h = fh_new(fs_of(req))) ? ENOMEM : 0;
+        if (h) {
+            h->dir = n;
+            h->nticks = hfs_lfile_ntick(lf);
+        }
+        hfs_lfile_unref(lf);
+        if (er) fuse_reply_err(req, er);
+        else reply_open(req, fi, h);
+        return;
+    }
+    if (n->kind != HFS_K_MIRROR && n->kind != HFS_K_TDIR) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
     hfs_fh_t *h = fh_new(fs_of(req));
+    if (h) h->dir = n;
     int fd = h ? openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (fd >= 0 && (h->fd = dup(fd)) >= 0 && !(h->dp = fdopendir(fd))) {
         int er = errno;
@@ -342,11 +393,43 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     reply_open(req, fi, h);
 }
 
+/* A tlog directory: ".", "..", then one entry per committed tick (offset
+ * k + 2 after tick k), made from the count: 10^5 ticks list in one pass of
+ * fuse_add_direntry calls. */
+static void readdir_ticks(fuse_req_t req, hfs_fh_t *d, size_t size, off_t off)
+{
+    char *buf = calloc(1, size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0;
+    for (uint64_t o = off < 0 ? 0 : (uint64_t)off; o < d->nticks + 2; o++) {
+        char name[32];
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        st.st_mode = o < 2 ? S_IFDIR : S_IFREG;
+        st.st_ino = o < 2 ? 1 : o;
+        if (o < 2) snprintf(name, sizeof name, "%s", o ? ".." : ".");
+        else hfs_ticks_name(o - 1, name, sizeof name);
+        size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(o + 1));
+        if (len > size - used) break; /* full: this entry goes next time */
+        used += len;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
     (void)ino;
     hfs_fh_t *d = fh_of(fi);
+    if (d->dir->kind == HFS_K_TLOG) {
+        readdir_ticks(req, d, size, off);
+        return;
+    }
+    int ticks = d->dir->kind == HFS_K_TDIR;
     char *buf = calloc(1, size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
@@ -366,11 +449,12 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         off_t next = d->entry->d_off;
         const char *name = d->entry->d_name;
-        if (!is_sidecar_of_existing(d->fd, name)) {
+        int listed = ticks ? hfs_ticks_listed(d->dir, name, d->entry->d_type) : !is_sidecar_of_existing(d->fd, name);
+        if (listed) {
             struct stat st;
             memset(&st, 0, sizeof st);
             st.st_ino = d->entry->d_ino;
-            st.st_mode = (mode_t)(d->entry->d_type << 12);
+            st.st_mode = ticks ? S_IFDIR : (mode_t)(d->entry->d_type << 12); /* a log file is a directory there */
             size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
             if (len > size - used) break; /* full: this entry goes next time */
             used += len;
@@ -412,7 +496,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             return;
         }
         fi->direct_io = 1; /* made at open; its size is not known before */
-    } else if (n->kind == HFS_K_SNAP) {
+    } else if (hfs_kind_is_snap(n->kind)) {
         atomic_fetch_add(&n->snap->refs, 1);
         h->snap = n->snap;
         fi->keep_cache = 1; /* the inode's bytes never change */
@@ -481,6 +565,9 @@ static int snap_xattr(const hfs_inode_t *n, const char *name, char *buf, size_t 
         return snprintf(buf, cap, "%llu", (unsigned long long)n->snap->tick);
     if (strcmp(name, "user.h5logfs.closed") == 0) return snprintf(buf, cap, "%d", n->snap->closed);
     if (strcmp(name, "user.h5logfs.source") == 0) return snprintf(buf, cap, "%s", hfs_snap_source(n->snap));
+    if (strcmp(name, "user.h5logfs.time") == 0) /* the tick's commit time: seconds.nanoseconds since the epoch */
+        return snprintf(buf, cap, "%llu.%09llu", (unsigned long long)(n->snap->time_ns / 1000000000u),
+                        (unsigned long long)(n->snap->time_ns % 1000000000u));
     if (strcmp(name, "user.h5logfs.damaged") == 0) return hfs_snap_damage(n->snap, buf, cap);
     return -1;
 }
@@ -489,7 +576,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 {
     hfs_inode_t *n = ino_of(req, ino);
     char buf[PATH_MAX + 64];
-    int len = n->kind == HFS_K_SNAP ? snap_xattr(n, name, buf, sizeof buf) : -1;
+    int len = hfs_kind_is_snap(n->kind) ? snap_xattr(n, name, buf, sizeof buf) : -1;
     if (len < 0) fuse_reply_err(req, ENODATA);
     else if (size == 0) fuse_reply_xattr(req, (size_t)len);
     else if ((size_t)len > size) fuse_reply_err(req, ERANGE);
@@ -499,10 +586,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     /* damaged is listed only when the file has a damaged tick */
-    static const char names[] = "user.h5logfs.tick\0user.h5logfs.closed\0user.h5logfs.source\0user.h5logfs.damaged";
+    static const char names[] =
+        "user.h5logfs.tick\0user.h5logfs.time\0user.h5logfs.closed\0user.h5logfs.source\0user.h5logfs.damaged";
     hfs_inode_t *n = ino_of(req, ino);
     char tmp[8];
-    size_t len = n->kind != HFS_K_SNAP ? 0
+    size_t len = !hfs_kind_is_snap(n->kind) ? 0
                : hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
                : sizeof names - sizeof "user.h5logfs.damaged";
     if (size == 0) fuse_reply_xattr(req, len);

@@ -4,7 +4,7 @@
  * Hashing: mirrors and bad inodes by (kind, st_dev, st_ino) — a bad file's
  * older versions share a chain and are told apart by size and mtime —,
  * snapshots by their hfs_snap_t pointer (the same snapshot is the same
- * inode). The table doubles when full; failing to grow only makes chains
+ * inode), tick snapshots by (st_dev, st_ino, tick). The table doubles when full; failing to grow only makes chains
  * longer. Everything here runs under t->mu except freeing an inode, which
  * may close a descriptor or drop the last reference of a snapshot. */
 #include "inode.h"
@@ -19,17 +19,19 @@
 
 #include "fs.h"
 
-static size_t hkey(int kind, dev_t dev, ino_t ino, const void *snap)
+/* snap: the snapshot (HFS_K_SNAP); tick: the tick (HFS_K_TSNAP) */
+static size_t hkey(int kind, dev_t dev, ino_t ino, const void *snap, uint64_t tick)
 {
     uint64_t k = kind == HFS_K_SNAP ? (uint64_t)(uintptr_t)snap
-                                    : ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino ^ (uint64_t)kind;
+                                    : ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino ^ (uint64_t)kind ^
+                                          (tick * 0xC2B2AE3D27D4EB4Full);
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
     k ^= k >> 33;
     return (size_t)k;
 }
 
-static size_t hkey_of(const hfs_inode_t *n) { return hkey(n->kind, n->dev, n->sino, n->snap); }
+static size_t hkey_of(const hfs_inode_t *n) { return hkey(n->kind, n->dev, n->sino, n->snap, n->tick); }
 
 static void hash_insert(hfs_itab_t *t, hfs_inode_t *n)
 {
@@ -67,12 +69,12 @@ static void hash_remove(hfs_itab_t *t, hfs_inode_t *n)
     t->hcount--;
 }
 
-static hfs_inode_t *hash_find(hfs_itab_t *t, int kind, dev_t dev, ino_t ino, const void *snap)
+static hfs_inode_t *hash_find(hfs_itab_t *t, int kind, dev_t dev, ino_t ino, const void *snap, uint64_t tick)
 {
     if (!t->hslots) return NULL;
-    for (hfs_inode_t *n = t->htab[hkey(kind, dev, ino, snap) & (t->hslots - 1)]; n; n = n->hnext) {
+    for (hfs_inode_t *n = t->htab[hkey(kind, dev, ino, snap, tick) & (t->hslots - 1)]; n; n = n->hnext) {
         if (n->kind != kind) continue;
-        if (kind == HFS_K_SNAP ? n->snap == snap : (n->dev == dev && n->sino == ino)) return n;
+        if (kind == HFS_K_SNAP ? n->snap == snap : (n->dev == dev && n->sino == ino && n->tick == tick)) return n;
     }
     return NULL;
 }
@@ -81,7 +83,7 @@ static hfs_inode_t *hash_find(hfs_itab_t *t, int kind, dev_t dev, ino_t ino, con
 static hfs_inode_t *find_bad(hfs_itab_t *t, const struct stat *st)
 {
     if (!t->hslots) return NULL;
-    for (hfs_inode_t *n = t->htab[hkey(HFS_K_BAD, st->st_dev, st->st_ino, NULL) & (t->hslots - 1)]; n; n = n->hnext) {
+    for (hfs_inode_t *n = t->htab[hkey(HFS_K_BAD, st->st_dev, st->st_ino, NULL, 0) & (t->hslots - 1)]; n; n = n->hnext) {
         if (n->kind == HFS_K_BAD && n->dev == st->st_dev && n->sino == st->st_ino &&
             n->src_st.st_size == st->st_size && n->src_st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
             n->src_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
@@ -146,6 +148,22 @@ int hfs_itab_init(hfs_itab_t *t, const char *source, char *err, size_t errlen)
     r->dev = st.st_dev;
     r->sino = st.st_ino;
     r->src_st = st;
+    /* the ticks tree's root: the source root again, as a tdir */
+    hfs_inode_t *k = &t->ticks;
+    *k = *r;
+    k->kind = HFS_K_TDIR;
+    k->path = strdup(r->path);
+    k->fd = k->path ? open(k->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (k->fd < 0) {
+        snprintf(err, errlen, "%s: %s", source, k->path ? strerror(errno) : "out of memory");
+        free(k->path);
+        k->path = NULL;
+        close(r->fd);
+        r->fd = -1;
+        free(r->path);
+        r->path = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -165,6 +183,10 @@ void hfs_itab_fini(hfs_itab_t *t)
     t->root.fd = -1;
     free(t->root.path);
     t->root.path = NULL;
+    if (t->ticks.fd >= 0) close(t->ticks.fd);
+    t->ticks.fd = -1;
+    free(t->ticks.path);
+    t->ticks.path = NULL;
 }
 
 hfs_inode_t *hfs_itab_of(hfs_itab_t *t, uint64_t ino)
@@ -177,13 +199,13 @@ uint64_t hfs_itab_id(const hfs_itab_t *t, const hfs_inode_t *n)
     return n == &t->root ? FUSE_ROOT_ID : (uint64_t)(uintptr_t)n;
 }
 
-hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, const char *path, int fd, const struct stat *st)
+hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, int kind, const char *path, int fd, const struct stat *st)
 {
     pthread_mutex_lock(&t->mu);
-    hfs_inode_t *n = hash_find(t, HFS_K_MIRROR, st->st_dev, st->st_ino, NULL);
+    hfs_inode_t *n = hash_find(t, kind, st->st_dev, st->st_ino, NULL, 0);
     if (n) {
         n->nlookup++;
-    } else if ((n = inode_new(t, HFS_K_MIRROR, path, st))) {
+    } else if ((n = inode_new(t, kind, path, st))) {
         n->fd = fd;
         fd = -1;
         hash_insert(t, n);
@@ -207,7 +229,7 @@ hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, con
     pthread_mutex_lock(&t->mu);
     /* the inode of this snapshot if the kernel still has it; the bad inode
      * of this version if a concurrent lookup made it first */
-    hfs_inode_t *n = snap ? hash_find(t, HFS_K_SNAP, 0, 0, snap) : find_bad(t, st);
+    hfs_inode_t *n = snap ? hash_find(t, HFS_K_SNAP, 0, 0, snap, 0) : find_bad(t, st);
     if (n) {
         n->nlookup++;
     } else if ((n = inode_new(t, snap ? HFS_K_SNAP : HFS_K_BAD, path, st))) {
@@ -220,9 +242,35 @@ hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, con
     return n;
 }
 
+hfs_inode_t *hfs_itab_tsnap_find(hfs_itab_t *t, const struct stat *st, uint64_t tick)
+{
+    pthread_mutex_lock(&t->mu);
+    hfs_inode_t *n = hash_find(t, HFS_K_TSNAP, st->st_dev, st->st_ino, NULL, tick);
+    if (n) n->nlookup++;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st)
+{
+    pthread_mutex_lock(&t->mu);
+    hfs_inode_t *n = hash_find(t, HFS_K_TSNAP, st->st_dev, st->st_ino, NULL, snap->tick);
+    if (n) {
+        n->nlookup++;
+    } else if ((n = inode_new(t, HFS_K_TSNAP, path, st))) {
+        n->snap = snap;
+        n->tick = snap->tick;
+        snap = NULL;
+        hash_insert(t, n);
+    }
+    pthread_mutex_unlock(&t->mu);
+    hfs_snap_unref(snap);
+    return n;
+}
+
 void hfs_itab_forget(hfs_itab_t *t, hfs_inode_t *n, uint64_t k)
 {
-    if (n == &t->root || n == &t->stats) return;
+    if (n == &t->root || n == &t->stats || n == &t->ticks) return;
     pthread_mutex_lock(&t->mu);
     /* the kernel forgets no more than it looked up: a larger count is our
      * bug (a lookup reply we did not count), caught in make asan */

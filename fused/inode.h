@@ -13,7 +13,14 @@
  *   - bad: a log-layout file of which nothing can be read, one inode per
  *     version of it (st_dev, st_ino, size, mtime), so an unchanged bad
  *     file is one inode and one log line;
- *   - the statistics file (static, at the root, not listed).
+ *   - the statistics file (static, at the root, not listed);
+ *   - the ticks tree (ticks.h), under the hidden root directory
+ *     .h5logfs-ticks (static, not listed): its directories (tdir: an
+ *     O_PATH descriptor, one per source directory, apart from its mirror
+ *     inode), each log-layout file as a directory of its ticks (tlog, one
+ *     per source file), and each of its committed ticks as an immutable
+ *     snapshot (tsnap, one per (file, tick), so every lookup of N.h5 while
+ *     the kernel holds it is the same inode).
  * Lookups and FORGETs are counted exactly (nlookup); an inode leaves the
  * table when the kernel has forgotten every lookup of it. One mutex guards
  * the table; a hash index makes a lookup O(1) whatever the table's size.
@@ -26,7 +33,10 @@
 #include <sys/stat.h>
 #include "lfile.h"
 
-enum { HFS_K_MIRROR = 1, HFS_K_SNAP = 2, HFS_K_BAD = 3, HFS_K_STATS = 4 };
+enum { HFS_K_MIRROR = 1, HFS_K_SNAP = 2, HFS_K_BAD = 3, HFS_K_STATS = 4, HFS_K_TDIR = 5, HFS_K_TLOG = 6, HFS_K_TSNAP = 7 };
+
+/* Kinds whose bytes are a snapshot's canonical file. */
+static inline int hfs_kind_is_snap(int kind) { return kind == HFS_K_SNAP || kind == HFS_K_TSNAP; }
 
 typedef struct hfs_inode {
     int kind;
@@ -36,7 +46,8 @@ typedef struct hfs_inode {
     mode_t mode;        /* source file type and permissions at lookup */
     char *path;         /* absolute source path */
     uint64_t nlookup;   /* guarded by the table's mutex */
-    hfs_snap_t *snap;   /* snapshot: its reference */
+    hfs_snap_t *snap;   /* snapshot, tsnap: its reference */
+    uint64_t tick;      /* tsnap: its tick */
     struct stat src_st; /* snapshot, bad: the source's attributes at lookup */
     struct hfs_inode *next, *prev; /* every inode (freed at the end) */
     struct hfs_inode *hnext;       /* hash chain */
@@ -46,6 +57,7 @@ typedef struct hfs_inode {
 typedef struct hfs_itab {
     pthread_mutex_t mu;
     hfs_inode_t root, stats;
+    hfs_inode_t ticks;   /* the root of the ticks tree (a tdir of the source root) */
     hfs_inode_t *head;   /* every inode but the static ones */
     hfs_inode_t **htab;  /* mirrors by (dev, ino), snapshots by snap, bad by (dev, ino) */
     size_t hslots, hcount;
@@ -62,10 +74,16 @@ hfs_inode_t *hfs_itab_of(hfs_itab_t *t, uint64_t ino);
 /* The node id of an inode. */
 uint64_t hfs_itab_id(const hfs_itab_t *t, const hfs_inode_t *n);
 
-/* The mirror inode of the source at path (fd: its O_PATH descriptor, st:
- * its stat), one more lookup. Takes fd (closes it if the inode exists).
- * NULL (fd closed) if out of memory. */
-hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, const char *path, int fd, const struct stat *st);
+/* The inode of kind HFS_K_MIRROR, HFS_K_TDIR or HFS_K_TLOG of the source
+ * at path (fd: its O_PATH descriptor, st: its stat), one more lookup. Takes
+ * fd (closes it if the inode exists). NULL (fd closed) if out of memory. */
+hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, int kind, const char *path, int fd, const struct stat *st);
+/* The tsnap inode of tick `tick` of the file st, one more lookup, if the
+ * kernel still holds it; NULL otherwise. */
+hfs_inode_t *hfs_itab_tsnap_find(hfs_itab_t *t, const struct stat *st, uint64_t tick);
+/* The tsnap inode of snap (taking the reference, dropped if a concurrent
+ * lookup made the inode first), one more lookup; NULL if out of memory. */
+hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st);
 /* The bad inode of this version of a file, one more lookup; NULL if none. */
 hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st);
 /* The inode of snap (taking the reference) or, with snap NULL, the bad

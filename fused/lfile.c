@@ -256,6 +256,49 @@ void hfs_snap_unref(hfs_snap_t *s)
     free(s);
 }
 
+/* A new snapshot of tick `tick` on skeleton k (its reference taken), with
+ * lf->mu held; one reference for the caller. NULL if out of memory. */
+static hfs_snap_t *snap_new_locked(hfs_lfile_t *lf, uint64_t tick, int closed, hfs_skel_t *k)
+{
+    hfs_snap_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    atomic_init(&s->refs, 1);
+    atomic_fetch_add(&lf->refs, 1);
+    s->lf = lf;
+    s->tick = tick;
+    s->closed = closed;
+    s->skel = hfs_skel_ref(k);
+    h5l_tick_info_t ti;
+    s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
+    atomic_fetch_add(&lf->st_snapshots, 1);
+    return s;
+}
+
+/* The skeleton of tick `tick` with lf->mu held: the newest one when
+ * nothing it describes changed since (same version), else a new build
+ * (kept as the newest if `adopt`). *out gets a reference. */
+static int skel_for_locked(hfs_lfile_t *lf, uint64_t tick, int adopt, hfs_skel_t **out, h5l_err_t *err)
+{
+    h5l_reader_rdlock(lf->reader);
+    uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
+    h5l_reader_unlock(lf->reader);
+    if (lf->skel && lf->skel->version == version) {
+        *out = hfs_skel_ref(lf->skel);
+        return H5L_OK;
+    }
+    hfs_skel_t *k;
+    int rc = hfs_skel_build(lf->reader, tick, &k, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
+    atomic_fetch_add(&lf->st_skeletons, 1);
+    if (adopt) {
+        hfs_skel_unref(lf->skel);
+        lf->skel = hfs_skel_ref(k);
+    }
+    *out = k;
+    return H5L_OK;
+}
+
 int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
 {
     *out = NULL;
@@ -273,31 +316,15 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         *out = lf->snap;
         goto out;
     }
-    h5l_reader_rdlock(lf->reader);
-    uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
-    h5l_reader_unlock(lf->reader);
-    if (!lf->skel || lf->skel->version != version) {
-        hfs_skel_t *k;
-        rc = hfs_skel_build(lf->reader, tick, &k, err);
-        if (rc) goto out;
-        for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
-        atomic_fetch_add(&lf->st_skeletons, 1);
-        hfs_skel_unref(lf->skel);
-        lf->skel = k;
-    }
-    hfs_snap_t *s = calloc(1, sizeof *s);
+    hfs_skel_t *k;
+    if ((rc = skel_for_locked(lf, tick, 1, &k, err))) goto out;
+    hfs_snap_t *s = snap_new_locked(lf, tick, closed, k);
+    hfs_skel_unref(k);
     if (!s) {
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
         goto out;
     }
-    atomic_init(&s->refs, 2); /* lf->snap's and the caller's */
-    atomic_fetch_add(&lf->refs, 1);
-    s->lf = lf;
-    s->tick = tick;
-    s->closed = closed;
-    s->skel = hfs_skel_ref(lf->skel);
-    h5l_tick_info_t ti;
-    s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
+    atomic_fetch_add(&s->refs, 1); /* lf->snap's and the caller's */
     /* The last snapshot of a closed file never changes, so the mount's page
      * cache keeps what it was served: the log's pages behind the readers
      * are a second copy. Dropping them halves the memory a streamed file
@@ -307,9 +334,47 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
     if (closed) h5l_reader_dropbehind(lf->reader);
     hfs_snap_unref(lf->snap);
     lf->snap = s;
-    atomic_fetch_add(&lf->st_snapshots, 1);
     *out = s;
 out:
+    lf->last_use = now_s();
+    pthread_mutex_unlock(&lf->mu);
+    return rc;
+}
+
+uint64_t hfs_lfile_ntick(hfs_lfile_t *lf)
+{
+    pthread_mutex_lock(&lf->mu);
+    uint64_t n = lf->failed ? 0 : h5l_reader_ntick(lf->reader);
+    lf->last_use = now_s();
+    pthread_mutex_unlock(&lf->mu);
+    return n;
+}
+
+int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&lf->mu);
+    int rc = H5L_OK;
+    uint64_t n = h5l_reader_ntick(lf->reader);
+    if (lf->failed) {
+        if (err) *err = lf->ferr;
+        rc = lf->ferr.code;
+    } else if (tick == 0 || tick > n) {
+        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu is not committed (%llu are)", lf->path,
+                         (unsigned long long)tick, (unsigned long long)n);
+    } else if (lf->snap && lf->snap->tick == tick) { /* the newest: shared */
+        atomic_fetch_add(&lf->snap->refs, 1);
+        *out = lf->snap;
+    } else {
+        /* an older tick: its own skeleton only if its structure differs
+         * from the newest, never adopted as the newest */
+        hfs_skel_t *k;
+        if (!(rc = skel_for_locked(lf, tick, 0, &k, err))) {
+            if (!(*out = snap_new_locked(lf, tick, tick == n && h5l_reader_closed(lf->reader), k)))
+                rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+            hfs_skel_unref(k);
+        }
+    }
     lf->last_use = now_s();
     pthread_mutex_unlock(&lf->mu);
     return rc;

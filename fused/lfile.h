@@ -59,6 +59,16 @@ void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name);
 int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err);
 void hfs_snap_unref(hfs_snap_t *s);
 
+/* The number of committed ticks loaded (0 if the file went bad). */
+uint64_t hfs_lfile_ntick(hfs_lfile_t *lf);
+
+/* A snapshot of committed tick `tick` (1 .. hfs_lfile_ntick): the newest
+ * snapshot if it is that tick, else a new one — on the newest skeleton
+ * when the file's structure has not changed since that tick, else on a
+ * skeleton built for it (not kept beyond its snapshots). H5L_ENOTFOUND
+ * for a tick not committed. */
+int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_err_t *err);
+
 /* Read [off, off+len) of the snapshot's canonical file into buf. Returns
  * the number of bytes (short only at EOF) or a negative H5L_E* code. Calls
  * no libhdf5. */

@@ -1,0 +1,106 @@
+/* ticks.c — names in the ticks tree (see ticks.h).
+ *
+ * A tick's name is strict ("7.h5", never "07.h5" or "7.H5"), so each tick
+ * has one name and one inode while the kernel holds it. Looking up N.h5
+ * checks that the source file is still the one the tlog inode was made
+ * for (same st_dev and st_ino): a replaced file's ticks are not the old
+ * file's. */
+#include "ticks.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "h5log_reader.h"
+#include "lfile.h"
+
+int hfs_ticks_name(uint64_t t, char *buf, size_t cap) { return snprintf(buf, cap, "%llu.h5", (unsigned long long)t); }
+
+uint64_t hfs_ticks_parse(const char *name)
+{
+    uint64_t t = 0;
+    const char *p = name;
+    if (*p < '1' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (t > (UINT64_MAX - 9) / 10) return 0;
+        t = t * 10 + (uint64_t)(*p - '0');
+    }
+    return strcmp(p, ".h5") == 0 ? t : 0;
+}
+
+static int is_logfile(const char *dir, const char *name)
+{
+    char *path;
+    if (asprintf(&path, "%s/%s", dir, name) < 0) return 0;
+    int is = h5l_probe(path, NULL) == H5L_OK;
+    free(path);
+    return is;
+}
+
+int hfs_ticks_listed(const hfs_inode_t *p, const char *name, unsigned char d_type)
+{
+    if (d_type == DT_DIR) return 1;
+    if (d_type != DT_REG && d_type != DT_UNKNOWN) return 0;
+    if (d_type == DT_UNKNOWN) {
+        struct stat st;
+        if (fstatat(p->fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+        if (S_ISDIR(st.st_mode)) return 1;
+        if (!S_ISREG(st.st_mode)) return 0;
+    }
+    return is_logfile(p->path, name);
+}
+
+/* A directory or log-layout file of the source, in the tdir p. */
+static int lookup_in_dir(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)
+{
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return ENOENT; /* the kernel resolves these */
+    int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return errno;
+    struct stat st;
+    char *path = NULL;
+    int er = 0;
+    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
+    else if (asprintf(&path, "%s/%s", p->path, name) < 0) er = ENOMEM, path = NULL;
+    else if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && h5l_probe(path, NULL) == H5L_OK)) er = ENOENT;
+    if (er) {
+        close(fd);
+        free(path);
+        return er;
+    }
+    *out = hfs_itab_mirror(t, S_ISDIR(st.st_mode) ? HFS_K_TDIR : HFS_K_TLOG, path, fd, &st); /* takes fd */
+    free(path);
+    return *out ? 0 : ENOMEM;
+}
+
+/* Tick N.h5 of the log file p (a tlog). */
+static int lookup_tick(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)
+{
+    uint64_t tick = hfs_ticks_parse(name);
+    if (!tick) return ENOENT;
+    struct stat st;
+    if (stat(p->path, &st) != 0 || st.st_dev != p->dev || st.st_ino != p->sino) return ENOENT;
+    if ((*out = hfs_itab_tsnap_find(t, &st, tick))) return 0;
+    hfs_lfile_t *lf = NULL;
+    hfs_snap_t *snap = NULL;
+    h5l_err_t e = {0};
+    int rc = hfs_lfile_get(p->path, st.st_dev, st.st_ino, &lf, &e);
+    if (!rc) rc = hfs_lfile_snapshot_at(lf, tick, &snap, &e);
+    if (rc && rc != H5L_ENOTFOUND) hfs_lfile_report(lf, &st, e.msg); /* once per file version */
+    hfs_lfile_unref(lf);
+    if (rc) return rc == H5L_ENOTFOUND ? ENOENT : rc == H5L_ENOMEM ? ENOMEM : EIO;
+    *out = hfs_itab_tsnap(t, p->path, snap, &st);
+    return *out ? 0 : ENOMEM;
+}
+
+int hfs_ticks_lookup(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)
+{
+    *out = NULL;
+    if (p->kind == HFS_K_TDIR) return lookup_in_dir(t, p, name, out);
+    if (p->kind == HFS_K_TLOG) return lookup_tick(t, p, name, out);
+    return ENOTDIR;
+}

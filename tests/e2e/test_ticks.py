@@ -1,0 +1,127 @@
+"""Time travel through the mount: MNT/.h5logfs-ticks/REL/NAME/N.h5 is tick N.
+
+Every committed tick of a log-layout file is a canonical file under the
+hidden ticks tree. What each tick must hold comes from difftest's numpy
+model of a random script (not from our reader), read back with unmodified
+h5py and netCDF4. Also pinned: the tree mirrors only directories and
+log-layout files, lists 1.h5 .. N.h5 in order, is hidden from the root's
+listing, refuses ticks not committed and names that are not a tick's, gives
+each tick its commit time (mtime and xattr), sees new ticks of a live file,
+and keeps an open old tick readable while the file grows.
+"""
+import os
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import difftest
+from h5ltest import ENV, LIVE_WRITER, wait_for
+from h5ltest import h5logfs  # noqa: F401 (a fixture)
+
+TICKS = ".h5logfs-ticks"
+
+
+def ticks_dir(m, *rel):
+    return m.path(TICKS, *rel)
+
+
+@pytest.mark.parametrize("seed,nranks", [(3, 1), (8, 2), (21, 4)])
+def test_every_tick_equals_model(tmp_path, h5logfs, seed, nranks):
+    spec, nranks = difftest.generate(seed, nranks)
+    states = difftest.run_model(spec, nranks)
+    src = tmp_path / "src"
+    sub = src / "run" / "out"
+    h5, prob = difftest.write(spec, nranks, str(sub))
+    assert prob is None, prob
+    (src / "notes.txt").write_text("not a log file\n")
+    m = h5logfs(src)
+    name = os.path.basename(h5)
+    d = ticks_dir(m, "run", "out", name)
+    assert os.path.isdir(d)
+    listed = os.listdir(d)
+    assert listed == [f"{t}.h5" for t in range(1, len(states) + 1)], listed[:10]
+    diffs = []
+    for st in states:
+        path = os.path.join(d, f"{st.tick}.h5")
+        big = difftest.too_big(path, st.tick, "ticks")
+        diffs += big or (difftest.check_h5py(path, st, f"ticks/{st.tick}")
+                         + difftest.check_netcdf(path, st, f"ticks/{st.tick}"))
+    m.assert_alive()
+    assert not diffs, difftest.report(seed, nranks, diffs)
+    # the tree holds directories and log files only; sidecars and plain files are not in it
+    assert sorted(os.listdir(ticks_dir(m))) == ["run"]
+    assert sorted(os.listdir(ticks_dir(m, "run", "out"))) == [name]
+    assert not os.path.exists(ticks_dir(m, "notes.txt"))
+    # hidden at the root, like the statistics file
+    assert TICKS not in os.listdir(m.path())
+    # not committed, and names that are not a tick's
+    n = len(states)
+    for bad in (f"{n + 1}.h5", "0.h5", "01.h5", f"{n}.H5", f"{n}", "x.h5", f"{n}.h5.bak", "-1.h5",
+                "99999999999999999999999.h5"):
+        assert not os.path.exists(os.path.join(d, bad)), bad
+    # the newest tick through the tree equals the file itself
+    with open(os.path.join(d, f"{n}.h5"), "rb") as a, open(m.path("run", "out", name), "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_times_and_xattrs(tmp_path, h5logfs):
+    spec, nranks = difftest.generate(5, 1)
+    states = difftest.run_model(spec, nranks)
+    src = tmp_path / "src"
+    t0 = time.time()
+    h5, prob = difftest.write(spec, nranks, str(src))
+    t1 = time.time()
+    assert prob is None, prob
+    m = h5logfs(src)
+    d = ticks_dir(m, os.path.basename(h5))
+    last = 0
+    for st in states:
+        p = os.path.join(d, f"{st.tick}.h5")
+        assert int(os.getxattr(p, "user.h5logfs.tick")) == st.tick
+        s = os.stat(p)
+        # the commit time: within the writer's run, ticks in order
+        assert t0 - 1 <= s.st_mtime <= t1 + 1
+        assert s.st_mtime_ns >= last
+        last = s.st_mtime_ns
+        sec, _, ns = os.getxattr(p, "user.h5logfs.time").decode().partition(".")
+        assert int(sec) * 10**9 + int(ns) == s.st_mtime_ns
+        assert s.st_mode & 0o222 == 0
+    closed = [int(os.getxattr(os.path.join(d, f"{t.tick}.h5"), "user.h5logfs.closed")) for t in states]
+    assert closed == [0] * (len(states) - 1) + [1]
+
+
+def test_live_file_grows_and_old_tick_stays(tmp_path, h5logfs):
+    """A running writer: new ticks appear in the listing; a descriptor open
+    on an early tick keeps reading it unchanged while the file grows."""
+    src = tmp_path / "src"
+    src.mkdir()
+    out = src / "live.h5"
+    m = h5logfs(src)
+    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "40",
+                          "--interval", "0.05", "--rows-per-tick", "3"],
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        d = ticks_dir(m, "live.h5")
+        assert wait_for(lambda: os.path.exists(os.path.join(d, "2.h5")), 60), w.stderr.read() if w.poll() else ""
+        first = open(os.path.join(d, "1.h5"), "rb")
+        img1 = first.read()
+        first.seek(0)
+        assert wait_for(lambda: len(os.listdir(d)) >= 10, 60)
+        assert first.read() == img1
+        first.close()
+    finally:
+        w.wait(timeout=120)
+    assert w.returncode == 0, w.stderr.read()
+    # every tick, after the writer closed: what live_writer promises of tick k
+    d = ticks_dir(m, "live.h5")
+    assert wait_for(lambda: len(os.listdir(d)) == 40, 10), len(os.listdir(d))
+    for k in range(1, 41):
+        with h5py.File(os.path.join(d, f"{k}.h5"), "r") as f:
+            assert f["stamp"][0] == k
+            assert (f["w"][...] == k).all()
+            v = f["v"][...]
+            assert v.shape == (3 * k, 64)
+            assert (v == (np.arange(3 * k) // 3 + 1)[:, None]).all()
