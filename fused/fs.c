@@ -115,10 +115,10 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
     st->st_nlink = 1;
     st->st_uid = uid;
     st->st_gid = gid;
-    st->st_size = (off_t)n->snap->skel->eof;
+    st->st_size = (off_t)n->eof;
     st->st_blksize = 1 << 20;
-    st->st_blocks = (blkcnt_t)((n->snap->skel->eof + 511) / 512);
-    uint64_t t = n->snap->time_ns; /* the tick's commit time */
+    st->st_blocks = (blkcnt_t)((n->eof + 511) / 512);
+    uint64_t t = n->time_ns; /* the tick's commit time */
     if (t == 0) { /* tick 0 (nothing committed yet): the source's times, not 1970 */
         st->st_mtim = n->src_st.st_mtim;
         st->st_ctim = n->src_st.st_ctim;
@@ -496,10 +496,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             return;
         }
         fi->direct_io = 1; /* made at open; its size is not known before */
-    } else if (hfs_kind_is_snap(n->kind)) {
+    } else if (n->kind == HFS_K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
         h->snap = n->snap;
         fi->keep_cache = 1; /* the inode's bytes never change */
+    } else if (n->kind == HFS_K_TSNAP) { /* its snapshot is taken at open (ticks.h) */
+        int er = hfs_ticks_open(n, &h->snap);
+        if (er) {
+            fh_free(h);
+            fuse_reply_err(req, er);
+            return;
+        }
+        fi->keep_cache = 1;
     } else {
         char p[64];
         snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
@@ -561,14 +569,17 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
  * the writer has closed the file. */
 static int snap_xattr(const hfs_inode_t *n, const char *name, char *buf, size_t cap)
 {
-    if (strcmp(name, "user.h5logfs.tick") == 0)
-        return snprintf(buf, cap, "%llu", (unsigned long long)n->snap->tick);
-    if (strcmp(name, "user.h5logfs.closed") == 0) return snprintf(buf, cap, "%d", n->snap->closed);
-    if (strcmp(name, "user.h5logfs.source") == 0) return snprintf(buf, cap, "%s", hfs_snap_source(n->snap));
+    if (strcmp(name, "user.h5logfs.tick") == 0) return snprintf(buf, cap, "%llu", (unsigned long long)n->tick);
+    if (strcmp(name, "user.h5logfs.closed") == 0) return snprintf(buf, cap, "%d", n->closed);
+    /* final: nothing under this name will ever change (a tick file, or the
+     * last tick of a closed file) — a monitor stops there */
+    if (strcmp(name, "user.h5logfs.final") == 0) return snprintf(buf, cap, "%d", n->kind == HFS_K_TSNAP || n->closed);
+    if (strcmp(name, "user.h5logfs.source") == 0) return snprintf(buf, cap, "%s", n->path);
     if (strcmp(name, "user.h5logfs.time") == 0) /* the tick's commit time: seconds.nanoseconds since the epoch */
-        return snprintf(buf, cap, "%llu.%09llu", (unsigned long long)(n->snap->time_ns / 1000000000u),
-                        (unsigned long long)(n->snap->time_ns % 1000000000u));
-    if (strcmp(name, "user.h5logfs.damaged") == 0) return hfs_snap_damage(n->snap, buf, cap);
+        return snprintf(buf, cap, "%llu.%09llu", (unsigned long long)(n->time_ns / 1000000000u),
+                        (unsigned long long)(n->time_ns % 1000000000u));
+    /* a tsnap's tick is intact by definition: damage is of later ticks */
+    if (strcmp(name, "user.h5logfs.damaged") == 0) return n->snap ? hfs_snap_damage(n->snap, buf, cap) : -1;
     return -1;
 }
 
@@ -587,11 +598,12 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     /* damaged is listed only when the file has a damaged tick */
     static const char names[] =
-        "user.h5logfs.tick\0user.h5logfs.time\0user.h5logfs.closed\0user.h5logfs.source\0user.h5logfs.damaged";
+        "user.h5logfs.tick\0user.h5logfs.time\0user.h5logfs.closed\0user.h5logfs.final\0user.h5logfs.source\0"
+        "user.h5logfs.damaged";
     hfs_inode_t *n = ino_of(req, ino);
     char tmp[8];
     size_t len = !hfs_kind_is_snap(n->kind) ? 0
-               : hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
+               : n->snap && hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
                : sizeof names - sizeof "user.h5logfs.damaged";
     if (size == 0) fuse_reply_xattr(req, len);
     else if (len > size) fuse_reply_err(req, ERANGE);

@@ -92,6 +92,15 @@ static hfs_inode_t *find_bad(hfs_itab_t *t, const struct stat *st)
     return NULL;
 }
 
+/* Copy what a snapshot inode shows of snap (attributes, xattrs). */
+static void snap_fields(hfs_inode_t *n, const hfs_snap_t *snap)
+{
+    n->tick = snap->tick;
+    n->eof = snap->skel->eof;
+    n->time_ns = snap->time_ns;
+    n->closed = snap->closed;
+}
+
 static void inode_free(hfs_inode_t *n)
 {
     if (n->fd >= 0) close(n->fd);
@@ -233,6 +242,7 @@ hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, con
     if (n) {
         n->nlookup++;
     } else if ((n = inode_new(t, snap ? HFS_K_SNAP : HFS_K_BAD, path, st))) {
+        if (snap) snap_fields(n, snap);
         n->snap = snap;
         snap = NULL;
         hash_insert(t, n);
@@ -258,9 +268,7 @@ hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, c
     if (n) {
         n->nlookup++;
     } else if ((n = inode_new(t, HFS_K_TSNAP, path, st))) {
-        n->snap = snap;
-        n->tick = snap->tick;
-        snap = NULL;
+        snap_fields(n, snap);
         hash_insert(t, n);
     }
     pthread_mutex_unlock(&t->mu);

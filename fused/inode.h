@@ -19,8 +19,10 @@
  *     O_PATH descriptor, one per source directory, apart from its mirror
  *     inode), each log-layout file as a directory of its ticks (tlog, one
  *     per source file), and each of its committed ticks as an immutable
- *     snapshot (tsnap, one per (file, tick), so every lookup of N.h5 while
- *     the kernel holds it is the same inode).
+ *     file (tsnap, one per (file, tick), so every lookup of N.h5 while
+ *     the kernel holds it is the same inode); a tsnap keeps only the
+ *     snapshot's size and times, so an inode the kernel caches costs no
+ *     skeleton: each open takes a snapshot (ticks.c).
  * Lookups and FORGETs are counted exactly (nlookup); an inode leaves the
  * table when the kernel has forgotten every lookup of it. One mutex guards
  * the table; a hash index makes a lookup O(1) whatever the table's size.
@@ -46,8 +48,9 @@ typedef struct hfs_inode {
     mode_t mode;        /* source file type and permissions at lookup */
     char *path;         /* absolute source path */
     uint64_t nlookup;   /* guarded by the table's mutex */
-    hfs_snap_t *snap;   /* snapshot, tsnap: its reference */
-    uint64_t tick;      /* tsnap: its tick */
+    hfs_snap_t *snap;   /* snapshot: its reference (a tsnap holds none: ticks.h) */
+    uint64_t tick, eof, time_ns; /* snapshot, tsnap: its tick, size, commit time */
+    int closed;         /* snapshot, tsnap: the file's last tick, closed */
     struct stat src_st; /* snapshot, bad: the source's attributes at lookup */
     struct hfs_inode *next, *prev; /* every inode (freed at the end) */
     struct hfs_inode *hnext;       /* hash chain */
@@ -81,8 +84,9 @@ hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, int kind, const char *path, int fd, 
 /* The tsnap inode of tick `tick` of the file st, one more lookup, if the
  * kernel still holds it; NULL otherwise. */
 hfs_inode_t *hfs_itab_tsnap_find(hfs_itab_t *t, const struct stat *st, uint64_t tick);
-/* The tsnap inode of snap (taking the reference, dropped if a concurrent
- * lookup made the inode first), one more lookup; NULL if out of memory. */
+/* The tsnap inode of snap's tick, one more lookup: made from snap's
+ * attributes (the reference is dropped: the inode keeps none). NULL if out
+ * of memory. */
 hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st);
 /* The bad inode of this version of a file, one more lookup; NULL if none. */
 hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "ticks.h"
 #include "h5log_common.h"
 #include "lfile.h"
 
@@ -401,6 +402,7 @@ out_destroy:
     fuse_session_destroy(se);
 out:
     hfs_fs_free(fs);      /* the inodes hold snapshots: before the files and the cache */
+    hfs_ticks_shutdown();  /* its snapshot too */
     hfs_lfile_shutdown();
     ret = ret ? 1 : 0;
 done:

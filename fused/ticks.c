@@ -8,6 +8,7 @@
 #include "ticks.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -77,6 +78,51 @@ static int lookup_in_dir(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_in
     return *out ? 0 : ENOMEM;
 }
 
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static hfs_snap_t *slot;     /* the last old-tick snapshot taken */
+static dev_t slot_dev;
+static ino_t slot_ino;
+
+/* A snapshot of tick `tick` of the source file path (identified by dev,
+ * ino; its stat st for the log): the slot's if it is that one, else a new
+ * one, which takes the slot. An errno. */
+static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick, hfs_snap_t **out)
+{
+    pthread_mutex_lock(&slot_mu);
+    if (slot && slot_dev == st->st_dev && slot_ino == st->st_ino && slot->tick == tick) {
+        atomic_fetch_add(&slot->refs, 1);
+        *out = slot;
+        pthread_mutex_unlock(&slot_mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&slot_mu);
+    hfs_lfile_t *lf = NULL;
+    h5l_err_t e = {0};
+    int rc = hfs_lfile_get(path, st->st_dev, st->st_ino, &lf, &e);
+    if (!rc) rc = hfs_lfile_snapshot_at(lf, tick, out, &e);
+    if (rc && rc != H5L_ENOTFOUND) hfs_lfile_report(lf, st, e.msg); /* once per file version */
+    hfs_lfile_unref(lf);
+    if (rc) return rc == H5L_ENOTFOUND ? ENOENT : rc == H5L_ENOMEM ? ENOMEM : EIO;
+    atomic_fetch_add(&(*out)->refs, 1);
+    pthread_mutex_lock(&slot_mu);
+    hfs_snap_t *old = slot;
+    slot = *out;
+    slot_dev = st->st_dev;
+    slot_ino = st->st_ino;
+    pthread_mutex_unlock(&slot_mu);
+    hfs_snap_unref(old);
+    return 0;
+}
+
+void hfs_ticks_shutdown(void)
+{
+    pthread_mutex_lock(&slot_mu);
+    hfs_snap_t *old = slot;
+    slot = NULL;
+    pthread_mutex_unlock(&slot_mu);
+    hfs_snap_unref(old);
+}
+
 /* Tick N.h5 of the log file p (a tlog). */
 static int lookup_tick(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)
 {
@@ -85,16 +131,25 @@ static int lookup_tick(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inod
     struct stat st;
     if (stat(p->path, &st) != 0 || st.st_dev != p->dev || st.st_ino != p->sino) return ENOENT;
     if ((*out = hfs_itab_tsnap_find(t, &st, tick))) return 0;
-    hfs_lfile_t *lf = NULL;
-    hfs_snap_t *snap = NULL;
-    h5l_err_t e = {0};
-    int rc = hfs_lfile_get(p->path, st.st_dev, st.st_ino, &lf, &e);
-    if (!rc) rc = hfs_lfile_snapshot_at(lf, tick, &snap, &e);
-    if (rc && rc != H5L_ENOTFOUND) hfs_lfile_report(lf, &st, e.msg); /* once per file version */
-    hfs_lfile_unref(lf);
-    if (rc) return rc == H5L_ENOTFOUND ? ENOENT : rc == H5L_ENOMEM ? ENOMEM : EIO;
-    *out = hfs_itab_tsnap(t, p->path, snap, &st);
+    hfs_snap_t *snap;
+    int er = tick_snapshot(p->path, &st, tick, &snap);
+    if (er) return er;
+    *out = hfs_itab_tsnap(t, p->path, snap, &st); /* drops snap */
     return *out ? 0 : ENOMEM;
+}
+
+int hfs_ticks_open(const hfs_inode_t *n, hfs_snap_t **out)
+{
+    struct stat st;
+    *out = NULL;
+    if (stat(n->path, &st) != 0 || st.st_dev != n->dev || st.st_ino != n->sino) return ENOENT; /* replaced */
+    int er = tick_snapshot(n->path, &st, n->tick, out);
+    if (!er && (*out)->skel->eof != n->eof) { /* not what the inode showed: never serve other bytes */
+        hfs_snap_unref(*out);
+        *out = NULL;
+        er = ESTALE;
+    }
+    return er;
 }
 
 int hfs_ticks_lookup(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)

@@ -11,8 +11,12 @@
  * that reproduce.
  *
  * This module resolves names in that tree to inodes (inode.h kinds tdir,
- * tlog, tsnap); fs.c answers the FUSE requests. Owns nothing: inodes are
- * the table's, snapshots lfile.c's. */
+ * tlog, tsnap) and takes the snapshots of old ticks; fs.c answers the FUSE
+ * requests. A tsnap inode keeps no snapshot (the kernel may cache
+ * thousands of them after an `ls -l`): its handles hold one while open, and
+ * this module keeps the last one taken (one slot, so a lookup and the open
+ * that follows build the old tick's skeleton once). Owns that slot's
+ * reference; inodes are the table's, snapshots lfile.c's. */
 #ifndef HFS_TICKS_H
 #define HFS_TICKS_H
 
@@ -30,6 +34,14 @@ int hfs_ticks_lookup(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_
 /* Whether entry `name` (d_type from readdir) of the tdir p is listed: a
  * directory, or a log-layout file (listed as a directory). */
 int hfs_ticks_listed(const hfs_inode_t *p, const char *name, unsigned char d_type);
+
+/* A snapshot for an open of the tsnap n (its file still the source's):
+ * an errno (ENOENT: the file was replaced). The snapshot taken by the lookup just before
+ * is reused (one slot), so lookup-then-open builds a skeleton once. */
+int hfs_ticks_open(const hfs_inode_t *n, hfs_snap_t **out);
+
+/* Drop the reused snapshot (before hfs_lfile_shutdown). */
+void hfs_ticks_shutdown(void);
 
 /* The name of tick t ("t.h5") into buf; snprintf's return. */
 int hfs_ticks_name(uint64_t t, char *buf, size_t cap);

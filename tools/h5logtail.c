@@ -83,6 +83,7 @@ typedef struct opts {
     double idle;       /* < 0: never */
     int precision;     /* <= 0: shortest round-trip */
     double wait;       /* seconds to wait for a missing file or variable; < 0: forever */
+    uint64_t tick;     /* > 0: print the records as of this tick and exit */
 } opts_t;
 
 enum { E_INT = 1, E_FLOAT = 2, E_STR = 3, E_VSTR = 4 };
@@ -140,6 +141,9 @@ static void usage(FILE *o)
         "                          variable,index,element,value\n"
         "  -p, --precision N       significant digits of floats (default: shortest exact)\n"
         "      --idle SECONDS      exit 0 after SECONDS without new records\n"
+        "      --tick N            the records as of committed tick N (log-layout file: the\n"
+        "                          same numbers as h5logreplay --tick and the mount's\n"
+        "                          .h5logfs-ticks/PATH/N.h5), then exit; waits for tick N\n"
         "      --wait-timeout SECONDS  give up (exit 1) when the file or a variable has not\n"
         "                          appeared after SECONDS (default: wait forever;\n"
         "                          0: do not wait)\n"
@@ -703,6 +707,17 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
         }
         int closed = h5l_reader_closed(c.r); /* before ntick: a CLOSE follows every tick */
         c.tick = h5l_reader_ntick(c.r);
+        if (O.tick) { /* as of one tick: wait for it, print, done */
+            if (c.tick < O.tick && (closed || damaged))
+                die("%s: tick %llu is not committed (the file has %llu)", file, (unsigned long long)O.tick,
+                    (unsigned long long)c.tick);
+            if (c.tick >= O.tick) {
+                c.tick = O.tick;
+                closed = 1;
+            } else {
+                c.tick = 0; /* not there yet: waited for like a missing variable */
+            }
+        }
         if (c.tick != seen_tick) {
             seen_tick = c.tick;
             last_growth = now_s();
@@ -929,6 +944,8 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
          * this open is of the final snapshot. */
         char xc[4] = {0};
         int writer_closed = getxattr(file, "user.h5logfs.closed", xc, sizeof xc - 1) == 1 && xc[0] == '1';
+        /* a tick file of MNT/.h5logfs-ticks never changes either */
+        if (!writer_closed) writer_closed = getxattr(file, "user.h5logfs.final", xc, sizeof xc - 1) == 1 && xc[0] == '1';
         hid_t f = h5_open(file, fapl);
         if (f < 0) {
             if (first) die("%s: cannot open as an HDF5 file", file);
@@ -1052,7 +1069,7 @@ static const char *opt_name(const struct option *lo, int idx, int c)
  * Returns the operands, packed into argv. */
 static int parse_args(int argc, char **argv, char ***posp)
 {
-    enum { O_FROM = 256, O_FORMAT, O_IDLE, O_WAIT };
+    enum { O_FROM = 256, O_FORMAT, O_IDLE, O_WAIT, O_TICK };
     static const struct option lo[] = {
         {"interval", required_argument, NULL, 'i'},
         {"dim", required_argument, NULL, 'd'},
@@ -1065,6 +1082,7 @@ static int parse_args(int argc, char **argv, char ***posp)
         {"precision", required_argument, NULL, 'p'},
         {"idle", required_argument, NULL, O_IDLE},
         {"wait-timeout", required_argument, NULL, O_WAIT},
+        {"tick", required_argument, NULL, O_TICK},
         {"follow", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -1110,6 +1128,12 @@ static int parse_args(int argc, char **argv, char ***posp)
         case O_FROM:
             O.from = parse_count(name, optarg);
             O.last = -1;
+            break;
+        case O_TICK:
+            if ((O.tick = (uint64_t)parse_count(name, optarg)) == 0) {
+                fprintf(stderr, PROG ": %s: ticks are numbered from 1\n", name);
+                exit(2);
+            }
             break;
         case 'w': {
             int64_t w = parse_count(name, optarg);
@@ -1306,6 +1330,9 @@ int main(int argc, char **argv)
         nap(O.interval);
         if (g_stop) break;
     }
+    if (!g_stop && O.tick && !is_log)
+        die("%s: --tick needs the log-layout file itself; through a mount, read MNT/.h5logfs-ticks/PATH/%llu.h5",
+            file, (unsigned long long)O.tick);
     int rc = 0; /* interrupted while waiting: done */
     if (!g_stop) rc = is_log ? run_core(file, vars, nvars) : run_h5(file, vars, nvars);
     for (int i = 0; i < nvars; i++) free(vars[i].name);

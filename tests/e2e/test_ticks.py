@@ -125,3 +125,34 @@ def test_live_file_grows_and_old_tick_stays(tmp_path, h5logfs):
             v = f["v"][...]
             assert v.shape == (3 * k, 64)
             assert (v == (np.arange(3 * k) // 3 + 1)[:, None]).all()
+
+
+def test_h5logtail_tick_numbers(tmp_path, h5logfs):
+    """h5logtail --tick N on the log file and h5logtail on the mount's N.h5
+    print the same records: tick N as live_writer defines it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    out = src / "live.h5"
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "9",
+                        "--interval", "0", "--rows-per-tick", "2"], env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    m = h5logfs(src)
+    tail = os.path.join(os.path.dirname(LIVE_WRITER), "..", "bin", "h5logtail")
+
+    def rows(*args):
+        r = subprocess.run([tail, "--from", "0", "--format", "csv", "-L", *args], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return [tuple(line.split(",")) for line in r.stdout.splitlines()]
+
+    for k in (1, 4, 9):
+        direct = rows("--tick", str(k), str(out), "/v")
+        want = [("/v", str(i), str(j), str(i // 2 + 1)) for i in range(2 * k) for j in range(64)]
+        assert [(a, b, c, str(int(float(d)))) for a, b, c, d in direct] == want
+        mounted = rows(os.path.join(ticks_dir(m, "live.h5"), f"{k}.h5") + "/v")
+        assert mounted == direct
+    r = subprocess.run([tail, "--tick", "10", str(out), "/v"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "tick 10 is not committed" in r.stderr, r.stderr
+    r = subprocess.run([tail, "--tick", "2", m.path("live.h5") + "/v"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and ".h5logfs-ticks" in r.stderr, r.stderr
