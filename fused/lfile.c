@@ -274,10 +274,10 @@ static hfs_snap_t *snap_new_locked(hfs_lfile_t *lf, uint64_t tick, int closed, h
     return s;
 }
 
-/* The skeleton of tick `tick` with lf->mu held: the newest one when
- * nothing it describes changed since (same version), else a new build
- * (kept as the newest if `adopt`). *out gets a reference. */
-static int skel_for_locked(hfs_lfile_t *lf, uint64_t tick, int adopt, hfs_skel_t **out, h5l_err_t *err)
+/* The skeleton of the newest tick `tick` with lf->mu held: the newest one
+ * when nothing it describes changed since (same version), else a new build,
+ * kept as the newest. *out gets a reference. */
+static int skel_for_locked(hfs_lfile_t *lf, uint64_t tick, hfs_skel_t **out, h5l_err_t *err)
 {
     h5l_reader_rdlock(lf->reader);
     uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
@@ -291,10 +291,8 @@ static int skel_for_locked(hfs_lfile_t *lf, uint64_t tick, int adopt, hfs_skel_t
     if (rc) return rc;
     for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
     atomic_fetch_add(&lf->st_skeletons, 1);
-    if (adopt) {
-        hfs_skel_unref(lf->skel);
-        lf->skel = hfs_skel_ref(k);
-    }
+    hfs_skel_unref(lf->skel);
+    lf->skel = hfs_skel_ref(k);
     *out = k;
     return H5L_OK;
 }
@@ -317,7 +315,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
         goto out;
     }
     hfs_skel_t *k;
-    if ((rc = skel_for_locked(lf, tick, 1, &k, err))) goto out;
+    if ((rc = skel_for_locked(lf, tick, &k, err))) goto out;
     hfs_snap_t *s = snap_new_locked(lf, tick, closed, k);
     hfs_skel_unref(k);
     if (!s) {
@@ -356,6 +354,8 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
     pthread_mutex_lock(&lf->mu);
     int rc = H5L_OK;
     uint64_t n = h5l_reader_ntick(lf->reader);
+    int closed = tick == n && h5l_reader_closed(lf->reader);
+    hfs_skel_t *k = NULL;
     if (lf->failed) {
         if (err) *err = lf->ferr;
         rc = lf->ferr.code;
@@ -366,14 +366,31 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
         atomic_fetch_add(&lf->snap->refs, 1);
         *out = lf->snap;
     } else {
-        /* an older tick: its own skeleton only if its structure differs
-         * from the newest, never adopted as the newest */
-        hfs_skel_t *k;
-        if (!(rc = skel_for_locked(lf, tick, 0, &k, err))) {
-            if (!(*out = snap_new_locked(lf, tick, tick == n && h5l_reader_closed(lf->reader), k)))
-                rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
-            hfs_skel_unref(k);
-        }
+        h5l_reader_rdlock(lf->reader);
+        uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
+        h5l_reader_unlock(lf->reader);
+        if (lf->skel && lf->skel->version == version) k = hfs_skel_ref(lf->skel);
+    }
+    if (rc || *out || k) {
+        if (k && !(*out = snap_new_locked(lf, tick, closed, k)))
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        hfs_skel_unref(k);
+        lf->last_use = now_s();
+        pthread_mutex_unlock(&lf->mu);
+        return rc;
+    }
+    /* an older tick whose structure differs from the newest: its own
+     * skeleton, built without lf->mu so the newest tick's lookups and the
+     * ticker do not wait for it, and never adopted as the newest */
+    pthread_mutex_unlock(&lf->mu);
+    rc = hfs_skel_build(lf->reader, tick, &k, err);
+    pthread_mutex_lock(&lf->mu);
+    if (!rc) {
+        for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
+        atomic_fetch_add(&lf->st_skeletons, 1);
+        if (!(*out = snap_new_locked(lf, tick, closed, k)))
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        hfs_skel_unref(k);
     }
     lf->last_use = now_s();
     pthread_mutex_unlock(&lf->mu);
