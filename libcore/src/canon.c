@@ -36,10 +36,15 @@
 #define NC_DIM_MARK "This is a netCDF dimension but not a netCDF variable."
 #define CRT_ORDER (H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED)
 
+/* Objects carry no modification times (as netCDF-C writes them): a
+ * canonical file is then a function of its tick alone, so two builds of one
+ * tick (the daemon after a restart, the ticks tree, h5logreplay) give the
+ * same bytes. */
 hid_t h5l_canon_fcpl(void)
 {
     hid_t p = H5Pcreate(H5P_FILE_CREATE);
-    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0)) {
+    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0 ||
+                   H5Pset_obj_track_times(p, 0) < 0)) {
         H5Pclose(p);
         return -1;
     }
@@ -49,7 +54,8 @@ hid_t h5l_canon_fcpl(void)
 static hid_t group_cpl(void)
 {
     hid_t p = H5Pcreate(H5P_GROUP_CREATE);
-    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0)) {
+    if (p >= 0 && (H5Pset_link_creation_order(p, CRT_ORDER) < 0 || H5Pset_attr_creation_order(p, CRT_ORDER) < 0 ||
+                   H5Pset_obj_track_times(p, 0) < 0)) {
         H5Pclose(p);
         return -1;
     }
@@ -121,6 +127,7 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
     hid_t sp = o->ndims ? H5Screate_simple((int)o->ndims, dims, maxd) : H5Screate(H5S_SCALAR);
     hid_t t = h5l_type_to_hid(o->type, 0);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl >= 0) H5Pset_obj_track_times(dcpl, 0);
     int rc = H5L_OK;
     if (sp < 0 || t < 0 || dcpl < 0) {
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
@@ -211,6 +218,7 @@ static int make_placeholder(hid_t file, const h5l_schema_t *s, uint64_t tick, si
     hsize_t ch = 1024;
     hid_t sp = H5Screate_simple(1, &len, &maxd);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
     if (s->dims[d].unlimited) H5Pset_chunk(dcpl, 1, &ch);
     H5Pset_attr_creation_order(dcpl, CRT_ORDER);
     H5Pset_alloc_time(dcpl, s->dims[d].unlimited ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
