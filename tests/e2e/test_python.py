@@ -323,3 +323,62 @@ def test_error_classes():
     import h5log
     assert issubclass(h5log.RangeError, IndexError) and issubclass(h5log.RangeError, h5log.Error)
     assert issubclass(h5log.InvalidError, ValueError) and issubclass(h5log.TypeMismatchError, TypeError)
+
+
+# --------------------------------------------------------------------------
+# make install
+
+
+def _install(destdir, *args):
+    cmd = ["make", "--no-print-directory", "-C", REPO, "install", f"DESTDIR={destdir}", f"BUILD={BUILD}"] + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, f"make install failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+
+
+def _sys_path():
+    p = subprocess.run([PY, "-c", "import json, sys; print(json.dumps(sys.path))"], capture_output=True,
+                       text=True, env={"PATH": os.environ["PATH"]}, timeout=60)
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("prefix", ["/usr/local", "/opt/h5logtest"])
+def test_make_install(tmp_path, prefix):
+    """The package lands in PREFIX/lib/pythonX.Y/dist-packages — a
+    directory /usr/bin/python3 searches when PREFIX is the default — and
+    names the installed library; from there it writes a file."""
+    import h5py
+    stage = tmp_path / "stage"
+    _install(stage, f"PREFIX={prefix}")
+    ver = "%d.%d" % tuple(json.loads(subprocess.run(
+        [PY, "-c", "import json, sys; print(json.dumps(sys.version_info[:2]))"],
+        capture_output=True, text=True).stdout))
+    pydir = f"{prefix}/lib/python{ver}/dist-packages"
+    assert os.path.isfile(f"{stage}{pydir}/h5log/__init__.py")
+    if prefix == "/usr/local":
+        assert pydir in _sys_path()
+    else:
+        assert pydir not in _sys_path()  # documented: PYTHONPATH for another PREFIX
+    cfg = (stage / pydir.lstrip("/") / "h5log" / "_config.py").read_text()
+    assert f'LIBRARY = "{prefix}/lib/libh5log.so.0"' in cfg
+    assert os.path.exists(f"{stage}{prefix}/lib/libh5log.so.0")
+    # the staged package and library, nothing of the build tree
+    env = {k: v for k, v in ENV.items() if k not in ("H5LOG_BUILD", "H5LOG_LIBRARY", "PYTHONPATH")}
+    env.update(PYTHONPATH=f"{stage}{pydir}", LD_LIBRARY_PATH=f"{stage}{prefix}/lib", PYTHONDONTWRITEBYTECODE="1")
+    script = tmp_path / "w.py"
+    script.write_text("import h5log, numpy as np\n"
+                      "from mpi4py import MPI\n"
+                      "import h5log._lib as L\n"
+                      f"assert L.path == 'libh5log.so.0' or L.path.startswith('{stage}'), L.path\n"
+                      f"with h5log.File('{tmp_path}/i.h5', 'w') as f:\n"
+                      "    f.dimensions['x'] = 3\n"
+                      "    f.create_variable('v', ('x',), 'u2')[:] = [4, 5, 6]\n"
+                      "print(h5log.__file__)\n")
+    p = subprocess.run(["mpirun", "-np", "1", PY, str(script)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"{stage}{pydir}/h5log/__init__.py"
+    with h5py.File(replay(tmp_path / "i.h5", tmp_path / "c.h5"), "r") as f:
+        assert list(f["v"][()]) == [4, 5, 6] and f["v"].dtype == np.dtype("<u2")
+    p = subprocess.run(["make", "--no-print-directory", "-C", REPO, "uninstall", f"DESTDIR={stage}",
+                        f"PREFIX={prefix}", f"BUILD={BUILD}"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and not os.path.exists(f"{stage}{pydir}/h5log")
