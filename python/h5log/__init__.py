@@ -643,8 +643,15 @@ class File(Group):
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, etype, evalue, tb):
+        # Closing is collective. When an exception leaves the block on a
+        # job of several ranks, the others may be anywhere (computing, in
+        # a flush): a close here could wait for them forever. The file is
+        # then left as a killed job leaves it (every committed tick
+        # readable, h5logreplay makes a closed copy) and the exception goes
+        # on; under `python3 -m mpi4py` it aborts the job.
+        if etype is None or self.comm.Get_size() == 1:
+            self.close()
 
     def __repr__(self):
         state = "closed" if self._h is None else f"{self.ntick} ticks"

@@ -158,6 +158,23 @@ def errors(out, args):
     return got
 
 
+def crash(out, args):
+    """An exception inside the with block on the last rank only, after
+    one tick: with one rank the file is closed; with more the job aborts
+    (python3 -m mpi4py) instead of waiting in a collective close."""
+    with h5log.File(out, "w", comm=comm) as f:
+        f.dimensions["x"] = 4
+        v = f.create_variable("v", ("x",), "i4")
+        v[:] = [1, 2, 3, 4]
+        f.flush()
+        v[0] = 9  # pending, never published
+        if rank == nranks - 1:
+            raise RuntimeError("simulated failure on the last rank")
+        f.flush()
+        comm.Barrier()  # the other ranks wait here until the abort
+    return {}
+
+
 if __name__ == "__main__":
     case, outdir = sys.argv[1], sys.argv[2]
     args = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else {}
