@@ -330,6 +330,21 @@ def test_exception_in_with_block(tmp_path, nranks):
         assert list(f["v"][()]) == ([9] if nranks == 1 else [1]) + [2, 3, 4]
 
 
+def test_docs_example(tmp_path):
+    """docs/python.md's example runs as written, on 2 ranks."""
+    import h5py
+    import re
+    with open(os.path.join(REPO, "docs", "python.md")) as fh:
+        code = re.search(r"## Example\n\n```python\n(.*?)```", fh.read(), re.S).group(1)
+    (tmp_path / "write.py").write_text(code)
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", PY, "-m", "mpi4py", "write.py"], cwd=tmp_path,
+                       env=PYENV, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with h5py.File(replay(tmp_path / "out.h5", tmp_path / "c.h5"), "r") as f:
+        want = np.repeat(280.0 + np.arange(10, dtype="f4").reshape(-1, 1), 64, axis=1)
+        assert np.array_equal(f["grp/temp"][()], want) and f["grp/temp"].attrs["units"] == b"K"
+
+
 def test_error_classes():
     """The exception classes derive from the matching Python ones."""
     os.environ.setdefault("H5LOG_BUILD", BUILD)
