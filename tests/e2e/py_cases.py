@@ -28,6 +28,11 @@ def example(out, args):
         f.attrs["title"] = "run 7"
         v = f.create_variable("/grp/temp", ("time", "x"), "f4", fillvalue=-999.0, chunks=None)
         v.attrs["units"] = "K"
+        f.create_variable("x", ("x",), "f8", data=np.arange(64) * 0.5)  # written by rank 0
+        rec["tree"] = [sorted(f.groups), sorted(f.variables), sorted(f["grp"].variables),
+                       f["grp/temp"].name, f["/grp"].name, "temp" in f["grp"], "nope" in f]
+        from h5log import _lib
+        rec["libmpi"] = len(_lib.mapped_libmpi())
         lo, hi = rank * 64 // nranks, (rank + 1) * 64 // nranks
         for t in range(3):
             block = (1000.0 * t + np.arange(lo, hi)).astype("f4")

@@ -132,7 +132,9 @@ def test_example(tmp_path, nranks):
     want = np.array([1000.0 * t + np.arange(64) for t in range(3)], dtype="f4")
     for r in range(nranks):
         want[1, band(r, nranks)[1] - 1] = -999.0  # each band's last column at step 1
-        assert recs[r] == {"sizes": [[1, 1, [1, 64]], [2, 2, [2, 64]], [3, 3, [3, 64]]], "closed": True}
+        assert recs[r] == {"sizes": [[1, 1, [1, 64]], [2, 2, [2, 64]], [3, 3, [3, 64]]], "closed": True,
+                           "tree": [["grp"], ["x"], ["temp"], "/grp/temp", "/grp", True, False],
+                           "libmpi": 1}
     out = replay(h5, tmp_path / "canon.h5")
     with h5py.File(out, "r") as f:
         t = f["grp/temp"]
@@ -140,11 +142,13 @@ def test_example(tmp_path, nranks):
         assert np.array_equal(t[()], want)
         assert t.fillvalue == -999.0 and t.attrs["units"] == b"K"
         assert f.attrs["title"] == b"run 7"
+        assert np.array_equal(f["x"][()], np.arange(64) * 0.5) and f["x"].dtype == np.dtype("<f8")
     with netCDF4.Dataset(out) as ds:
         assert ds.dimensions["time"].isunlimited() and len(ds.dimensions["time"]) == 3
         assert ds.title == "run 7"
         v = ds["grp/temp"]
         assert v.units == "K" and v.dimensions == ("time", "x")
+        assert np.array_equal(ds["x"][:], np.arange(64) * 0.5)  # the coordinate variable of x
         got = v[:]
         assert np.array_equal(np.ma.getmaskarray(got), want == -999.0)
         assert np.array_equal(got.filled(-999.0), want)
