@@ -360,7 +360,7 @@ class Variable:
             per_dim.append(_dim_runs(k, dim.size, dim.isunlimited(), dl))
         sel_shape = tuple(sum(c for _, c, _ in runs) for runs, keptd in per_dim if keptd)
         try:
-            data = np.broadcast_to(value, sel_shape)
+            data = value if value.shape == sel_shape else np.broadcast_to(value, sel_shape)
         except ValueError:
             raise ValueError(f"h5log: {self.name}: cannot write a value of shape {value.shape} into a "
                              f"selection of shape {sel_shape}") from None
@@ -399,7 +399,7 @@ class Variable:
         if any(s < 0 for s in start) or any(c < 0 for c in count):
             raise IndexError(f"h5log: {self.name}: negative start or count")
         arr = np.ascontiguousarray(arr)  # a copy only when not contiguous already
-        rc = _lib.put(f._h, self._id, _u64(start), _u64(count), arr.ctypes.data_as(ctypes.c_void_p))
+        rc = _lib.put(f._h, self._id, _u64(start), _u64(count), arr.ctypes.data)
         if rc:
             f._fail(rc, f"write to {self.name!r}")
         if 0 not in count:
