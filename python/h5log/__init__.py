@@ -25,6 +25,7 @@ docs/python.md is the reference.
 import collections.abc
 import ctypes
 import operator
+import os
 
 import numpy as np
 
@@ -304,6 +305,8 @@ def _expand_key(key, ndim):
     if len(key) > ndim:
         raise IndexError(f"h5log: too many indices ({len(key)}) for a {ndim}-D variable")
     for k in key:
+        if isinstance(k, (bool, np.bool_)):
+            raise IndexError("h5log: a boolean index is a mask (fancy indexing), not a write selection")
         if not isinstance(k, slice):
             try:
                 operator.index(k)
@@ -495,6 +498,15 @@ class Group:
             if len(chunks) != len(dims):
                 raise ValueError(f"h5log: variable {path!r}: {len(chunks)} chunk sizes for {len(dims)} dimensions")
             ch = _u64(chunks)
+        fv = None
+        if fillvalue is not None and fillvalue is not False:  # checked before anything is defined
+            given = np.asarray(fillvalue)
+            if given.size != 1 or given.dtype.kind not in "iuf":
+                raise ValueError(f"h5log: variable {path!r}: the fill value must be one number, not {fillvalue!r}")
+            with np.errstate(invalid="ignore", over="ignore"):
+                fv = given.astype(dtype).reshape(())
+            if dtype.kind in "iu" and not (given.reshape(()) == fv):  # 300 in a uint8, 1.5 in an int
+                raise ValueError(f"h5log: variable {path!r}: fill value {fillvalue!r} is not a {dtype}")
         parent = path.rpartition("/")[0] or "/"
         if parent != "/":
             f._def_group(parent)
@@ -511,10 +523,6 @@ class Group:
                 f._fail(rc, f"nofill of {path!r}")
             v.fillvalue = False
         elif fillvalue is not None:
-            fv = np.array(fillvalue).astype(dtype).reshape(())
-            if fv.dtype.kind == "f" or np.array(fillvalue).dtype.kind == "f":
-                if not np.array_equal(fv, np.array(fillvalue), equal_nan=True) and dtype.kind != "f":
-                    raise ValueError(f"h5log: fill value {fillvalue!r} is not a {dtype}")
             buf = np.ascontiguousarray(fv.reshape(1))
             rc = _lib.def_var_fill(f._h, v._id, buf.ctypes.data_as(ctypes.c_void_p))
             if rc:
@@ -553,7 +561,6 @@ class File(Group):
         opts.sync = 1 if sync else 0
         opts.check_collective = 1 if check_collective else 0
         h = ctypes.c_void_p()
-        import os
         rc = _lib.create(os.fsencode(self.filename), handle, ctypes.byref(opts), ctypes.byref(h))
         if rc:
             _raise(rc, _lib.errmsg(None), self.filename)

@@ -306,6 +306,9 @@ def test_errors_carry_the_library_message(tmp_path, nranks):
         check("shape_mismatch", "ValueError", None, "(5,)", "(4,)")
         check("buffer_full", "BufferFullError", "H5L_ENOBUFS", path, "flush")
         check("fancy_index", "IndexError", None, "basic indexing")
+        check("bool_index", "IndexError", None, "boolean")
+        check("fill_out_of_range", "ValueError", None, "300", "uint8")
+        check("fill_fraction", "ValueError", None, "1.5", "int32")
         check("late_fill", "StateError", "H5L_ESTATE", path, "before the flush")
         check("put_after_close", "ValueError", None, "closed")
         assert rec["close_again"] is None
@@ -318,6 +321,7 @@ def test_errors_carry_the_library_message(tmp_path, nranks):
     import h5py
     with h5py.File(replay(h5, tmp_path / "c.h5"), "r") as f:
         assert np.array_equal(f["v"][0], np.arange(64, dtype="f4")) and f["v"].shape == (1, 64)
+        assert "u8" not in f and "i4" not in f and "b" not in f  # refused before anything was defined
 
 
 @pytest.mark.parametrize("nranks", [1, 2])
