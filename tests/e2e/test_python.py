@@ -21,7 +21,6 @@ Run: H5LOG_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/e2e/test_python.
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -31,8 +30,27 @@ from h5ltest import BIN, BUILD, ENV, HERE
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 PYDIR = os.path.join(REPO, "python")
-PYENV = dict(ENV, PYTHONPATH=os.pathsep.join([PYDIR, HERE]), H5LOG_BUILD=BUILD)
 PY = "/usr/bin/python3"
+
+
+def sanitizer_env(lib):
+    """Under `make asan` libh5log.so needs the ASan/UBSan runtimes, which
+    must be loaded before anything else: a Python process preloads them,
+    and LeakSanitizer is off (the interpreter keeps its memory at exit)."""
+    try:
+        needed = subprocess.run(["objdump", "-p", lib], capture_output=True, text=True).stdout
+    except OSError:
+        return {}
+    rts = [subprocess.run(["gcc", f"-print-file-name={r}.so"], capture_output=True, text=True).stdout.strip()
+           for r in ("libasan", "libubsan") if r in needed]
+    if not rts:
+        return {}
+    return {"LD_PRELOAD": " ".join(rts),
+            "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0:" + os.environ.get("ASAN_OPTIONS", "")}
+
+
+SAN_ENV = sanitizer_env(os.path.join(BUILD, "libh5log.so"))
+PYENV = dict(ENV, PYTHONPATH=os.pathsep.join([PYDIR, HERE]), H5LOG_BUILD=BUILD, **SAN_ENV)
 
 
 def mpirun(nranks, script, *args, env=PYENV, timeout=120):
@@ -354,12 +372,14 @@ def test_docs_example(tmp_path):
 
 
 def test_error_classes():
-    """The exception classes derive from the matching Python ones."""
-    os.environ.setdefault("H5LOG_BUILD", BUILD)
-    sys.path.insert(0, PYDIR)
-    import h5log
-    assert issubclass(h5log.RangeError, IndexError) and issubclass(h5log.RangeError, h5log.Error)
-    assert issubclass(h5log.InvalidError, ValueError) and issubclass(h5log.TypeMismatchError, TypeError)
+    """The exception classes derive from the matching Python ones (in a
+    separate process: the library is not loaded into pytest's)."""
+    code = ("import h5log\n"
+            "assert issubclass(h5log.RangeError, IndexError) and issubclass(h5log.RangeError, h5log.Error)\n"
+            "assert issubclass(h5log.InvalidError, ValueError) and issubclass(h5log.TypeMismatchError, TypeError)\n"
+            "assert issubclass(h5log.MismatchError, h5log.Error) and issubclass(h5log.IOFailure, h5log.Error)\n")
+    p = subprocess.run([PY, "-c", code], env=PYENV, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
 
 
 # --------------------------------------------------------------------------
@@ -400,7 +420,8 @@ def test_make_install(tmp_path, prefix):
     assert os.path.exists(f"{stage}{prefix}/lib/libh5log.so.0")
     # the staged package and library, nothing of the build tree
     env = {k: v for k, v in ENV.items() if k not in ("H5LOG_BUILD", "H5LOG_LIBRARY", "PYTHONPATH")}
-    env.update(PYTHONPATH=f"{stage}{pydir}", LD_LIBRARY_PATH=f"{stage}{prefix}/lib", PYTHONDONTWRITEBYTECODE="1")
+    env.update(PYTHONPATH=f"{stage}{pydir}", LD_LIBRARY_PATH=f"{stage}{prefix}/lib", PYTHONDONTWRITEBYTECODE="1",
+               **SAN_ENV)
     script = tmp_path / "w.py"
     script.write_text("import h5log, numpy as np\n"
                       "from mpi4py import MPI\n"
