@@ -54,7 +54,7 @@ BENCH := $(BUILD)/bench/bench_write
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
-	clang libclang-rt-dev
+	clang libclang-rt-dev python3-mpi4py
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks clean help lib tools tests daemon soak fuzz fuzz-build
 
@@ -84,8 +84,10 @@ help:
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
-	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages"
+	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
+	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
+	@echo "make check-python  the Python package's tests (tests/e2e/test_python.py)"
 	@echo "make clean      remove build trees"
 
 # Install what is missing, once: a fresh Debian 12 machine needs only `make check`.
@@ -93,7 +95,7 @@ deps-check:
 	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
 	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || ! command -v clang >/dev/null || \
-	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray' 2>/dev/null; then \
+	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray, mpi4py' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi
 
 deps:
@@ -278,6 +280,7 @@ bench-ticks: all $(BUILD)/bench/bench_flushes
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
+include mk/python.mk
 include mk/install.mk
 
 # header dependencies written by -MMD (absent before the first build)

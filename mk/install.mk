@@ -30,6 +30,11 @@
 #                      h5log.3 [h5logtail.1, with h5logtail]
 #   $(DOCDIR)          operations.md, examples/ (.mount/.automount pair,
 #                      h5logfs@ instance configuration)
+#   $(PYTHONDIR)/h5log the Python package (mk/python.mk defines PYTHONDIR:
+#                      $(PREFIX)/lib/pythonX.Y/dist-packages, which
+#                      /usr/bin/python3 searches for PREFIX /usr/local and
+#                      /usr); its _config.py names the installed
+#                      $(LIBDIR)/$(H5L_SONAME)
 #
 # Nothing is written to $(SYSCONFDIR); the unit reads
 # $(SYSCONFDIR)/h5logfs/INSTANCE.conf, which the administrator writes.
@@ -121,6 +126,11 @@ install: lib tools daemon
 	$(INSTALL) -m 644 $(INST_MAN8:%=docs/man/%) $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -m 644 docs/operations.md $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 644 $(INST_EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -d $(DESTDIR)$(PYTHONDIR)/h5log
+	$(INSTALL) -m 644 $(filter-out %/_config.py,$(PY_MODULES)) $(DESTDIR)$(PYTHONDIR)/h5log/
+	{ echo '# written by make install: the library this package loads'; \
+	  echo 'LIBRARY = "$(LIBDIR)/$(H5L_SONAME)"'; } > $(BUILD)/h5log_config.py
+	$(INSTALL) -m 644 $(BUILD)/h5log_config.py $(DESTDIR)$(PYTHONDIR)/h5log/_config.py
 	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 uninstall:
@@ -135,4 +145,5 @@ uninstall:
 	rm -f $(INST_MAN3:%=$(DESTDIR)$(MANDIR)/man3/%) $(INST_MAN8:%=$(DESTDIR)$(MANDIR)/man8/%)
 	rm -f $(DESTDIR)$(DOCDIR)/operations.md $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(INST_EXAMPLES)))
 	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PYTHONDIR)/h5log
 	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
