@@ -35,6 +35,15 @@ typedef struct h5l_opts {
     size_t buffer_limit; /* bytes h5l_put may buffer per rank; default 1 GiB */
     int sync;            /* enum h5l_sync */
     int check_collective;/* verify ranks made identical definitions; default 1 */
+    int no_finalize;     /* 0 (default): h5l_close lays the newest tick's data
+                          * into the file's datasets, so plain libhdf5 readers
+                          * (h5py, netCDF, ncdump) read the right values
+                          * without h5logfs. 1: a cheaper close, and plain
+                          * libhdf5 readers get an error reading any
+                          * variable (never fill values): read through the
+                          * mount or h5logreplay, or finalize later with
+                          * h5logrecover. Zero also when the struct is
+                          * zero-initialised, so the default is safe. */
 } h5l_opts_t;
 
 typedef struct h5l_file h5l_file_t;

@@ -184,6 +184,7 @@ void h5l_opts_init(h5l_opts_t *o)
     o->buffer_limit = DEFAULT_BUFFER_LIMIT;
     o->sync = H5L_SYNC_NONE;
     o->check_collective = 1;
+    o->no_finalize = 0;
 }
 
 const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err; }
@@ -1319,7 +1320,7 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
     if (!c && sync && fsync(f->jfd) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
     if (!c) {
-        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, e);
+        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, !f->opts.no_finalize, e);
         f->anc = NULL;
         *closed = !c;
     } else {
