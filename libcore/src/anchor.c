@@ -60,6 +60,7 @@ struct h5l_anchor {
     char *path;
     uint8_t id[16];
     vio_t io;
+    h5l_ub_t was; /* the user block on disk before ub_close (live: zeros) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -332,10 +333,11 @@ static int write_ub(const char *path, const uint8_t id[16], h5l_err_t *err)
  * would not even be looked at — so the live bytes are put back. */
 static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, uint64_t flags, int sync, h5l_err_t *err)
 {
-    h5l_ub_t ub = {.version = H5L_FORMAT_VERSION};
+    h5l_ub_t ub = a->was;
+    ub.version = H5L_FORMAT_VERSION;
     memcpy(ub.id, a->id, 16);
     uint8_t live[H5L_UB_LEN], closed[H5L_UB_LEN];
-    h5l_ub_encode(&ub, live);
+    h5l_ub_encode(&ub, live); /* what to put back on failure */
     ub.jr_off = joff;
     ub.jr_len = jlen;
     ub.flags = flags;
@@ -825,6 +827,46 @@ int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_fr
     }
     *out = a;
     return H5L_OK;
+}
+
+int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    h5l_anchor_t *a = calloc(1, sizeof *a);
+    if (!a || !(a->path = strdup(path))) {
+        free(a);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    memcpy(a->id, id, 16);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t drv = vfd_id();
+    vinfo_t vi = {&a->io, 0};
+    a->file = -1;
+    if (fapl >= 0 && drv >= 0 && H5Pset_driver(fapl, drv, &vi) >= 0) a->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    char why[256];
+    if (a->file < 0) {
+        h5l_err_set(err, H5L_EHDF5, "%s: libhdf5 cannot open it for writing%s", path, vio_reason(a, why, sizeof why));
+        free(a->path);
+        free(a);
+        return H5L_EHDF5;
+    }
+    *out = a;
+    return H5L_OK;
+}
+
+int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync,
+                               h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    a->was = (h5l_ub_t){.jr_off = joff, .jr_len = jlen, .flags = H5L_UB_CLOSED};
+    int rc = with_reason(a, finalize(a, tick, err), err);
+    int crc = close_h5(a, rc ? NULL : err);
+    if (!rc) rc = crc;
+    if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | H5L_UB_FINALIZED, sync, err);
+    free(a->path);
+    free(a);
+    return rc;
 }
 
 void h5l_anchor_abort(h5l_anchor_t *a)

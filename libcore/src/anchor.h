@@ -55,6 +55,17 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
 int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_from, uint64_t keep_to,
                         h5l_anchor_t **out, h5l_err_t *err);
 
+/* For h5logrecover on a closed file that was not finalized: open it
+ * (libhdf5 metadata written by a completed close, so trusted), then
+ * finalize it as h5l_anchor_finish would have (tick: its last tick) and
+ * mark it finalized, the embedded journal (joff, jlen) staying where it
+ * is. A failure leaves the user block saying closed, not finalized (the
+ * file stays readable by the project's readers; some anchors may then be
+ * canonical datasets already). Frees a. */
+int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err);
+int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync,
+                               h5l_err_t *err);
+
 /* Error-path close: close the HDF5 file (its I/O errors ignored), leave the
  * user block live (the sidecar journal stays the truth). Frees a. Accepts
  * NULL. */
