@@ -188,17 +188,24 @@ static int recover(const char *path)
         fprintf(stderr, "h5logrecover: %s\n", e.msg);
         rc = 1;
     }
+    int closed = 0;
     if (!rc) {
         h5l_reader_rdlock(r);
-        int c = h5l_anchor_finish(a, h5l_reader_schema(r), tick, j.p, j.len, 1, 1, &e);
+        int final = 1;
+        int c = h5l_anchor_finish(a, h5l_reader_schema(r), tick, j.p, j.len, 1, &final, &e);
         h5l_reader_unlock(r);
-        if (c) {
+        closed = !c;
+        if (!c && !final) {
+            fprintf(stderr, "h5logrecover: %s\nh5logrecover: %s: closed at tick %llu but not finalized: "
+                            "run h5logrecover again once there is room\n", e.msg, path, (unsigned long long)tick);
+            rc = 1;
+        } else if (c) {
             fprintf(stderr, "h5logrecover: %s\nh5logrecover: %s: not recovered; it stays readable from its journal %s "
                             "by h5logfs, h5logreplay and h5logdump\n", e.msg, path, side);
             rc = 1;
         }
     }
-    if (!rc && unlink(side) != 0) {
+    if (closed && unlink(side) != 0) {
         fprintf(stderr, "h5logrecover: %s: the file is closed, but its journal sidecar cannot be removed: %s\n", side,
                 strerror(errno));
         rc = 1;

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <hdf5.h>
 
@@ -714,6 +715,34 @@ static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout,
     return rc;
 }
 
+/* Refuse to start finalizing without room for the data it writes (plus
+ * 1% and 4 MiB for libhdf5's metadata): a full disk is the likely cause
+ * of a failure half way, and undoing one then needs room too. */
+static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *err)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < nv; i++) {
+        const fvar_t *v = &vs[i];
+        uint64_t n = v->type.size, blk = v->type.size;
+        for (uint32_t d = 0; d < v->ndims; d++) {
+            n *= v->shape[d];
+            blk *= v->block[d];
+        }
+        need += v->sparse ? v->ncoords * blk : n;
+    }
+    need += need / 100 + ((uint64_t)4 << 20);
+    struct statvfs sv;
+    int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && fstatvfs(fd, &sv) == 0;
+    if (fd >= 0) close(fd);
+    if (!ok) return H5L_OK; /* cannot tell: try */
+    uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (room < need)
+        return h5l_err_set(err, H5L_EIO, "%s: finalizing needs about %llu bytes, the file system has %llu free: "
+                           "No space left on device", a->path, (unsigned long long)need, (unsigned long long)room);
+    return H5L_OK;
+}
+
 /* Replace the anchors by the canonical objects of the newest tick (the
  * skeleton h5logreplay and the daemon build, canon.c) and write every
  * variable's data into them, read through a reader of the file's own
@@ -736,7 +765,9 @@ static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
     }
     fvar_t *vs = NULL;
     size_t nv = 0;
-    rc = drop_anchors(a, err);
+    rc = list_vars(r, tick, &vs, &nv, err);
+    if (!rc) rc = check_room(a, vs, nv, err);
+    if (!rc) rc = drop_anchors(a, err);
     if (!rc) {
         h5l_reader_rdlock(r);
         rc = h5l_canon_build(a->file, h5l_reader_schema(r), tick, H5L_ALLOC_WRITE, NULL, NULL, err);
@@ -747,7 +778,6 @@ static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
             h5l_err_set(err, rc, "%s: finalizing: %s", a->path, m);
         }
     }
-    if (!rc) rc = list_vars(r, tick, &vs, &nv, err);
     for (size_t i = 0; !rc && i < nv; i++) rc = fill_var(a, r, tick, &vs[i], err);
     for (size_t i = 0; i < nv; i++) {
         free(vs[i].path);
@@ -758,12 +788,38 @@ static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
     return rc;
 }
 
+/* Finalizing failed (a full disk, most likely: the data is written a
+ * second time): put anchors back — the canonical objects built so far
+ * have fill values and may lack data, which plain readers would show as
+ * fill — so the close can still complete, unfinalized, with variables
+ * plain libhdf5 refuses to read. Deleting the new datasets also frees
+ * their space for the close's metadata. */
+static int unfinalize(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick)
+{
+    h5l_err_t e = {0};
+    memset(&a->io, 0, sizeof a->io);
+    int rc = drop_anchors(a, &e);
+    if (!rc) rc = h5l_canon_build(a->file, s, tick, H5L_ALLOC_NONE, NULL, NULL, &e);
+    return rc;
+}
+
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, int sync, int final, h5l_err_t *err)
+                      const void *journal, size_t jlen, int sync, int *final, h5l_err_t *err)
 {
     uint64_t joff = 0;
     memset(&a->io, 0, sizeof a->io);
-    int rc = with_reason(a, final ? finalize(a, tick, err) : set_extents(a, s, tick, err), err);
+    int rc, wanted = *final;
+    if (wanted) {
+        rc = with_reason(a, finalize(a, tick, err), err);
+        if (rc && unfinalize(a, s, tick) == H5L_OK) {
+            *final = 0; /* err keeps why; the close goes on */
+            rc = H5L_OK;
+        }
+    } else {
+        rc = with_reason(a, set_extents(a, s, tick, err), err);
+    }
+    h5l_err_t jerr = {0}, *e0 = err;
+    if (!rc && wanted && !*final) err = &jerr; /* keep the finalizing failure's message */
     if (!rc) rc = h5l_anchor_alloc(a, "journal", jlen, &joff, err);
     int crc = close_h5(a, rc ? NULL : err); /* always: libhdf5 must let go of the file */
     if (!rc) rc = crc;
@@ -780,7 +836,8 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
      * Without sync the order still holds for every reader on this node
      * (page cache); a node crash may lose the close, and then the sidecar,
      * whose unlink comes after, is still there: nothing is lost. */
-    if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | (final ? H5L_UB_FINALIZED : 0), sync, err);
+    if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | (*final ? H5L_UB_FINALIZED : 0), sync, err);
+    if (rc && err != e0 && e0) *e0 = jerr; /* a later step failed: that is the message */
     free(a->path);
     free(a);
     return rc;

@@ -42,9 +42,12 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
  * next. Each step only after the one before succeeded: on failure the
  * user block says live (put back if writing it failed part way) and the
  * message names the step, the errno and where. libhdf5 has let go of the
- * file in every case. Frees a (also on failure). */
+ * file in every case. Frees a (also on failure).
+ * *final: in, whether to finalize; out, whether the file was finalized.
+ * If finalizing fails (a full disk), anchors are put back and the close
+ * goes on unfinalized: H5L_OK with *final 0 and err saying why. */
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, int sync, int final, h5l_err_t *err);
+                      const void *journal, size_t jlen, int sync, int *final, h5l_err_t *err);
 
 /* For h5logrecover: a new HDF5 file written over path's existing bytes,
  * whose libhdf5 metadata (a crashed writer's, never trusted) it replaces;

@@ -1320,14 +1320,23 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
     if (!c && sync && fsync(f->jfd) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
     if (!c) {
-        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, !f->opts.no_finalize, e);
+        int final = !f->opts.no_finalize;
+        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &final, e);
         f->anc = NULL;
         *closed = !c;
+        if (!c && final == f->opts.no_finalize) {
+            /* closed, but finalizing failed and was undone: say so (the
+             * caller asked for a file plain readers can read) */
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            c = h5l_err_set(e, H5L_EIO, "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
+                            "finalizes it once there is room)", why, f->path);
+        }
     } else {
         h5l_anchor_abort(f->anc);
         f->anc = NULL;
     }
-    if (!c && unlink(f->jpath) != 0)
+    if (*closed && unlink(f->jpath) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: the file is closed, but its journal sidecar cannot be removed: %s", f->jpath,
                         strerror(errno));
     return c;
