@@ -1330,7 +1330,7 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
             c = h5l_err_set(e, H5L_EIO, "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
-                            "finalizes it once there is room)", why, f->path);
+                            "finalizes it later)", why, f->path);
         }
     } else {
         h5l_anchor_abort(f->anc);

@@ -214,3 +214,32 @@ def test_recover_usage_and_bad_input(tmp_path):
     r = recover(plain)
     assert r.returncode == 1 and "not a log-layout file" in r.stderr, r.stderr
     assert plain.read_bytes() == before
+
+
+def test_close_that_cannot_finalize(tmp_path):
+    """An I/O error half way through finalizing (the third chunk write,
+    through the fault shim): the close fails saying the file is closed but
+    not finalized; the anchors are back, so plain readers fail loudly
+    rather than show the chunks never written as fill; h5logrecover then
+    finalizes it to the model's values."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "fault_shim.so")
+    spec = "\n".join(["create", "dim x 64", "var /a i4 4 1 0", "put 0 /a 7 0 64", "flush", "close", ""])
+    states = difftest.run_model(spec, 1)
+    (tmp_path / "spec.txt").write_text(spec)
+    h5 = tmp_path / "d.h5"
+    fault = {"LD_PRELOAD": shim, "H5L_FAULT_PATH": "/d.h5", "H5L_FAULT_SIZE": "16", "H5L_FAULT_CALL": "3",
+             "H5L_FAULT_KIND": "eio"}
+    env = dict(ENV, **fault)
+    cmd = ["mpirun", "-np", "1"] + sum((["-x", k] for k in fault), []) + [
+        difftest.SPEC_WRITER, str(tmp_path / "spec.txt"), str(h5)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "finalizing: cannot write a chunk of '/a': Input/output error" in p.stderr, p.stderr[-3000:]
+    assert "not finalized" in p.stderr and "the file was closed with ticks 1..1" in p.stderr, p.stderr[-3000:]
+    assert not os.path.exists(str(h5) + ".h5lj")
+    assert_fails_loudly(str(h5), states[-1])
+    r = recover(h5)
+    assert r.returncode == 0 and "finalized at tick 1" in r.stdout, r.stdout + r.stderr
+    diffs = difftest.check_h5py(str(h5), states[-1], "finalized later")
+    diffs += netcdf_diffs(str(h5), states[-1], "finalized later")
+    assert not diffs, diffs
