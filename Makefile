@@ -44,7 +44,7 @@ LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
-TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump $(BUILD)/bin/h5logtail
+TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump $(BUILD)/bin/h5logtail $(BUILD)/bin/h5logrecover
 FUSED_MODS := memvfd skel cache tbuf badlog lfile inode ticks fs main
 FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
 DAEMON := $(BUILD)/bin/h5logfs
@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev python3-mpi4py
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -84,6 +84,7 @@ help:
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
+	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -270,6 +271,9 @@ bench-write: all $(BENCH)
 
 bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
 	@bash bench/bench_read.sh $(BUILD)
+
+bench-standalone: all $(BUILD)/bench/bench_close
+	@$(PY) bench/bench_standalone.py $(BUILD)
 
 bench-memory: all $(BUILD)/bench/mkrecords
 	@bash bench/bench_memory.sh $(BUILD)

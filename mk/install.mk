@@ -7,7 +7,7 @@
 # prepended only when copying (staging for a package). Every directory below
 # can be overridden on the command line. What goes where:
 #
-#   $(BINDIR)          h5logfs h5logreplay h5logdump [h5logtail, if built]
+#   $(BINDIR)          h5logfs h5logreplay h5logdump h5logrecover [h5logtail, if built]
 #   $(SBINDIR)         mount.h5logfs (with @BINDIR@ filled in)
 #   $(MOUNT_HELPER_DIR)/mount.fuse.h5logfs -> $(SBINDIR)/mount.h5logfs
 #                      mount(8) looks for helpers in /sbin only, and a helper
@@ -26,7 +26,7 @@
 #                      /usr/lib/systemd/system, and /etc/systemd/system stays
 #                      the administrator's. For another PREFIX, pass
 #                      SYSTEMDUNITDIR=/etc/systemd/system.
-#   $(MANDIR)          h5logfs.8 mount.h5logfs.8 h5logreplay.1 h5logdump.1
+#   $(MANDIR)          h5logfs.8 mount.h5logfs.8 h5logreplay.1 h5logdump.1 h5logrecover.1
 #                      h5log.3 [h5logtail.1, with h5logtail]
 #   $(DOCDIR)          operations.md, examples/ (.mount/.automount pair,
 #                      h5logfs@ instance configuration)
@@ -59,10 +59,10 @@ INSTALL ?= install
 
 # H5L_VERSION, H5L_SONAME: from the Makefile (defined once, there)
 
-INST_TOOLS := h5logfs h5logreplay h5logdump
+INST_TOOLS := h5logfs h5logreplay h5logdump h5logrecover
 INST_HEADERS := h5log.h h5log_common.h h5log_reader.h
 INST_MAN8 := h5logfs.8 mount.h5logfs.8
-INST_MAN1 := h5logreplay.1 h5logdump.1
+INST_MAN1 := h5logreplay.1 h5logdump.1 h5logrecover.1
 INST_MAN3 := h5log.3
 INST_UNITS := h5logfs@.service
 INST_EXAMPLES := systemd/examples/data-h5logfs.mount systemd/examples/data-h5logfs.automount \

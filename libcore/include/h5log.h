@@ -35,6 +35,15 @@ typedef struct h5l_opts {
     size_t buffer_limit; /* bytes h5l_put may buffer per rank; default 1 GiB */
     int sync;            /* enum h5l_sync */
     int check_collective;/* verify ranks made identical definitions; default 1 */
+    int no_finalize;     /* 0 (default): h5l_close lays the newest tick's data
+                          * into the file's datasets, so plain libhdf5 readers
+                          * (h5py, netCDF, ncdump) read the right values
+                          * without h5logfs. 1: a cheaper close, and plain
+                          * libhdf5 readers get an error reading any
+                          * variable (never fill values): read through the
+                          * mount or h5logreplay, or finalize later with
+                          * h5logrecover. Zero also when the struct is
+                          * zero-initialised, so the default is safe. */
 } h5l_opts_t;
 
 typedef struct h5l_file h5l_file_t;
@@ -123,14 +132,16 @@ H5L_API int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
  * after — so that h5l_flush may publish two ticks. */
 H5L_API int h5l_flush(h5l_file_t *f);
 
-/* Collective. Flush (if anything is pending), embed the journal in the file,
- * remove the sidecar and free f (also on failure: then h5l_errmsg(NULL)
- * tells why, on every rank).
+/* Collective. Flush (if anything is pending), finalize (unless
+ * opts.no_finalize: rank 0 lays the newest tick's data into the file's
+ * datasets, so plain HDF5/netCDF clients read it without h5logfs), embed
+ * the journal in the file, remove the sidecar and free f (also on failure:
+ * then h5l_errmsg(NULL) tells why, on every rank).
  *
  * Failure: a failed last flush loses what it held (the caller is told);
  * the file is then still closed with the committed ticks if the close
  * steps succeed ("the file was closed with ticks 1..N"). A failed close
- * step (the journal's CLOSE record, the HDF5 metadata, the embedded
+ * step (the journal's CLOSE record, finalizing, the HDF5 metadata, the embedded
  * journal, the user block) leaves the file open for reading: its user
  * block still says live, the sidecar FILE.h5lj is kept, and every
  * committed tick reads through libh5log's reader, h5logdump, h5logreplay

@@ -40,10 +40,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <hdf5.h>
 
 #include "canon.h"
+#include "h5type.h"
 #include "journal.h"
 
 /* I/O errors of one anchor's driver: the first since the last reset. */
@@ -59,6 +61,7 @@ struct h5l_anchor {
     char *path;
     uint8_t id[16];
     vio_t io;
+    h5l_ub_t was; /* the user block on disk before ub_close (live: zeros) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -69,6 +72,8 @@ struct h5l_anchor {
 
 typedef struct vinfo { /* the file access property's driver info */
     vio_t *io;
+    int over; /* h5l_anchor_recreate: create over the existing bytes (no
+               * truncation; libhdf5 is told the file is empty) */
 } vinfo_t;
 
 typedef struct vfile {
@@ -96,7 +101,7 @@ static H5FD_t *v_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxa
     const vinfo_t *vi = H5Pget_driver_info(fapl);
     if (!name || !vi || !vi->io || maxaddr == 0 || (maxaddr != HADDR_UNDEF && maxaddr > VFD_MAXADDR)) return NULL;
     int o = O_CLOEXEC | ((flags & H5F_ACC_RDWR) ? O_RDWR : O_RDONLY);
-    if (flags & H5F_ACC_TRUNC) o |= O_TRUNC;
+    if ((flags & H5F_ACC_TRUNC) && !vi->over) o |= O_TRUNC;
     if (flags & H5F_ACC_CREAT) o |= O_CREAT;
     if (flags & H5F_ACC_EXCL) o |= O_EXCL;
     int fd = open(name, o, 0666);
@@ -117,7 +122,7 @@ static H5FD_t *v_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxa
         return NULL;
     }
     v->fd = fd;
-    v->eof = (haddr_t)st.st_size;
+    v->eof = vi->over ? 0 : (haddr_t)st.st_size;
     v->dev = st.st_dev;
     v->ino = st.st_ino;
     v->io = vi->io;
@@ -327,15 +332,16 @@ static int write_ub(const char *path, const uint8_t id[16], h5l_err_t *err)
  * written, with one write. If it fails part way, the user block no longer
  * verifies and no reader could open the file at all — the intact sidecar
  * would not even be looked at — so the live bytes are put back. */
-static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, int sync, h5l_err_t *err)
+static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, uint64_t flags, int sync, h5l_err_t *err)
 {
-    h5l_ub_t ub = {.version = H5L_FORMAT_VERSION};
+    h5l_ub_t ub = a->was;
+    ub.version = H5L_FORMAT_VERSION;
     memcpy(ub.id, a->id, 16);
     uint8_t live[H5L_UB_LEN], closed[H5L_UB_LEN];
-    h5l_ub_encode(&ub, live);
+    h5l_ub_encode(&ub, live); /* what to put back on failure */
     ub.jr_off = joff;
     ub.jr_len = jlen;
-    ub.flags = H5L_UB_CLOSED;
+    ub.flags = flags;
     h5l_ub_encode(&ub, closed);
     int fd = open(a->path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, H5L_EIO, "%s: marking the file closed: %s", a->path, strerror(errno));
@@ -356,8 +362,18 @@ static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, int sync, h5l
     return rc;
 }
 
+static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anchor_t **out, h5l_err_t *err);
+
 int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out,
                       h5l_err_t *err)
+{
+    return anchor_new(path, id, 0, out, err);
+}
+
+/* The HDF5 file with /_h5log (and its format attribute); with over, made
+ * over the existing bytes of path (h5l_anchor_recreate), else truncated
+ * and given a live user block. */
+static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anchor_t **out, h5l_err_t *err)
 {
     *out = NULL;
     h5l_anchor_t *a = calloc(1, sizeof *a);
@@ -370,7 +386,7 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
     hid_t fcpl = h5l_canon_fcpl();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     hid_t drv = vfd_id();
-    vinfo_t vi = {&a->io};
+    vinfo_t vi = {&a->io, over};
     H5Pset_userblock(fcpl, H5L_USERBLOCK_SIZE);
     int rc = H5L_OK;
     if (fcpl < 0 || fapl < 0 || drv < 0 || H5Pset_driver(fapl, drv, &vi) < 0)
@@ -394,7 +410,7 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
         H5Sclose(sp);
         if (g >= 0) H5Gclose(g);
     }
-    if (!rc) rc = write_ub(path, id, err);
+    if (!rc && !over) rc = write_ub(path, id, err);
     if (rc) {
         h5l_anchor_abort(a);
         return rc;
@@ -515,12 +531,295 @@ static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5
     return H5L_OK;
 }
 
+
+/* ------------------------------------------------------------------ */
+/* finalizing: the canonical objects with their data (format.md 1)     */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names_t;
+
+static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, void *op)
+{
+    (void)g;
+    (void)info;
+    names_t *l = op;
+    if (strcmp(name, "_h5log") == 0) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(name))) return -1;
+    l->n++;
+    return 0;
+}
+
+/* Remove the anchors: every link of the root group but /_h5log, and the
+ * root group's attributes. The canonical build then starts from an HDF5
+ * file that holds only /_h5log. */
+static int drop_anchors(h5l_anchor_t *a, h5l_err_t *err)
+{
+    names_t l = {0};
+    hid_t root = H5Gopen2(a->file, "/", H5P_DEFAULT);
+    int rc = H5L_OK;
+    if (root < 0 || H5Literate(root, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &l) < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot list the anchors", a->path);
+    for (size_t i = 0; !rc && i < l.n; i++)
+        if (H5Ldelete(root, l.v[i], H5P_DEFAULT) < 0)
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot remove the anchor '/%s'", a->path, l.v[i]);
+    H5O_info_t oi;
+    if (!rc && H5Oget_info2(root, &oi, H5O_INFO_NUM_ATTRS) < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot look at the root group", a->path);
+    for (hsize_t i = 0; !rc && i < oi.num_attrs; i++)
+        if (H5Adelete_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_NATIVE, 0, H5P_DEFAULT) < 0)
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot remove the root group's attributes", a->path);
+    for (size_t i = 0; i < l.n; i++) free(l.v[i]);
+    free(l.v);
+    if (root >= 0) H5Gclose(root);
+    return rc;
+}
+
+/* One variable to fill: what the reader's schema says of it at the tick. */
+typedef struct fvar {
+    uint32_t objid, ndims;
+    char *path;
+    h5l_type_t type;
+    int chunked, sparse; /* sparse: only the chunks that hold records */
+    uint64_t shape[H5L_MAX_DIMS], block[H5L_MAX_DIMS];
+    uint64_t *coords; /* sparse: ncoords x ndims chunk coordinates */
+    size_t ncoords, cap;
+} fvar_t;
+
+static int add_coord(void *ctx, const uint64_t *coord)
+{
+    fvar_t *v = ctx;
+    if (v->ncoords == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 64;
+        uint64_t *c = realloc(v->coords, cap * v->ndims * sizeof *c);
+        if (!c) return H5L_ENOMEM;
+        v->coords = c;
+        v->cap = cap;
+    }
+    memcpy(v->coords + v->ncoords * v->ndims, coord, v->ndims * sizeof *coord);
+    v->ncoords++;
+    return 0;
+}
+
+/* Write block `coord` (block coordinates) of v from the reader into ds.
+ * A whole chunk goes in with H5Dwrite_chunk (no selection, no conversion:
+ * the reader returns the file type's bytes); an edge chunk or a slab with
+ * H5Dwrite of its box. buf holds a whole block. */
+static int put_block(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt,
+                     hid_t fs, const uint64_t *coord, void *buf, h5l_err_t *err)
+{
+    uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS], n = v->type.size;
+    hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
+    int whole = v->chunked;
+    for (uint32_t d = 0; d < v->ndims; d++) {
+        start[d] = coord[d] * v->block[d];
+        if (start[d] >= v->shape[d]) return H5L_OK; /* a chunk past the shape: nothing to show */
+        count[d] = v->shape[d] - start[d] < v->block[d] ? v->shape[d] - start[d] : v->block[d];
+        whole &= count[d] == v->block[d];
+        hs[d] = start[d];
+        hc[d] = count[d];
+        n *= count[d];
+    }
+    int rc = h5l_reader_read(r, tick, v->objid, start, count, buf, err);
+    if (rc) return rc;
+    if (whole && v->ndims) {
+        if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, hs, n, buf) < 0)
+            return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot write a chunk of '%s'", a->path, v->path);
+        return H5L_OK;
+    }
+    hid_t ms = v->ndims ? H5Screate_simple((int)v->ndims, hc, NULL) : H5Screate(H5S_SCALAR);
+    if (v->ndims) H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL);
+    herr_t w = ms < 0 ? -1 : H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, buf);
+    if (ms >= 0) H5Sclose(ms);
+    if (w < 0) return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot write '%s'", a->path, v->path);
+    return H5L_OK;
+}
+
+/* Write variable v's content at tick into its canonical dataset. */
+static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, h5l_err_t *err)
+{
+    uint64_t nblk = 1, bytes = v->type.size, nb[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < v->ndims; d++) {
+        nb[d] = (v->shape[d] + v->block[d] - 1) / v->block[d];
+        nblk *= nb[d];
+        bytes *= v->block[d];
+    }
+    if (nblk == 0 || (v->sparse && v->ncoords == 0)) return H5L_OK;
+    hid_t ds = H5Dopen2(a->file, v->path, H5P_DEFAULT);
+    hid_t mt = h5l_type_to_hid(v->type, 0);
+    hid_t fs = ds < 0 ? -1 : H5Dget_space(ds);
+    void *buf = malloc(bytes ? bytes : 1);
+    int rc = H5L_OK;
+    if (ds < 0 || mt < 0 || fs < 0) rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot open '%s'", a->path, v->path);
+    else if (!buf) rc = h5l_err_set(err, H5L_ENOMEM, "%s: finalizing '%s': out of memory (%llu bytes)", a->path,
+                                    v->path, (unsigned long long)bytes);
+    if (v->sparse) {
+        for (size_t i = 0; !rc && i < v->ncoords; i++)
+            rc = put_block(a, r, tick, v, ds, mt, fs, v->coords + i * v->ndims, buf, err);
+    } else {
+        for (uint64_t b = 0; !rc && b < nblk; b++) {
+            uint64_t coord[H5L_MAX_DIMS], rem = b;
+            for (int d = (int)v->ndims - 1; d >= 0; d--) {
+                coord[d] = rem % nb[d];
+                rem /= nb[d];
+            }
+            rc = put_block(a, r, tick, v, ds, mt, fs, coord, buf, err);
+        }
+    }
+    free(buf);
+    if (fs >= 0) H5Sclose(fs);
+    if (mt >= 0) H5Tclose(mt);
+    if (ds >= 0) H5Dclose(ds);
+    return rc;
+}
+
+/* The variables to fill, from the reader's schema (under its lock; the
+ * data is read after it is released). */
+static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout, h5l_err_t *err)
+{
+    h5l_reader_rdlock(r);
+    const h5l_schema_t *s = h5l_reader_schema(r);
+    fvar_t *vs = calloc(s->nobjs ? s->nobjs : 1, sizeof *vs);
+    size_t n = 0;
+    int rc = vs ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    for (size_t i = 1; !rc && i < s->nobjs; i++) {
+        const h5l_obj_t *o = &s->objs[i];
+        if (o->kind != H5L_OBJ_VAR || o->tick > tick) continue;
+        fvar_t *v = &vs[n++];
+        v->objid = (uint32_t)i;
+        v->ndims = o->ndims;
+        v->type = o->type;
+        v->chunked = o->chunked;
+        /* chunks never written are not allocated and read as the fill
+         * value, which every chunked dataset with a fill value has; with
+         * NOFILL (no fill value set) libhdf5 would skip them and leave the
+         * reader's buffer as it was, so every chunk is written then */
+        v->sparse = o->chunked && o->ndims && o->fill_mode != H5L_FILL_NONE;
+        h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
+        memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
+        if (!(v->path = strdup(o->path))) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        if (!rc && v->sparse && h5l_reader_chunks(r, tick, (uint32_t)i, add_coord, v))
+            rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    h5l_reader_unlock(r);
+    *out = vs;
+    *nout = n;
+    return rc;
+}
+
+/* Refuse to start finalizing without room for the data it writes (plus
+ * 1% and 4 MiB for libhdf5's metadata): a full disk is the likely cause
+ * of a failure half way, and undoing one then needs room too. */
+static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *err)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < nv; i++) {
+        const fvar_t *v = &vs[i];
+        uint64_t n = v->type.size, blk = v->type.size;
+        for (uint32_t d = 0; d < v->ndims; d++) {
+            n *= v->shape[d];
+            blk *= v->block[d];
+        }
+        need += v->sparse ? v->ncoords * blk : n;
+    }
+    need += need / 100 + ((uint64_t)4 << 20);
+    struct statvfs sv;
+    int fd = open(a->path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && fstatvfs(fd, &sv) == 0;
+    if (fd >= 0) close(fd);
+    if (!ok) return H5L_OK; /* cannot tell: try */
+    uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (room < need)
+        return h5l_err_set(err, H5L_EIO, "%s: finalizing needs about %llu bytes, the file system has %llu free: "
+                           "No space left on device", a->path, (unsigned long long)need, (unsigned long long)room);
+    return H5L_OK;
+}
+
+/* Replace the anchors by the canonical objects of the newest tick (the
+ * skeleton h5logreplay and the daemon build, canon.c) and write every
+ * variable's data into them, read through a reader of the file's own
+ * journal — which verifies every byte on the way. */
+static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
+{
+    h5l_reader_t *r = NULL;
+    int rc = h5l_reader_open(a->path, &r, err);
+    if (rc) return rc;
+    uint64_t bad = 0;
+    if (h5l_reader_damage(r, &bad, err)) {
+        h5l_reader_close(r);
+        return H5L_ECORRUPT;
+    }
+    if (h5l_reader_ntick(r) != tick) {
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: finalizing: its journal holds %llu ticks, not %llu", a->path,
+                         (unsigned long long)h5l_reader_ntick(r), (unsigned long long)tick);
+        h5l_reader_close(r);
+        return rc;
+    }
+    fvar_t *vs = NULL;
+    size_t nv = 0;
+    rc = list_vars(r, tick, &vs, &nv, err);
+    if (!rc) rc = check_room(a, vs, nv, err);
+    if (!rc) rc = drop_anchors(a, err);
+    if (!rc) {
+        h5l_reader_rdlock(r);
+        rc = h5l_canon_build(a->file, h5l_reader_schema(r), tick, H5L_ALLOC_WRITE, NULL, NULL, err);
+        h5l_reader_unlock(r);
+        if (rc) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            h5l_err_set(err, rc, "%s: finalizing: %s", a->path, m);
+        }
+    }
+    for (size_t i = 0; !rc && i < nv; i++) rc = fill_var(a, r, tick, &vs[i], err);
+    for (size_t i = 0; i < nv; i++) {
+        free(vs[i].path);
+        free(vs[i].coords);
+    }
+    free(vs);
+    h5l_reader_close(r);
+    return rc;
+}
+
+/* Finalizing failed (a full disk, most likely: the data is written a
+ * second time): put anchors back — the canonical objects built so far
+ * have fill values and may lack data, which plain readers would show as
+ * fill — so the close can still complete, unfinalized, with variables
+ * plain libhdf5 refuses to read. Deleting the new datasets also frees
+ * their space for the close's metadata. */
+static int unfinalize(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick)
+{
+    h5l_err_t e = {0};
+    memset(&a->io, 0, sizeof a->io);
+    int rc = drop_anchors(a, &e);
+    if (!rc) rc = h5l_canon_build(a->file, s, tick, H5L_ALLOC_NONE, NULL, NULL, &e);
+    return rc;
+}
+
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, int sync, h5l_err_t *err)
+                      const void *journal, size_t jlen, int sync, int *final, h5l_err_t *err)
 {
     uint64_t joff = 0;
     memset(&a->io, 0, sizeof a->io);
-    int rc = with_reason(a, set_extents(a, s, tick, err), err);
+    int rc, wanted = *final;
+    if (wanted) {
+        rc = with_reason(a, finalize(a, tick, err), err);
+        if (rc && unfinalize(a, s, tick) == H5L_OK) {
+            *final = 0; /* err keeps why; the close goes on */
+            rc = H5L_OK;
+        }
+    } else {
+        rc = with_reason(a, set_extents(a, s, tick, err), err);
+    }
+    h5l_err_t jerr = {0}, *e0 = err;
+    if (!rc && wanted && !*final) err = &jerr; /* keep the finalizing failure's message */
     if (!rc) rc = h5l_anchor_alloc(a, "journal", jlen, &joff, err);
     int crc = close_h5(a, rc ? NULL : err); /* always: libhdf5 must let go of the file */
     if (!rc) rc = crc;
@@ -537,7 +836,91 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
      * Without sync the order still holds for every reader on this node
      * (page cache); a node crash may lose the close, and then the sidecar,
      * whose unlink comes after, is still there: nothing is lost. */
-    if (!rc) rc = ub_close(a, joff, jlen, sync, err);
+    if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | (*final ? H5L_UB_FINALIZED : 0), sync, err);
+    if (rc && err != e0 && e0) *e0 = jerr; /* a later step failed: that is the message */
+    free(a->path);
+    free(a);
+    return rc;
+}
+
+
+int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_from, uint64_t keep_to,
+                        h5l_anchor_t **out, h5l_err_t *err)
+{
+    h5l_anchor_t *a;
+    int rc = anchor_new(path, id, 1, &a, err);
+    if (rc) return rc;
+    if (keep_to > keep_from) {
+        /* The log's bytes become the storage of one byte dataset, which
+         * keeps libhdf5 off them: it must start at or before keep_from and
+         * end at or after keep_to. Where libhdf5 puts it is its choice,
+         * but never before the user block's end: sized from there, it
+         * reaches keep_to wherever it starts (running past the old end of
+         * the file by at most the new metadata before it, a few KB, which
+         * stay unwritten). */
+        hsize_t n = keep_to - H5L_USERBLOCK_SIZE;
+        haddr_t addr = HADDR_UNDEF;
+        hid_t sp = H5Screate_simple(1, &n, NULL);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        hid_t ds = H5Dcreate2(a->file, "/_h5log/log", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Pclose(dcpl);
+        H5Sclose(sp);
+        if (ds >= 0) addr = H5Dget_offset(ds);
+        if (ds >= 0) H5Dclose(ds);
+        if (addr == HADDR_UNDEF)
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot make /_h5log/log", path);
+        else if (addr > keep_from)
+            rc = h5l_err_set(err, H5L_EFORMAT,
+                             "%s: its log starts at byte %llu, before where a new HDF5 file can keep it "
+                             "(%llu): cannot rebuild it in place", path, (unsigned long long)keep_from,
+                             (unsigned long long)addr);
+    }
+    if (rc) {
+        h5l_anchor_abort(a);
+        return rc;
+    }
+    *out = a;
+    return H5L_OK;
+}
+
+int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    h5l_anchor_t *a = calloc(1, sizeof *a);
+    if (!a || !(a->path = strdup(path))) {
+        free(a);
+        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    }
+    memcpy(a->id, id, 16);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t drv = vfd_id();
+    vinfo_t vi = {&a->io, 0};
+    a->file = -1;
+    if (fapl >= 0 && drv >= 0 && H5Pset_driver(fapl, drv, &vi) >= 0) a->file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    char why[256];
+    if (a->file < 0) {
+        h5l_err_set(err, H5L_EHDF5, "%s: libhdf5 cannot open it for writing%s", path, vio_reason(a, why, sizeof why));
+        free(a->path);
+        free(a);
+        return H5L_EHDF5;
+    }
+    *out = a;
+    return H5L_OK;
+}
+
+int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync,
+                               h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    a->was = (h5l_ub_t){.jr_off = joff, .jr_len = jlen, .flags = H5L_UB_CLOSED};
+    int rc = with_reason(a, finalize(a, tick, err), err);
+    int crc = close_h5(a, rc ? NULL : err);
+    if (!rc) rc = crc;
+    if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | H5L_UB_FINALIZED, sync, err);
     free(a->path);
     free(a);
     return rc;

@@ -138,7 +138,15 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
         goto out;
     }
     H5Pset_attr_creation_order(dcpl, CRT_ORDER);
-    if (o->fill_mode != H5L_FILL_NONE && H5Pset_fill_value(dcpl, t, o->fill) < 0) {
+    /* An anchor (H5L_ALLOC_NONE) has no storage and an undefined fill
+     * value: libhdf5 then refuses to read it ("dataset doesn't exist, no
+     * data can be read") instead of returning fill values as if they were
+     * the data (docs/format.md 1). Finalizing replaces it. */
+    if (alloc == H5L_ALLOC_NONE && H5Pset_fill_value(dcpl, t, NULL) < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot leave the fill value undefined", o->path);
+        goto out;
+    }
+    if (alloc != H5L_ALLOC_NONE && o->fill_mode != H5L_FILL_NONE && H5Pset_fill_value(dcpl, t, o->fill) < 0) {
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot set the fill value", o->path);
         goto out;
     }

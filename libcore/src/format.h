@@ -29,7 +29,7 @@ extern const uint8_t h5l_ub_magic[8];
 extern const uint8_t h5l_jhdr_magic[8];
 extern const uint8_t h5l_block_magic[8];
 
-enum { H5L_UB_CLOSED = 1 };
+enum { H5L_UB_CLOSED = 1, H5L_UB_FINALIZED = 2 }; /* format.md 2 */
 enum { H5L_REC_TICK = 1, H5L_REC_CLOSE = 2, H5L_REC_OPTIONAL = 0x8000 };
 enum { H5L_OP_GROUP = 1, H5L_OP_DIM = 2, H5L_OP_VAR = 3, H5L_OP_ATTR = 4,
        H5L_OP_DIMLEN = 5 };

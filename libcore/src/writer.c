@@ -185,6 +185,7 @@ void h5l_opts_init(h5l_opts_t *o)
     o->buffer_limit = DEFAULT_BUFFER_LIMIT;
     o->sync = H5L_SYNC_NONE;
     o->check_collective = 1;
+    o->no_finalize = 0;
 }
 
 const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err; }
@@ -1344,14 +1345,23 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
     if (!c && sync && fsync(f->jfd) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
     if (!c) {
-        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, e);
+        int final = !f->opts.no_finalize;
+        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &final, e);
         f->anc = NULL;
         *closed = !c;
+        if (!c && final == f->opts.no_finalize) {
+            /* closed, but finalizing failed and was undone: say so (the
+             * caller asked for a file plain readers can read) */
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            c = h5l_err_set(e, H5L_EIO, "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
+                            "finalizes it later)", why, f->path);
+        }
     } else {
         h5l_anchor_abort(f->anc);
         f->anc = NULL;
     }
-    if (!c && unlink(f->jpath) != 0)
+    if (*closed && unlink(f->jpath) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: the file is closed, but its journal sidecar cannot be removed: %s", f->jpath,
                         strerror(errno));
     return c;

@@ -231,6 +231,9 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
         uint64_t limit;
         if (n > 2 || (n == 2 && parse_u64(tok[1], &limit))) SPEC_ERR("create [BUFFER_LIMIT]");
         if (n == 2) o.buffer_limit = (size_t)limit;
+        /* tests/e2e/test_standalone.py: a file closed without finalizing */
+        const char *nf = getenv("SPEC_WRITER_NO_FINALIZE");
+        o.no_finalize = nf && nf[0] == '1';
         return (res_t){h5l_create(out, MPI_COMM_WORLD, &o, f), NULL};
     }
     if (!*f) SPEC_ERR("no file: the first call must be create");
