@@ -44,6 +44,9 @@ typedef struct h5l_opts {
                           * mount or h5logreplay, or finalize later with
                           * h5logrecover. Zero also when the struct is
                           * zero-initialised, so the default is safe. */
+    /* Room for options to come without changing the struct's size (the
+     * ABI of libh5log.so.0): zero (h5l_opts_init sets it so). */
+    uint64_t reserved_[8];
 } h5l_opts_t;
 
 typedef struct h5l_file h5l_file_t;

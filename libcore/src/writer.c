@@ -186,6 +186,7 @@ void h5l_opts_init(h5l_opts_t *o)
     o->sync = H5L_SYNC_NONE;
     o->check_collective = 1;
     o->no_finalize = 0;
+    memset(o->reserved_, 0, sizeof o->reserved_);
 }
 
 const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err; }
