@@ -254,9 +254,8 @@ static void test_many_vars(void)
         fprintf(stderr, "  20000 variables: skeleton built in %.3f s, %zu regions, %llu bytes\n",
                 (double)k->build_ns / 1e9, k->nregions, (unsigned long long)k->eof);
         CHECK_EQ(k->nregions, 20000);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-        CHECK(k->build_ns < 5000000000ull); /* the quadratic build took far longer */
-#endif
+        /* its time is a benchmark's (make bench-scale), not a check: on a
+         * loaded machine any bound here fails for the wrong reason */
     }
     hfs_skel_unref(k);
     h5l_reader_close(r);
