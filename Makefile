@@ -54,7 +54,7 @@ BENCH := $(BUILD)/bench/bench_write
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
-	clang libclang-rt-dev
+	clang libclang-rt-dev libpnetcdf-dev
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon soak fuzz fuzz-build
 
@@ -262,7 +262,12 @@ SECONDS ?= 60
 soak: all
 	@H5LOG_BUILD=$(abspath $(BUILD)) $(PY) tests/e2e/soak.py $(SECONDS)
 
-bench-write: all $(BENCH)
+# the writer benchmark's peer PnetCDF (Debian's libpnetcdf-dev, OpenMPI)
+$(BENCH): bench/bench_write.c $(BUILD)/libh5log.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) -lpnetcdf $(LINK_LIB)
+
+bench-write: all $(BENCH) $(BUILD)/bench/bench_flushes $(BUILD)/bench/bench_copy
 	@bash bench/bench_write.sh $(BUILD)
 
 bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
