@@ -9,7 +9,8 @@
  * Usage: bench_copy [MiB] [block KiB]   (default 32 MiB: one flush of
  * pattern S per rank, 8 planes of 4 MiB; block 4096 KiB: one plane).
  * Prints one JSON object; every figure is GB/s (1e9 bytes/s), the best of
- * 5 repetitions (fresh-page figures: the first touch of each region only).
+ * 5 repetitions (fresh-page figures: the first touch of each region only;
+ * "after_3s": memory the process freed 3 s before, best of 2).
  * Single process, no MPI. */
 #include <stdint.h>
 #include <stdio.h>
@@ -115,22 +116,27 @@ int main(int argc, char **argv)
         munmap(d, len);
         if (v > fresh_huge) fresh_huge = v;
     }
+    double fresh_huge_after_sleep = 0;
     for (int r = 0; r < 2; r++) {
-        uint8_t *d = map(len, 0);
-        memset(d, 2, len);
-        munmap(d, len);
-        sleep(3);
-        d = map(len, 0);
-        double v = copy(d, src, len, blk, 0);
-        munmap(d, len);
-        if (v > fresh_after_sleep) fresh_after_sleep = v;
+        for (int huge = 0; huge < 2; huge++) {
+            uint8_t *d = map(len, huge);
+            memset(d, 2, len);
+            munmap(d, len);
+            sleep(3);
+            d = map(len, huge);
+            double v = copy(d, src, len, blk, 0);
+            munmap(d, len);
+            double *best = huge ? &fresh_huge_after_sleep : &fresh_after_sleep;
+            if (v > *best) *best = v;
+        }
     }
     printf("{\"benchmark\": \"copy\", \"bytes\": %zu, \"put_bytes\": %zu, \"GB_per_s\": {"
            "\"memcpy_reused_pages\": %.2f, \"memcpy_then_xxh3_reused\": %.2f, "
            "\"memcpy_xxh3_per_64KiB_reused\": %.2f, \"xxh3\": %.2f, "
            "\"memcpy_fresh_pages\": %.2f, \"memcpy_fresh_pages_madv_hugepage\": %.2f, "
-           "\"memcpy_fresh_pages_after_3s\": %.2f}}\n",
-           len, blk, reused, reused_hash, reused_fused, hash, fresh, fresh_huge, fresh_after_sleep);
+           "\"memcpy_fresh_pages_after_3s\": %.2f, \"memcpy_fresh_pages_madv_hugepage_after_3s\": %.2f}}\n",
+           len, blk, reused, reused_hash, reused_fused, hash, fresh, fresh_huge, fresh_after_sleep,
+           fresh_huge_after_sleep);
     munmap(src, len);
     munmap(dst, len);
     return 0;
