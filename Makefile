@@ -80,7 +80,7 @@ help:
 	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it"
 	@echo "make fuzz       the libFuzzer harnesses (clang, ASan, UBSan; in build-fuzz/), FUZZ_SECONDS=60 each;"
 	@echo "                prints runs, coverage and any crash file (make check runs each briefly)"
-	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
+	@echo "make bench-write  writer benchmark (JSON): libh5log vs raw MPI-IO, native parallel HDF5 and PnetCDF (BENCH_FULL=1: 1 GiB)"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages"
