@@ -264,6 +264,7 @@ soak: all
 
 # the writer benchmark's peer PnetCDF (Debian's libpnetcdf-dev, OpenMPI)
 $(BENCH): bench/bench_write.c $(BUILD)/libh5log.a
+	@pkg-config --exists pnetcdf || { echo "bench_write needs PnetCDF (libpnetcdf-dev): run make deps" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) -lpnetcdf $(LINK_LIB)
 
