@@ -54,7 +54,7 @@ BENCH := $(BUILD)/bench/bench_write
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
-	clang libclang-rt-dev python3-mpi4py
+	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev
 
 .PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone clean help lib tools tests daemon soak fuzz fuzz-build
 
@@ -80,7 +80,7 @@ help:
 	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it"
 	@echo "make fuzz       the libFuzzer harnesses (clang, ASan, UBSan; in build-fuzz/), FUZZ_SECONDS=60 each;"
 	@echo "                prints runs, coverage and any crash file (make check runs each briefly)"
-	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
+	@echo "make bench-write  writer benchmark (JSON): libh5log vs raw MPI-IO, native parallel HDF5 and PnetCDF (BENCH_FULL=1: 1 GiB)"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
@@ -266,7 +266,13 @@ SECONDS ?= 60
 soak: all
 	@H5LOG_BUILD=$(abspath $(BUILD)) $(PY) tests/e2e/soak.py $(SECONDS)
 
-bench-write: all $(BENCH)
+# the writer benchmark's peer PnetCDF (Debian's libpnetcdf-dev, OpenMPI)
+$(BENCH): bench/bench_write.c $(BUILD)/libh5log.a
+	@pkg-config --exists pnetcdf || { echo "bench_write needs PnetCDF (libpnetcdf-dev): run make deps" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) -lpnetcdf $(LINK_LIB)
+
+bench-write: all $(BENCH) $(BUILD)/bench/bench_flushes $(BUILD)/bench/bench_copy
 	@bash bench/bench_write.sh $(BUILD)
 
 bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
