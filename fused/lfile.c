@@ -5,13 +5,13 @@
  *   1. skip path: if the newest record of the block alone covers it as one
  *      contiguous run of the log (a sequential writer's data), pread the
  *      requested bytes straight from the log into the reply;
- *   1b. gather path: if the block's records never write an element twice
- *      (and the block is stored unpadded), serve a cached copy if there is
- *      one, else read just the requested bytes from the log, box by box,
- *      into the reply: nothing assembled, nothing cached;
+ *   1b. gather path: if the block's records never write an element twice,
+ *      serve a cached copy if there is one, else read just the requested
+ *      bytes from the log, box by box, into the reply (an edge chunk's
+ *      padding as zeros): nothing assembled, nothing cached;
  *   2. the shared chunk cache, keyed by the block's content version, so
  *      unchanged blocks are shared across ticks (cache.h): blocks whose
- *      records overlap (or are many), and edge chunks;
+ *      records overlap (or are many);
  *   3. a block the cache cannot hold is assembled into the reply (whole
  *      block) or a per-thread scratch buffer (part of one).
  * For closed files the reader drops the log's pages behind the readers
@@ -489,13 +489,30 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     memcpy(key.ver, ci.ver, sizeof key.ver);
     key.extent = XXH3_64bits(ct, v->ndims * sizeof ct[0]);
     hfs_cds_t *d = v->cds; /* NULL only if out of memory: served uncached */
-    if (full && ci.disjoint) {
+    /* A block a live file's newest tick wrote will most likely change again
+     * next tick: a cached copy would serve this snapshot only (whose bytes
+     * the mount's page cache keeps) and be superseded, so it is gathered
+     * too, whatever its records. Gathering a range reads the records'
+     * bytes in that range only, so requests that cover the block once read
+     * what assembling it once would; what they lose is the cache's sharing
+     * across snapshots, which such a block does not have. */
+    int fresh = !s->closed && ci.ver[0] == s->tick;
+    /* An edge chunk that is mostly padding is gathered too: the padding
+     * costs a memset of the reply, while a cached copy would be mostly
+     * zeros (a growing variable's last chunk, 1 MiB per variable for a
+     * few rows). */
+    int padded = !full && 2 * h5l_box_nelem(v->ndims, ct) * v->esize <= g->len;
+    if (ci.disjoint || fresh || padded) {
         /* 1b. gather path: records that never overwrite each other in this
          * block make reading any part of it read each log byte once, so
          * assembling the whole block to cache it would only cost (memory,
          * fresh pages, the bytes of the block not asked for) and a
          * sequential reader would never hit it: the mount's page cache
-         * keeps what was served. Serve a cached copy if there is one. */
+         * keeps what was served. Serve a cached copy if there is one.
+         * Edge chunks too (their padding is zeros written into the reply):
+         * a live file's newest rows are in an edge chunk whose version
+         * changes every tick, so caching it would assemble the whole
+         * chunk per tick for a reader that wants one row. */
         hfs_centry_t *e = d ? hfs_cache_peek(d, &key) : NULL;
         if (e) {
             memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
@@ -504,7 +521,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
             atomic_fetch_add(&lf->st_hits, 1);
             return H5L_OK;
         }
-        rc = gather_range(s, v, st, ct, ct, a - g->addr, b - g->addr, out, err);
+        rc = gather_range(s, v, st, ct, full ? ct : v->block, a - g->addr, b - g->addr, out, err);
         if (rc) return rc;
         atomic_fetch_add(&lf->st_skipped, b - a);
         atomic_fetch_add(&lf->st_gathered, b - a);
@@ -579,12 +596,14 @@ char *hfs_lfile_stats_text(void)
     uint64_t lookups = cs.hits + cs.waits + cs.misses;
     int n = snprintf(line, sizeof line,
                      "cache: limit %llu bytes, in use %llu (peak %llu), %llu chunks\n"
-                     "cache: hits %llu, waits %llu, misses %llu (hit ratio %.3f), not cached %llu, evictions %llu\n"
+                     "cache: hits %llu, waits %llu, misses %llu (hit ratio %.3f), not cached %llu, evictions %llu, "
+                     "superseded %llu\n"
                      "cache: bytes assembled %llu, served from cache %llu, skipped past the cache %llu\n",
                      (unsigned long long)cs.limit, (unsigned long long)cs.mem, (unsigned long long)cs.peak,
                      (unsigned long long)cs.entries, (unsigned long long)cs.hits, (unsigned long long)cs.waits,
                      (unsigned long long)cs.misses, lookups ? (double)(cs.hits + cs.waits) / (double)lookups : 0.0,
                      (unsigned long long)cs.uncached, (unsigned long long)cs.evictions,
+                     (unsigned long long)cs.superseded,
                      (unsigned long long)cs.bytes_assembled, (unsigned long long)cs.bytes_hit,
                      (unsigned long long)cs.bytes_skipped);
     h5l_buf_put(&b, line, (size_t)n);
