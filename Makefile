@@ -272,9 +272,18 @@ bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
 bench-memory: all $(BUILD)/bench/mkrecords
 	@bash bench/bench_memory.sh $(BUILD)
 
-# live_many writes the live files of bench-scale and tests/e2e/test_scale.py
-tests: $(BUILD)/bench/live_many
-bench-scale: all $(BUILD)/bench/live_many
+# live_many writes the live files of bench-scale and tests/e2e/test_scale.py;
+# h5logfs_hooks is the daemon with skel.c's test hooks (slow or failing
+# skeleton builds), for test_scale.py and bench-scale only
+HOOKS_DAEMON := $(BUILD)/tests/h5logfs_hooks
+tests: $(BUILD)/bench/live_many $(HOOKS_DAEMON)
+$(BUILD)/fused/skel_hooks.o: fused/skel.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DHFS_TEST_HOOKS -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+$(HOOKS_DAEMON): $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(BUILD)/libh5log.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(LINK_LIB) $(FUSE_LIBS)
+bench-scale: all $(BUILD)/bench/live_many $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
 
 clean:
