@@ -1,9 +1,10 @@
-"""poll_live.py MNTFILE SECONDS — a reader polling a live file through the mount.
+"""poll_live.py MNTFILE SECONDS [ROWS] — a reader polling a live file through the mount.
 
 Used by bench/bench_scale.sh and tests/e2e/test_scale.py. Until SECONDS have
 passed (or the file's /stamp stops growing for 5 s after the writer ended),
-open the file with h5py, read the newest row of every variable, check it
-against live_many.c's formula, close. Prints one JSON object: the polls made
+open the file with h5py, read the newest row of every variable (ROWS 0:
+only /stamp, the cheap poll of a monitor), check it against live_many.c's
+formula, close. Prints one JSON object: the polls made
 and, for each tick seen first, the wall time it was seen (so the caller can
 compare with the writer's flush times)."""
 import json
@@ -14,6 +15,7 @@ import h5py
 import numpy as np
 
 path, seconds = sys.argv[1], float(sys.argv[2])
+rows = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 end = time.time() + seconds
 seen = {}
 polls = 0
@@ -24,7 +26,7 @@ while time.time() < end:
             n = f["stamp"].shape[0]
             if n == 0:
                 continue
-            names = [k for k in f if k.startswith("v")]
+            names = [k for k in f if k.startswith("v")] if rows else []
             k = int(f["stamp"][n - 1])
             for name in names:
                 row = f[name][n - 1, :]

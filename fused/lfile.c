@@ -106,6 +106,7 @@ int hfs_lfile_init(size_t cache_limit)
     pthread_mutex_lock(&bq_mu);
     bq_started = bq_stop = 0;
     pthread_mutex_unlock(&bq_mu);
+    hfs_skel_cancel(0);
     g_cache = hfs_cache_new(cache_limit);
     return g_cache ? 0 : -1;
 }
@@ -452,7 +453,10 @@ static void build_one(hfs_lfile_t *lf)
     lf->building = 0;
     pthread_cond_broadcast(&lf->built);
     pthread_mutex_unlock(&lf->mu);
-    if (log) hfs_log("%s (the last tick built stays served; retried when the file changes)", e.msg);
+    pthread_mutex_lock(&bq_mu);
+    int stopping = bq_stop; /* a cancelled build is no news */
+    pthread_mutex_unlock(&bq_mu);
+    if (log && !stopping) hfs_log("%s (the last tick built stays served; retried when the file changes)", e.msg);
 }
 
 static void *builder_main(void *arg)
@@ -779,6 +783,10 @@ char *hfs_lfile_stats_text(void)
                      (unsigned long long)cs.bytes_assembled, (unsigned long long)cs.bytes_hit,
                      (unsigned long long)cs.bytes_skipped);
     h5l_buf_put(&b, line, (size_t)n);
+    n = snprintf(line, sizeof line, "skeletons: built %llu (failed %llu), %.3f s building, longest %.3f s\n",
+                 (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
+                 (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9);
+    h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         n = snprintf(line, sizeof line,
@@ -917,6 +925,7 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
  * an error); a build in progress finishes first. */
 static void builder_stop(void)
 {
+    hfs_skel_cancel(1); /* a long build in progress gives up at its next variable */
     pthread_mutex_lock(&bq_mu);
     bq_stop = 1;
     int started = bq_started;

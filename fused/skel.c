@@ -27,6 +27,9 @@
 
 #include "canon.h"
 
+static atomic_int g_cancel;
+void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }
+
 #ifdef HFS_TEST_HOOKS
 #include <errno.h>
 #include <stdio.h>
@@ -50,8 +53,10 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
     if (slow && *slow && strstr(path, slow)) {
         const char *sec = getenv("H5LOGFS_TEST_SLOW_SECONDS");
         double t = sec ? atof(sec) : 3.0;
-        struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        for (double slept = 0; slept < t && !atomic_load(&g_cancel); slept += 0.01) { /* cancellable */
+            struct timespec ts = {0, 10000000L};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
         }
     }
     if (fail && *fail && strstr(path, fail))
@@ -171,6 +176,8 @@ static int cmp_coord(const void *x, const void *y, void *arg)
 static int on_var(void *ctx, uint32_t objid, hid_t dset)
 {
     build_t *b = ctx;
+    if (atomic_load(&g_cancel)) /* the daemon is stopping: give up (canon.c unwinds) */
+        return h5l_err_set(b->err, H5L_EIO, "%s: skeleton build cancelled (stopping)", h5l_reader_path(b->r));
     if (dset < 0) { /* about to create it: open the capture window */
         b->raw_seen = hfs_memvfd_raw_begin(b->cap);
         return H5L_OK;

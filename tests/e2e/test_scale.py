@@ -147,6 +147,8 @@ def test_live_small_rows(tmp_path, h5logfs):
                 time.sleep(0.05)
                 continue
             with f:
+                if "stamp" not in f:  # tick 0 (its first tick's skeleton not built yet)
+                    continue
                 n = f["stamp"].shape[0]
                 if n:
                     assert int(f["stamp"][n - 1]) == n
@@ -218,7 +220,7 @@ def test_other_file_readable_during_slow_build(tmp_path, hooks_mount):
     file's lookup."""
     src = tmp_path / "src"
     src.mkdir()
-    m = hooks_mount(src, H5LOGFS_TEST_SLOW_BUILD="/SLOWFILE", H5LOGFS_TEST_SLOW_SECONDS="4")
+    m = hooks_mount(src, H5LOGFS_TEST_SLOW_BUILD="/SLOWFILE", H5LOGFS_TEST_SLOW_SECONDS="8")
     wb = live_many(src / "b.h5", 3, 100, 0.1)
     ws = live_many(src / "SLOWFILE.h5", 3, 100, 0.1)
     try:
@@ -231,17 +233,19 @@ def test_other_file_readable_during_slow_build(tmp_path, hooks_mount):
         slow = subprocess.Popen(["/usr/bin/python3", "-c", "import h5py, sys; h5py.File(sys.argv[1], 'r')['stamp'][0]",
                                  m.path("SLOWFILE.h5")])
         time.sleep(0.5)  # SLOWFILE.h5's first build has started
-        reads = 0
-        while slow.poll() is None and reads < 5:
+        reads, lat = 0, []
+        while slow.poll() is None and reads < 3:
+            t1 = time.time()
             newest_row_ok(b, 3)  # lookup (entry timeout 0.1 s) and reads
+            lat.append(round(time.time() - t1, 3))
             reads += 1
             time.sleep(0.15)
         pending = slow.poll() is None
         assert slow.wait(timeout=30) == 0
         took = time.time() - t0
-        assert pending, "b.h5 was read %d times only while the 4 s build ran (%.1f s)" % (reads, took)
-        assert reads == 5
-        assert took >= 3.5, took  # the slow build did run meanwhile
+        print("b.h5 read in %s s during a build of %.1f s" % (lat, took))
+        assert pending, "b.h5 was read %d times only while the 8 s build ran (%.1f s): %s" % (reads, took, lat)
+        assert took >= 7, took  # the slow build did run meanwhile
         m.assert_alive()
     finally:
         for w in (wb, ws):
