@@ -202,7 +202,9 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
     hfs_inode_t *n;
     if (logfile) {
         close(fd);
+        hfs_lfile_lookup(parent, 1); /* no invalidations into parent meanwhile */
         n = log_inode(fs, parent, name, path, &st);
+        hfs_lfile_lookup(parent, -1);
         e->entry_timeout = fs->cfg.tick; /* the ticker also invalidates at once */
         /* a snapshot's size and times never change, but its permissions
          * follow the source's: attributes are valid for one tick */
@@ -532,6 +534,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->congestion_threshold = 48;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
     conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* Without it the kernel sends one lookup per directory at a time: the
+     * first lookup of a file whose skeleton takes seconds to build held up
+     * every other name of its directory (docs/architecture.md). */
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 }
 
 static void op_destroy(void *userdata)

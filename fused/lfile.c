@@ -309,6 +309,44 @@ static int new_snap_locked(hfs_lfile_t *lf, uint64_t tick, int closed, h5l_err_t
 
 static void *builder_main(void *arg);
 
+/* Directories with a lookup of a log file in progress (hfs_lfile_lookup).
+ * The kernel holds the parent directory's lock (shared) for a whole
+ * lookup, and an entry invalidation takes it exclusively: sent meanwhile
+ * (during a first build or the loading of a big file), it waits for that
+ * lookup, and every later lookup in the directory queues behind it. So the
+ * ticker sends none into such a directory (the entries still expire after
+ * one tick). */
+#define MAX_WAITDIRS 64
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t wd_parent[MAX_WAITDIRS];
+static int wd_count[MAX_WAITDIRS];
+
+void hfs_lfile_lookup(uint64_t parent, int delta)
+{
+    pthread_mutex_lock(&wd_mu);
+    int i, free_i = -1;
+    for (i = 0; i < MAX_WAITDIRS; i++) {
+        if (wd_count[i] && wd_parent[i] == parent) break;
+        if (!wd_count[i] && free_i < 0) free_i = i;
+    }
+    if (i == MAX_WAITDIRS) i = free_i; /* full: the directory is not protected */
+    if (i >= 0) {
+        wd_parent[i] = parent;
+        wd_count[i] += delta;
+        if (wd_count[i] < 0) wd_count[i] = 0;
+    }
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static int dir_waiting(uint64_t parent)
+{
+    pthread_mutex_lock(&wd_mu);
+    int w = 0;
+    for (int i = 0; i < MAX_WAITDIRS && !w; i++) w = wd_count[i] && wd_parent[i] == parent;
+    pthread_mutex_unlock(&wd_mu);
+    return w;
+}
+
 /* How long a lookup waits for its file's build when an older snapshot can
  * be served instead: a lookup of a file with a skeleton answers within
  * this (plus its own work), whatever else is being built. */
@@ -915,7 +953,7 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
     for (size_t i = 0; i < nlive; i++) hfs_lfile_unref(live[i]);
     free(live);
     for (size_t i = 0; i < ns.n; i++) {
-        if (ns.v[i].name) fn(ctx, ns.v[i].parent, ns.v[i].name);
+        if (ns.v[i].name && !dir_waiting(ns.v[i].parent)) fn(ctx, ns.v[i].parent, ns.v[i].name);
         free(ns.v[i].name);
     }
     free(ns.v);
