@@ -218,7 +218,8 @@ print(json.dumps(lat))
 
 def bench_lookup_during_build(build):
     """A live 3-variable file read (lookup, open, newest row) every 0.12 s
-    while the 20,000-variable skeleton is built (first lookup of it)."""
+    while the 20,000-variable skeleton (in a subdirectory) is built (first
+    lookup of it)."""
     d, src, mnt = fresh()
     dm = Daemon(build, src, mnt)
     try:
@@ -233,11 +234,14 @@ def bench_lookup_during_build(build):
             except subprocess.CalledProcessError:
                 time.sleep(0.1)
         idle = subprocess.run([PY, "-c", LOOKUPS, os.path.join(mnt, "l.h5"), "2"], capture_output=True, text=True)
-        shutil.copy(many_file(), os.path.join(src, "many.h5"))
+        # in another directory: the kernel serialises lookups of names it
+        # has not cached within one directory (docs/architecture.md)
+        os.mkdir(os.path.join(src, "sub"))
+        shutil.copy(many_file(), os.path.join(src, "sub", "many.h5"))
         poll = subprocess.Popen([PY, "-c", LOOKUPS, os.path.join(mnt, "l.h5"), "4"], stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
         tb = time.time()
-        os.stat(os.path.join(mnt, "many.h5"))
+        os.stat(os.path.join(mnt, "sub", "many.h5"))
         build_s = time.time() - tb
         during = json.loads(poll.communicate(timeout=60)[0])
         w.kill()

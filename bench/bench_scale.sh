@@ -8,7 +8,7 @@
 #   many_20000     the skeleton build of 20,000 variables (first lookup)
 #   sparse_2e40    one row at t = 2^40: time to serve it, daemon peak RSS
 #   lookup_during_build  lookups and reads of a live file while the
-#                  20,000-variable skeleton is being built
+#                  20,000-variable skeleton (another directory) is built
 #   poll_100       100 live variables (1 MiB edge chunks) polled by a reader
 #                  for BENCH_TICKS ticks (default 1000): daemon RSS
 # BASELINE_BUILD=DIR (a build of another commit) runs each measurement with

@@ -37,6 +37,6 @@ while time.time() < end:
         polls += 1
         if k not in seen:
             seen[k] = time.time()
-    except OSError:
+    except (OSError, KeyError):  # not there yet, or tick 0 (no variables yet)
         time.sleep(0.01)
 print(json.dumps({"polls": polls, "bad_rows": bad, "seen": seen}))

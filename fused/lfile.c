@@ -99,6 +99,7 @@ static pthread_cond_t bq_cv = PTHREAD_COND_INITIALIZER;
 static hfs_lfile_t *bq_head, *bq_tail;
 static int bq_started, bq_stop;
 static pthread_t bq_thread;
+static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
 static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns;
 
 int hfs_lfile_init(size_t cache_limit)
@@ -418,8 +419,12 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
                 }
                 /* most builds take milliseconds: wait a little for this
                  * one (the newest tick at once), never longer than
-                 * BUILD_WAIT_MS (then the older snapshot) */
-                if (lf->building && !waited) {
+                 * BUILD_WAIT_MS (then the older snapshot), and not at all
+                 * while another file's build runs */
+                pthread_mutex_lock(&bq_mu);
+                int other = bq_current && bq_current != lf; /* behind another file's build */
+                pthread_mutex_unlock(&bq_mu);
+                if (lf->building && !waited && !other) {
                     waited = 1;
                     struct timespec dl;
                     clock_gettime(CLOCK_REALTIME, &dl);
@@ -507,8 +512,12 @@ static void *builder_main(void *arg)
         hfs_lfile_t *lf = bq_head;
         bq_head = lf->bnext;
         if (!bq_head) bq_tail = NULL;
+        bq_current = lf;
         pthread_mutex_unlock(&bq_mu);
         build_one(lf);
+        pthread_mutex_lock(&bq_mu);
+        bq_current = NULL;
+        pthread_mutex_unlock(&bq_mu);
         hfs_lfile_unref(lf);
         pthread_mutex_lock(&bq_mu);
     }
