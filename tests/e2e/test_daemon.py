@@ -284,7 +284,14 @@ def test_xattrs_tell_tick_and_close(tmp_path):
                               str(src / "live.h5"), "--ticks", "12", "--interval", "0.1"],
                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         path = mnt / "live.h5"
-        assert wait_for(lambda: path.exists() and int(os.getxattr(path, "user.h5logfs.tick")) >= 1, 30)
+
+        def tick_at_least_1():
+            try:
+                return int(os.getxattr(path, "user.h5logfs.tick")) >= 1
+            except OSError:  # not there yet, or still an empty plain file (the writer is creating it)
+                return False
+
+        assert wait_for(tick_at_least_1, 30)
         ticks = []
         while w.poll() is None:
             ticks.append(int(os.getxattr(path, "user.h5logfs.tick")))
