@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -85,6 +85,7 @@ help:
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
+	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -286,6 +287,19 @@ bench-memory: all $(BUILD)/bench/mkrecords
 
 bench-ticks: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_ticks.sh $(BUILD)
+# live_many writes the live files of bench-scale and tests/e2e/test_scale.py;
+# h5logfs_hooks is the daemon with skel.c's test hooks (slow or failing
+# skeleton builds), for test_scale.py and bench-scale only
+HOOKS_DAEMON := $(BUILD)/tests/h5logfs_hooks
+tests: $(BUILD)/bench/live_many $(HOOKS_DAEMON)
+$(BUILD)/fused/skel_hooks.o: fused/skel.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DHFS_TEST_HOOKS -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+$(HOOKS_DAEMON): $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(BUILD)/libh5log.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(LINK_LIB) $(FUSE_LIBS)
+bench-scale: all $(BUILD)/bench/live_many $(HOOKS_DAEMON)
+	@bash bench/bench_scale.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -61,7 +61,7 @@ struct hfs_cache {
     size_t mem;         /* charged bytes: READY + LOADING entries */
     size_t peak;
     uint64_t entries;
-    _Atomic uint64_t hits, misses, waits, uncached, evictions;
+    _Atomic uint64_t hits, misses, waits, uncached, evictions, superseded;
     _Atomic uint64_t bytes_assembled, bytes_skipped, bytes_hit;
 };
 
@@ -81,10 +81,22 @@ void hfs_cache_free(hfs_cache_t *c)
     free(c);
 }
 
+/* The chain of a key is chosen by its chunk coordinates alone, so every
+ * cached version of a chunk is on one chain: publishing a version finds the
+ * older ones it supersedes without a second index. Chains stay short (a
+ * chunk has one or two versions cached once superseded ones go). */
 static uint64_t key_hash(const hfs_ckey_t *k)
 {
-    XXH64_hash_t h = XXH3_64bits(k->coord, k->ndims * sizeof k->coord[0]);
-    return XXH3_64bits_withSeed(k->ver, sizeof k->ver, h ^ k->extent);
+    return XXH3_64bits(k->coord, k->ndims * sizeof k->coord[0]);
+}
+
+/* -1, 0, 1 as content version a is older, equal, newer than b: versions
+ * are record sequences (tick, rank, call order), compared in that order. */
+static int ver_cmp(const uint64_t *a, const uint64_t *b)
+{
+    for (int i = 0; i < 3; i++)
+        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return 0;
 }
 
 static int key_eq(const hfs_ckey_t *a, const hfs_ckey_t *b)
@@ -245,7 +257,7 @@ static void make_room(hfs_cache_t *c, size_t need, hfs_centry_t **victims)
  * copy of its key, and d (owner, layout) is held by a reference of our own.
  * The owner is told only while it is open (or by its own close, `closing`);
  * close waits for callbacks already running (d->busy). */
-static void finish_victims(hfs_cache_t *c, hfs_centry_t *v, hfs_cds_t *closing)
+static void finish_victims(hfs_cache_t *c, hfs_centry_t *v, hfs_cds_t *closing, int superseded)
 {
     while (v) {
         hfs_centry_t *e = v;
@@ -261,7 +273,7 @@ static void finish_victims(hfs_cache_t *c, hfs_centry_t *v, hfs_cds_t *closing)
         d->refs++;
         d->busy += notify;
         pthread_mutex_unlock(&d->mu);
-        atomic_fetch_add(&c->evictions, 1);
+        atomic_fetch_add(superseded ? &c->superseded : &c->evictions, 1);
         if (notify) d->layout->evicted(d->owner, &key, len);
         if (!pinned) entry_free(e);
         pthread_mutex_lock(&d->mu);
@@ -353,7 +365,7 @@ static hfs_centry_t *get_reserve(hfs_cds_t *d, const hfs_ckey_t *key, uint64_t h
     pthread_mutex_lock(&c->mu);
     make_room(c, len, &victims);
     pthread_mutex_unlock(&c->mu);
-    finish_victims(c, victims, NULL);
+    finish_victims(c, victims, NULL, 0);
     pthread_mutex_lock(&c->mu);
     int room = c->mem + len <= c->limit; /* charge only what fits */
     if (room) {
@@ -377,6 +389,35 @@ static hfs_centry_t *get_reserve(hfs_cds_t *d, const hfs_ckey_t *key, uint64_t h
     return e;
 }
 
+/* The entries e supersedes, under d->mu: READY versions of the same chunk
+ * (coordinates and rank) older than e's. A live file's edge chunk gets a
+ * new version every tick; the old one is read only by snapshots opened
+ * before, whose bytes the mount's page cache mostly holds, so keeping it
+ * would let superseded versions crowd out everything else (100 live
+ * variables made 1 MiB per variable and tick). Unlinked from their segment
+ * here (lock order: d->mu, then c->mu); the caller finishes them with
+ * finish_victims after dropping d->mu (a pinned one is freed at its last
+ * release). An older snapshot that asks again re-assembles its version,
+ * which then stays until evicted: only a newer version drops it. */
+static hfs_centry_t *superseded_locked(hfs_cds_t *d, hfs_centry_t *e)
+{
+    hfs_cache_t *c = d->c;
+    hfs_centry_t *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (hfs_centry_t *x = d->tab[e->hash & (d->nslots - 1)]; x; x = x->hnext) {
+        if (x == e || x->state != E_READY || x->seg == SEG_NONE || x->hash != e->hash ||
+            x->key.ndims != e->key.ndims ||
+            memcmp(x->key.coord, e->key.coord, e->key.ndims * sizeof e->key.coord[0]) != 0 ||
+            ver_cmp(x->key.ver, e->key.ver) >= 0)
+            continue;
+        seg_unlink(x->seg == SEG_PROB ? &c->prob : &c->prot, x);
+        x->next = out;
+        out = x;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out;
+}
+
 /* Assemble a reserved entry and publish it (READY, on probation) or, on
  * failure, take it out of the index; waiters wake either way. */
 static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int *rc)
@@ -396,8 +437,10 @@ static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int 
         seg_push(&c->prob, e, SEG_PROB);
         pthread_mutex_unlock(&c->mu);
     }
+    hfs_centry_t *old = arc ? NULL : superseded_locked(d, e);
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
+    finish_victims(c, old, NULL, 1);
     if (arc) {
         *rc = arc;
         hfs_cache_release(e);
@@ -449,7 +492,7 @@ void hfs_cds_close(hfs_cds_t *d)
         }
     }
     pthread_mutex_unlock(&c->mu);
-    finish_victims(c, victims, d);
+    finish_victims(c, victims, d, 0);
     pthread_mutex_lock(&d->mu);
     while (d->busy) pthread_cond_wait(&d->cv, &d->mu); /* other threads' callbacks to the owner */
     int last = --d->refs == 0;
@@ -467,6 +510,7 @@ void hfs_cache_get_stats(hfs_cache_t *c, hfs_cache_stats_t *o)
     o->waits = atomic_load(&c->waits);
     o->uncached = atomic_load(&c->uncached);
     o->evictions = atomic_load(&c->evictions);
+    o->superseded = atomic_load(&c->superseded);
     o->bytes_assembled = atomic_load(&c->bytes_assembled);
     o->bytes_skipped = atomic_load(&c->bytes_skipped);
     o->bytes_hit = atomic_load(&c->bytes_hit);

@@ -7,7 +7,9 @@
  * datasets. Because the key holds the content version (the newest record
  * sequence touching the chunk, plus the chunk's clipped extent), a chunk
  * that did not change between ticks is one entry shared by every snapshot,
- * and a new tick makes only the chunks it touched miss.
+ * and a new tick makes only the chunks it touched miss. Caching a version
+ * of a chunk drops the older versions of that chunk (same coordinates),
+ * so a live file's chunks that change every tick keep one entry each.
  *
  * Replacement (scan resistance): segmented LRU with CLOCK bits. New chunks
  * enter a *probation* FIFO; a chunk hit while on probation is promoted to the
@@ -54,6 +56,7 @@ typedef struct hfs_layout {
 
 typedef struct hfs_cache_stats {
     uint64_t hits, misses, waits, uncached, evictions;
+    uint64_t superseded; /* entries dropped because a newer version of their chunk was cached */
     uint64_t bytes_assembled, bytes_skipped, bytes_hit;
     uint64_t mem, peak, limit, entries;
 } hfs_cache_stats_t;

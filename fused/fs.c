@@ -233,7 +233,9 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
     hfs_inode_t *n;
     if (logfile) {
         close(fd);
+        hfs_lfile_lookup(parent, 1); /* no invalidations into parent meanwhile */
         n = log_inode(fs, parent, name, path, &st);
+        hfs_lfile_lookup(parent, -1);
         e->entry_timeout = fs->cfg.tick; /* the ticker also invalidates at once */
         /* a snapshot's size and times never change, but its permissions
          * follow the source's: attributes are valid for one tick */
@@ -632,6 +634,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->congestion_threshold = 48;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
     conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* Asked for so that the kernel may send lookups of one directory in
+     * parallel (a first skeleton build can take seconds); measured on
+     * Linux 6.18, a lookup of a name not in the dentry cache still waited
+     * for one in progress in its directory (docs/architecture.md). */
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 }
 
 static void op_destroy(void *userdata)

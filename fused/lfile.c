@@ -5,13 +5,13 @@
  *   1. skip path: if the newest record of the block alone covers it as one
  *      contiguous run of the log (a sequential writer's data), pread the
  *      requested bytes straight from the log into the reply;
- *   1b. gather path: if the block's records never write an element twice
- *      (and the block is stored unpadded), serve a cached copy if there is
- *      one, else read just the requested bytes from the log, box by box,
- *      into the reply: nothing assembled, nothing cached;
+ *   1b. gather path: if the block's records never write an element twice,
+ *      serve a cached copy if there is one, else read just the requested
+ *      bytes from the log, box by box, into the reply (an edge chunk's
+ *      padding as zeros): nothing assembled, nothing cached;
  *   2. the shared chunk cache, keyed by the block's content version, so
  *      unchanged blocks are shared across ticks (cache.h): blocks whose
- *      records overlap (or are many), and edge chunks;
+ *      records overlap (or are many);
  *   3. a block the cache cannot hold is assembled into the reply (whole
  *      block) or a per-thread scratch buffer (part of one).
  * For closed files the reader drops the log's pages behind the readers
@@ -72,6 +72,14 @@ struct hfs_lfile {
     _Atomic uint64_t st_skeletons, st_snapshots;
     _Atomic int64_t st_cached; /* bytes of this file in the cache */
     _Atomic uint64_t st_gathered; /* part of st_skipped: by the gather path */
+    /* skeleton builds (the builder thread; guarded by mu) */
+    int building;        /* queued or being built */
+    int announce;        /* a build landed: the ticker invalidates the name */
+    uint64_t bfail_version; /* a build of this skeleton version failed ... */
+    int bfailed;            /* ... (not retried until the version changes) */
+    h5l_err_t berr;
+    pthread_cond_t built;   /* building 1 -> 0 */
+    hfs_lfile_t *bnext;     /* build queue */
     hfs_lfile_t *next;   /* registry */
 };
 
@@ -82,8 +90,24 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_lfile_t *reg_head;
 static hfs_cache_t *g_cache;
 
+/* The build queue: files whose newest tick needs a skeleton, built one at a
+ * time by one thread (libhdf5 is serial anyway), so no request thread ever
+ * runs or waits for libhdf5 unless its own file has no skeleton yet. Each
+ * queued file holds a reference. Lock order: a file's mu, then bq_mu. */
+static pthread_mutex_t bq_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bq_cv = PTHREAD_COND_INITIALIZER;
+static hfs_lfile_t *bq_head, *bq_tail;
+static int bq_started, bq_stop;
+static pthread_t bq_thread;
+static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
+static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns;
+
 int hfs_lfile_init(size_t cache_limit)
 {
+    pthread_mutex_lock(&bq_mu);
+    bq_started = bq_stop = 0;
+    pthread_mutex_unlock(&bq_mu);
+    hfs_skel_cancel(0);
     g_cache = hfs_cache_new(cache_limit);
     return g_cache ? 0 : -1;
 }
@@ -128,6 +152,7 @@ static void lfile_free(hfs_lfile_t *lf)
     hfs_skel_unref(lf->skel);
     h5l_reader_close(lf->reader);
     pthread_mutex_destroy(&lf->mu);
+    pthread_cond_destroy(&lf->built);
     free(lf->path);
     free(lf->name);
     free(lf);
@@ -172,6 +197,7 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     }
     lf->last_use = now_s();
     pthread_mutex_init(&lf->mu, NULL);
+    pthread_cond_init(&lf->built, NULL);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *o = reg_head; o; o = o->next) {
         if (o->dev == dev && o->ino == ino) { /* another thread won the race */
@@ -257,8 +283,8 @@ void hfs_snap_unref(hfs_snap_t *s)
 }
 
 /* A new snapshot of tick `tick` on skeleton k (its reference taken), with
- * lf->mu held; one reference for the caller. NULL if out of memory. */
-static hfs_snap_t *snap_new_locked(hfs_lfile_t *lf, uint64_t tick, int closed, hfs_skel_t *k)
+ * lf->mu held; one reference, the caller's. NULL if out of memory. */
+static hfs_snap_t *snap_alloc_locked(hfs_lfile_t *lf, uint64_t tick, int closed, hfs_skel_t *k)
 {
     hfs_snap_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -270,59 +296,14 @@ static hfs_snap_t *snap_new_locked(hfs_lfile_t *lf, uint64_t tick, int closed, h
     s->skel = hfs_skel_ref(k);
     h5l_tick_info_t ti;
     s->time_ns = h5l_reader_tick_info(lf->reader, tick, &ti) == 0 ? ti.time_ns : 0;
-    atomic_fetch_add(&lf->st_snapshots, 1);
     return s;
 }
 
-/* The skeleton of the newest tick `tick` with lf->mu held: the newest one
- * when nothing it describes changed since (same version), else a new build,
- * kept as the newest. *out gets a reference. */
-static int skel_for_locked(hfs_lfile_t *lf, uint64_t tick, hfs_skel_t **out, h5l_err_t *err)
+/* A new snapshot of tick `tick` on lf->skel, made lf->snap; lf->mu held. */
+static int new_snap_locked(hfs_lfile_t *lf, uint64_t tick, int closed, h5l_err_t *err)
 {
-    h5l_reader_rdlock(lf->reader);
-    uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
-    h5l_reader_unlock(lf->reader);
-    if (lf->skel && lf->skel->version == version) {
-        *out = hfs_skel_ref(lf->skel);
-        return H5L_OK;
-    }
-    hfs_skel_t *k;
-    int rc = hfs_skel_build(lf->reader, tick, &k, err);
-    if (rc) return rc;
-    for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
-    atomic_fetch_add(&lf->st_skeletons, 1);
-    hfs_skel_unref(lf->skel);
-    lf->skel = hfs_skel_ref(k);
-    *out = k;
-    return H5L_OK;
-}
-
-int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
-{
-    *out = NULL;
-    pthread_mutex_lock(&lf->mu);
-    int rc = H5L_OK;
-    if (lf->failed) {
-        if (err) *err = lf->ferr;
-        rc = lf->ferr.code;
-        goto out;
-    }
-    uint64_t tick = h5l_reader_ntick(lf->reader);
-    int closed = h5l_reader_closed(lf->reader);
-    if (lf->snap && lf->snap->tick == tick && lf->snap->closed == closed) {
-        atomic_fetch_add(&lf->snap->refs, 1);
-        *out = lf->snap;
-        goto out;
-    }
-    hfs_skel_t *k;
-    if ((rc = skel_for_locked(lf, tick, &k, err))) goto out;
-    hfs_snap_t *s = snap_new_locked(lf, tick, closed, k);
-    hfs_skel_unref(k);
-    if (!s) {
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
-        goto out;
-    }
-    atomic_fetch_add(&s->refs, 1); /* lf->snap's and the caller's */
+    hfs_snap_t *s = snap_alloc_locked(lf, tick, closed, lf->skel); /* lf->snap's reference */
+    if (!s) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
     /* The last snapshot of a closed file never changes, so the mount's page
      * cache keeps what it was served: the log's pages behind the readers
      * are a second copy. Dropping them halves the memory a streamed file
@@ -332,8 +313,142 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
     if (closed) h5l_reader_dropbehind(lf->reader);
     hfs_snap_unref(lf->snap);
     lf->snap = s;
-    *out = s;
-out:
+    atomic_fetch_add(&lf->st_snapshots, 1);
+    return H5L_OK;
+}
+
+static void *builder_main(void *arg);
+
+/* Directories with a lookup of a log file in progress (hfs_lfile_lookup).
+ * The kernel holds the parent directory's lock (shared) for a whole
+ * lookup, and an entry invalidation takes it exclusively: sent meanwhile
+ * (during a first build or the loading of a big file), it waits for that
+ * lookup, and every later lookup in the directory queues behind it. So the
+ * ticker sends none into such a directory (the entries still expire after
+ * one tick). */
+#define MAX_WAITDIRS 64
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t wd_parent[MAX_WAITDIRS];
+static int wd_count[MAX_WAITDIRS];
+
+void hfs_lfile_lookup(uint64_t parent, int delta)
+{
+    pthread_mutex_lock(&wd_mu);
+    int i, free_i = -1;
+    for (i = 0; i < MAX_WAITDIRS; i++) {
+        if (wd_count[i] && wd_parent[i] == parent) break;
+        if (!wd_count[i] && free_i < 0) free_i = i;
+    }
+    if (i == MAX_WAITDIRS) i = free_i; /* full: the directory is not protected */
+    if (i >= 0) {
+        wd_parent[i] = parent;
+        wd_count[i] += delta;
+        if (wd_count[i] < 0) wd_count[i] = 0;
+    }
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static int dir_waiting(uint64_t parent)
+{
+    pthread_mutex_lock(&wd_mu);
+    int w = 0;
+    for (int i = 0; i < MAX_WAITDIRS && !w; i++) w = wd_count[i] && wd_parent[i] == parent;
+    pthread_mutex_unlock(&wd_mu);
+    return w;
+}
+
+/* How long a lookup waits for its file's build when an older snapshot can
+ * be served instead: a lookup of a file with a skeleton answers within
+ * this (plus its own work), whatever else is being built. */
+#define BUILD_WAIT_MS 50
+
+/* Queue lf for a build of its newest tick (lf->mu held). */
+static void enqueue_build_locked(hfs_lfile_t *lf)
+{
+    if (lf->building) return;
+    pthread_mutex_lock(&bq_mu);
+    if (!bq_started && !bq_stop) bq_started = pthread_create(&bq_thread, NULL, builder_main, NULL) == 0;
+    if (bq_started && !bq_stop) {
+        lf->building = 1;
+        atomic_fetch_add(&lf->refs, 1);
+        lf->bnext = NULL;
+        if (bq_tail) bq_tail->bnext = lf;
+        else bq_head = lf;
+        bq_tail = lf;
+        pthread_cond_signal(&bq_cv);
+    }
+    pthread_mutex_unlock(&bq_mu);
+}
+
+/* The snapshot a lookup gets: the newest tick whose skeleton is built.
+ * When the newest loaded tick needs a skeleton that does not exist yet
+ * (schema, extents or allocated chunks changed), the build is queued for
+ * the builder thread and, if an older snapshot exists, that one is
+ * returned at once: a lookup never waits for libhdf5 unless its file has
+ * no skeleton at all (then it waits for its own build only). When the
+ * build lands the ticker invalidates the name and the next lookup gets it.
+ * A build that failed is not retried for the same skeleton version (its
+ * error is returned, or the older snapshot served), so a broken file costs
+ * one build per change, not one per lookup. */
+int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&lf->mu);
+    int rc = H5L_OK, waited = 0;
+    for (;;) {
+        if (lf->failed) {
+            if (err) *err = lf->ferr;
+            rc = lf->ferr.code;
+            break;
+        }
+        uint64_t tick = h5l_reader_ntick(lf->reader);
+        int closed = h5l_reader_closed(lf->reader);
+        if (!lf->snap || lf->snap->tick != tick || lf->snap->closed != closed) {
+            h5l_reader_rdlock(lf->reader);
+            uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
+            h5l_reader_unlock(lf->reader);
+            if (lf->skel && lf->skel->version == version) {
+                rc = new_snap_locked(lf, tick, closed, err);
+                if (rc) break;
+            } else if (lf->bfailed && lf->bfail_version == version) {
+                if (!lf->snap) { /* nothing built: the build's error */
+                    if (err) *err = lf->berr;
+                    rc = lf->berr.code ? lf->berr.code : H5L_EHDF5;
+                    break;
+                }
+            } else {
+                enqueue_build_locked(lf);
+                if (!lf->building && !lf->snap) { /* shutting down */
+                    rc = h5l_err_set(err, H5L_EIO, "%s: the daemon is stopping", lf->path);
+                    break;
+                }
+                if (!lf->snap) {
+                    pthread_cond_wait(&lf->built, &lf->mu);
+                    continue; /* look again: built, failed, or newer */
+                }
+                /* most builds take milliseconds: wait a little for this
+                 * one (the newest tick at once), never longer than
+                 * BUILD_WAIT_MS (then the older snapshot), and not at all
+                 * while another file's build runs */
+                pthread_mutex_lock(&bq_mu);
+                int other = bq_current && bq_current != lf; /* behind another file's build */
+                pthread_mutex_unlock(&bq_mu);
+                if (lf->building && !waited && !other) {
+                    waited = 1;
+                    struct timespec dl;
+                    clock_gettime(CLOCK_REALTIME, &dl);
+                    dl.tv_nsec += BUILD_WAIT_MS * 1000000L;
+                    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+                    while (lf->building && pthread_cond_timedwait(&lf->built, &lf->mu, &dl) == 0) {
+                    }
+                    continue;
+                }
+            }
+        }
+        atomic_fetch_add(&lf->snap->refs, 1);
+        *out = lf->snap;
+        break;
+    }
     lf->last_use = now_s();
     pthread_mutex_unlock(&lf->mu);
     return rc;
@@ -348,6 +463,11 @@ uint64_t hfs_lfile_ntick(hfs_lfile_t *lf)
     return n;
 }
 
+/* An old tick (the ticks tree, ticks.h): the newest snapshot if it is that
+ * tick, a snapshot on the newest skeleton if the file's structure has not
+ * changed since, else one on a skeleton built here for it — on the calling
+ * thread, without lf->mu (lookups of the newest tick and the builder go
+ * on), never adopted as the newest. */
 int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_err_t *err)
 {
     *out = NULL;
@@ -372,29 +492,121 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
         if (lf->skel && lf->skel->version == version) k = hfs_skel_ref(lf->skel);
     }
     if (rc || *out || k) {
-        if (k && !(*out = snap_new_locked(lf, tick, closed, k)))
+        if (k && !(*out = snap_alloc_locked(lf, tick, closed, k)))
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        if (*out && k) atomic_fetch_add(&lf->st_snapshots, 1);
         hfs_skel_unref(k);
         lf->last_use = now_s();
         pthread_mutex_unlock(&lf->mu);
         return rc;
     }
-    /* an older tick whose structure differs from the newest: its own
-     * skeleton, built without lf->mu so the newest tick's lookups and the
-     * ticker do not wait for it, and never adopted as the newest */
     pthread_mutex_unlock(&lf->mu);
     rc = hfs_skel_build(lf->reader, tick, &k, err);
     pthread_mutex_lock(&lf->mu);
     if (!rc) {
         for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
         atomic_fetch_add(&lf->st_skeletons, 1);
-        if (!(*out = snap_new_locked(lf, tick, closed, k)))
+        if (!(*out = snap_alloc_locked(lf, tick, closed, k)))
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
+        else atomic_fetch_add(&lf->st_snapshots, 1);
         hfs_skel_unref(k);
     }
     lf->last_use = now_s();
     pthread_mutex_unlock(&lf->mu);
     return rc;
+}
+
+/* Build the newest tick of lf (the builder thread; no lock of lf held while
+ * libhdf5 runs, so lookups of lf return its older snapshot meanwhile and
+ * reads of any snapshot go on) and adopt the skeleton. */
+static void build_one(hfs_lfile_t *lf)
+{
+    uint64_t tick = h5l_reader_ntick(lf->reader);
+    int closed = h5l_reader_closed(lf->reader);
+    h5l_reader_rdlock(lf->reader);
+    uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
+    h5l_reader_unlock(lf->reader);
+    pthread_mutex_lock(&lf->mu);
+    int need = !lf->skel || lf->skel->version != version;
+    pthread_mutex_unlock(&lf->mu);
+    hfs_skel_t *k = NULL;
+    h5l_err_t e = {0};
+    int rc = need ? hfs_skel_build(lf->reader, tick, &k, &e) : H5L_OK;
+    if (need) {
+        atomic_fetch_add(rc ? &st_build_fail : &st_builds, 1);
+        if (!rc) {
+            atomic_fetch_add(&st_build_ns, k->build_ns);
+            uint64_t m = atomic_load(&st_build_max_ns);
+            while (k->build_ns > m && !atomic_compare_exchange_weak(&st_build_max_ns, &m, k->build_ns)) {
+            }
+        }
+    }
+    int log = 0;
+    pthread_mutex_lock(&lf->mu);
+    if (rc) {
+        /* with nothing built the lookup fails and reports the error
+         * (hfs_lfile_report, once per file version); with an older tick
+         * served nobody would: said here, once per skeleton version */
+        log = lf->snap && !(lf->bfailed && lf->bfail_version == version);
+        lf->bfailed = 1;
+        lf->bfail_version = version;
+        lf->berr = e;
+    } else {
+        if (k) {
+            for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
+            atomic_fetch_add(&lf->st_skeletons, 1);
+            hfs_skel_unref(lf->skel);
+            lf->skel = k;
+            lf->bfailed = 0;
+        }
+        if (!lf->snap || lf->snap->tick < tick || lf->snap->closed != closed) {
+            int had = lf->snap != NULL;
+            if (new_snap_locked(lf, tick, closed, &e) == H5L_OK && had) lf->announce = 1;
+        }
+    }
+    lf->building = 0;
+    pthread_cond_broadcast(&lf->built);
+    pthread_mutex_unlock(&lf->mu);
+    pthread_mutex_lock(&bq_mu);
+    int stopping = bq_stop; /* a cancelled build is no news */
+    pthread_mutex_unlock(&bq_mu);
+    if (log && !stopping) hfs_log("%s (the last tick built stays served; retried when the file changes)", e.msg);
+}
+
+static void *builder_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&bq_mu);
+    for (;;) {
+        while (!bq_head && !bq_stop) pthread_cond_wait(&bq_cv, &bq_mu);
+        if (bq_stop) break;
+        hfs_lfile_t *lf = bq_head;
+        bq_head = lf->bnext;
+        if (!bq_head) bq_tail = NULL;
+        bq_current = lf;
+        pthread_mutex_unlock(&bq_mu);
+        build_one(lf);
+        pthread_mutex_lock(&bq_mu);
+        bq_current = NULL;
+        pthread_mutex_unlock(&bq_mu);
+        hfs_lfile_unref(lf);
+        pthread_mutex_lock(&bq_mu);
+    }
+    /* stopping: whoever waits for a queued build gets an error */
+    while (bq_head) {
+        hfs_lfile_t *lf = bq_head;
+        bq_head = lf->bnext;
+        pthread_mutex_unlock(&bq_mu);
+        pthread_mutex_lock(&lf->mu);
+        lf->building = 0;
+        pthread_cond_broadcast(&lf->built);
+        pthread_mutex_unlock(&lf->mu);
+        hfs_lfile_unref(lf);
+        pthread_mutex_lock(&bq_mu);
+    }
+    bq_tail = NULL;
+    pthread_mutex_unlock(&bq_mu);
+    return NULL;
 }
 
 typedef struct run_copy {
@@ -571,13 +783,30 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
     memcpy(key.ver, ci.ver, sizeof key.ver);
     key.extent = XXH3_64bits(ct, v->ndims * sizeof ct[0]);
     hfs_cds_t *d = v->cds; /* NULL only if out of memory: served uncached */
-    if (full && ci.disjoint) {
+    /* A block a live file's newest tick wrote will most likely change again
+     * next tick: a cached copy would serve this snapshot only (whose bytes
+     * the mount's page cache keeps) and be superseded, so it is gathered
+     * too, whatever its records. Gathering a range reads the records'
+     * bytes in that range only, so requests that cover the block once read
+     * what assembling it once would; what they lose is the cache's sharing
+     * across snapshots, which such a block does not have. */
+    int fresh = !s->closed && ci.ver[0] == s->tick;
+    /* An edge chunk that is mostly padding is gathered too: the padding
+     * costs a memset of the reply, while a cached copy would be mostly
+     * zeros (a growing variable's last chunk, 1 MiB per variable for a
+     * few rows). */
+    int padded = !full && 2 * h5l_box_nelem(v->ndims, ct) * v->esize <= g->len;
+    if (ci.disjoint || fresh || padded) {
         /* 1b. gather path: records that never overwrite each other in this
          * block make reading any part of it read each log byte once, so
          * assembling the whole block to cache it would only cost (memory,
          * fresh pages, the bytes of the block not asked for) and a
          * sequential reader would never hit it: the mount's page cache
-         * keeps what was served. Serve a cached copy if there is one. */
+         * keeps what was served. Serve a cached copy if there is one.
+         * Edge chunks too (their padding is zeros written into the reply):
+         * a live file's newest rows are in an edge chunk whose version
+         * changes every tick, so caching it would assemble the whole
+         * chunk per tick for a reader that wants one row. */
         hfs_centry_t *e = d ? hfs_cache_peek(d, &key) : NULL;
         if (e) {
             memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
@@ -586,7 +815,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
             atomic_fetch_add(&lf->st_hits, 1);
             return H5L_OK;
         }
-        rc = gather_range(s, v, st, ct, ct, a - g->addr, b - g->addr, out, err);
+        rc = gather_range(s, v, st, ct, full ? ct : v->block, a - g->addr, b - g->addr, out, err);
         if (rc) return rc;
         atomic_fetch_add(&lf->st_skipped, b - a);
         atomic_fetch_add(&lf->st_gathered, b - a);
@@ -661,14 +890,20 @@ char *hfs_lfile_stats_text(void)
     uint64_t lookups = cs.hits + cs.waits + cs.misses;
     int n = snprintf(line, sizeof line,
                      "cache: limit %llu bytes, in use %llu (peak %llu), %llu chunks\n"
-                     "cache: hits %llu, waits %llu, misses %llu (hit ratio %.3f), not cached %llu, evictions %llu\n"
+                     "cache: hits %llu, waits %llu, misses %llu (hit ratio %.3f), not cached %llu, evictions %llu, "
+                     "superseded %llu\n"
                      "cache: bytes assembled %llu, served from cache %llu, skipped past the cache %llu\n",
                      (unsigned long long)cs.limit, (unsigned long long)cs.mem, (unsigned long long)cs.peak,
                      (unsigned long long)cs.entries, (unsigned long long)cs.hits, (unsigned long long)cs.waits,
                      (unsigned long long)cs.misses, lookups ? (double)(cs.hits + cs.waits) / (double)lookups : 0.0,
                      (unsigned long long)cs.uncached, (unsigned long long)cs.evictions,
+                     (unsigned long long)cs.superseded,
                      (unsigned long long)cs.bytes_assembled, (unsigned long long)cs.bytes_hit,
                      (unsigned long long)cs.bytes_skipped);
+    h5l_buf_put(&b, line, (size_t)n);
+    n = snprintf(line, sizeof line, "skeletons: built %llu (failed %llu), %.3f s building, longest %.3f s\n",
+                 (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
+                 (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9);
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
@@ -708,11 +943,34 @@ static int release_if_idle(hfs_lfile_t *lf)
     return idle;
 }
 
+typedef struct note { uint64_t parent; char *name; } note_t;
+typedef struct notes { note_t *v; size_t n, cap; } notes_t;
+
+/* Remember lf's name (lf->mu held) to be invalidated. */
+static void note_name_locked(notes_t *ns, hfs_lfile_t *lf)
+{
+    if (!lf->name) return;
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 16;
+        note_t *v = realloc(ns->v, cap * sizeof *v);
+        if (!v) return;
+        ns->v = v;
+        ns->cap = cap;
+    }
+    ns->v[ns->n++] = (note_t){lf->parent, strdup(lf->name)};
+}
+
+/* The registry lock is held only to walk the list: refreshing a file
+ * (which waits for its reader's write lock, held for reading by a build of
+ * that file) happens outside it, so a slow build never holds up
+ * hfs_lfile_get of other files. A file being built is not refreshed this
+ * round (its build holds the reader's read lock; waiting would delay the
+ * other files' ticks). */
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
 {
-    typedef struct { uint64_t parent; char *name; } note_t;
-    note_t *notes = NULL;
-    size_t nnotes = 0, cap = 0;
+    notes_t ns = {0};
+    hfs_lfile_t **live = NULL;
+    size_t nlive = 0, cap = 0;
     double now = now_s();
     pthread_mutex_lock(&reg_mu);
     hfs_lfile_t **pp = &reg_head;
@@ -726,12 +984,35 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
             continue;
         }
         pp = &lf->next;
+        pthread_mutex_lock(&lf->mu);
+        if (lf->announce) { /* a build landed: lookups get the new tick */
+            lf->announce = 0;
+            note_name_locked(&ns, lf);
+        }
+        pthread_mutex_unlock(&lf->mu);
         if (lf->closed_seen) continue;
+        if (nlive == cap) {
+            size_t c2 = cap ? cap * 2 : 16;
+            hfs_lfile_t **v = realloc(live, c2 * sizeof *v);
+            if (!v) continue; /* refreshed next round */
+            live = v;
+            cap = c2;
+        }
+        atomic_fetch_add(&lf->refs, 1);
+        live[nlive++] = lf;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    for (size_t i = 0; i < nlive; i++) {
+        hfs_lfile_t *lf = live[i];
+        pthread_mutex_lock(&lf->mu);
+        int busy = lf->building;
+        pthread_mutex_unlock(&lf->mu);
+        if (busy) continue;
         int nnew = 0;
         h5l_err_t e = {0};
         int rc = h5l_reader_refresh(lf->reader, &nnew, &e);
         pthread_mutex_lock(&lf->mu);
-        if (h5l_reader_closed(lf->reader)) { /* the name's snapshot changes: closed */
+        if (h5l_reader_closed(lf->reader) && !lf->closed_seen) { /* the name's snapshot changes: closed */
             lf->closed_seen = 1;
             if (!nnew) nnew = -1;
         }
@@ -741,27 +1022,39 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
             h5l_reader_damage(lf->reader, &lf->damaged_tick, &lf->derr);
             report_damage(lf);
         }
-        if (nnew && lf->name) {
-            if (nnotes == cap) {
-                cap = cap ? cap * 2 : 16;
-                note_t *n = realloc(notes, cap * sizeof *n);
-                if (n) notes = n;
-                else cap = nnotes;
-            }
-            if (nnotes < cap) notes[nnotes++] = (note_t){lf->parent, strdup(lf->name)};
+        if (nnew) {
+            note_name_locked(&ns, lf);
+            /* someone reads this file: build its new tick now rather than
+             * at the next lookup, which then finds it ready */
+            if (lf->snap && now - lf->last_use < idle_s) enqueue_build_locked(lf);
         }
         pthread_mutex_unlock(&lf->mu);
     }
-    pthread_mutex_unlock(&reg_mu);
-    for (size_t i = 0; i < nnotes; i++) {
-        if (notes[i].name) fn(ctx, notes[i].parent, notes[i].name);
-        free(notes[i].name);
+    for (size_t i = 0; i < nlive; i++) hfs_lfile_unref(live[i]);
+    free(live);
+    for (size_t i = 0; i < ns.n; i++) {
+        if (ns.v[i].name && !dir_waiting(ns.v[i].parent)) fn(ctx, ns.v[i].parent, ns.v[i].name);
+        free(ns.v[i].name);
     }
-    free(notes);
+    free(ns.v);
+}
+
+/* Stop the builder thread (queued files are released, their waiters get
+ * an error); a build in progress finishes first. */
+static void builder_stop(void)
+{
+    hfs_skel_cancel(1); /* a long build in progress gives up at its next variable */
+    pthread_mutex_lock(&bq_mu);
+    bq_stop = 1;
+    int started = bq_started;
+    pthread_cond_broadcast(&bq_cv);
+    pthread_mutex_unlock(&bq_mu);
+    if (started) pthread_join(bq_thread, NULL);
 }
 
 void hfs_lfile_shutdown(void)
 {
+    builder_stop();
     pthread_mutex_lock(&reg_mu);
     while (reg_head) {
         hfs_lfile_t *lf = reg_head;

@@ -51,6 +51,11 @@ void hfs_lfile_unref(hfs_lfile_t *lf);
  * while it stays loaded, however its source changes meanwhile. */
 void hfs_lfile_report(hfs_lfile_t *lf, const struct stat *st, const char *msg);
 
+/* A lookup of a log file in directory `parent` starts (delta 1) or ends
+ * (-1): meanwhile the ticker sends no entry invalidation into that
+ * directory (the kernel would hold every other lookup there behind it). */
+void hfs_lfile_lookup(uint64_t parent, int delta);
+
 /* Remember (parent inode, name) as where the kernel knows this file. */
 void hfs_lfile_set_entry(hfs_lfile_t *lf, uint64_t parent, const char *name);
 

@@ -27,6 +27,44 @@
 
 #include "canon.h"
 
+static atomic_int g_cancel;
+void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }
+
+#ifdef HFS_TEST_HOOKS
+#include <errno.h>
+#include <stdio.h>
+/* Test builds only (build/tests/h5logfs_hooks, tests/e2e/test_scale.py):
+ * a build of a file whose path contains $H5LOGFS_TEST_SLOW_BUILD sleeps
+ * $H5LOGFS_TEST_SLOW_SECONDS (default 3) holding the libhdf5 lock, as a
+ * huge schema would; one whose path contains $H5LOGFS_TEST_FAIL_BUILD
+ * fails. Counted in a file $H5LOGFS_TEST_BUILD_COUNT (one line per build)
+ * if set, so a test can see retries. Not compiled into the daemon. */
+static int test_hook(h5l_reader_t *r, h5l_err_t *err)
+{
+    const char *path = h5l_reader_path(r), *slow = getenv("H5LOGFS_TEST_SLOW_BUILD");
+    const char *fail = getenv("H5LOGFS_TEST_FAIL_BUILD"), *count = getenv("H5LOGFS_TEST_BUILD_COUNT");
+    if (count) {
+        FILE *f = fopen(count, "a");
+        if (f) {
+            fprintf(f, "%s\n", path);
+            fclose(f);
+        }
+    }
+    if (slow && *slow && strstr(path, slow)) {
+        const char *sec = getenv("H5LOGFS_TEST_SLOW_SECONDS");
+        double t = sec ? atof(sec) : 3.0;
+        for (double slept = 0; slept < t && !atomic_load(&g_cancel); slept += 0.01) { /* cancellable */
+            struct timespec ts = {0, 10000000L};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+        }
+    }
+    if (fail && *fail && strstr(path, fail))
+        return h5l_err_set(err, H5L_EHDF5, "%s: test hook: this build fails", path);
+    return H5L_OK;
+}
+#endif
+
 static pthread_mutex_t hdf5_mu = PTHREAD_MUTEX_INITIALIZER;
 void hfs_hdf5_lock(void) { pthread_mutex_lock(&hdf5_mu); }
 void hfs_hdf5_unlock(void) { pthread_mutex_unlock(&hdf5_mu); }
@@ -138,6 +176,8 @@ static int cmp_coord(const void *x, const void *y, void *arg)
 static int on_var(void *ctx, uint32_t objid, hid_t dset)
 {
     build_t *b = ctx;
+    if (atomic_load(&g_cancel)) /* the daemon is stopping: give up (canon.c unwinds) */
+        return h5l_err_set(b->err, H5L_EIO, "%s: skeleton build cancelled (stopping)", h5l_reader_path(b->r));
     if (dset < 0) { /* about to create it: open the capture window */
         b->raw_seen = hfs_memvfd_raw_begin(b->cap);
         return H5L_OK;
@@ -284,6 +324,9 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     k->vars = calloc(s->nobjs + 1, sizeof *k->vars);
     if (!k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     hfs_hdf5_lock();
+#ifdef HFS_TEST_HOOKS
+    if (!rc) rc = test_hook(r, err);
+#endif
     hid_t fapl = rc ? -1 : hfs_memvfd_fapl();
     hid_t fcpl = fapl < 0 ? -1 : h5l_canon_fcpl();
     hid_t file = fcpl < 0 ? -1 : H5Fcreate("skeleton", H5F_ACC_TRUNC, fcpl, fapl);

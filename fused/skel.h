@@ -58,6 +58,11 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
 /* Build the skeleton of reader r as of tick (takes the libhdf5 lock). */
 int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err);
 
+/* on 1: builds in progress and later ones fail soon (at the next
+ * variable) with "cancelled": the daemon is stopping and must not wait for
+ * a long build. 0 allows builds again. */
+void hfs_skel_cancel(int on);
+
 hfs_skel_t *hfs_skel_ref(hfs_skel_t *k);
 void hfs_skel_unref(hfs_skel_t *k); /* accepts NULL */
 

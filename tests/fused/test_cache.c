@@ -471,11 +471,15 @@ static void test_version_keys(void)
     k[7] = mkkey(1, 1, 0, 5, 7);  /* one dimension fewer */
     const size_t len = 3000;
     int rc, hit;
-    for (int i = 0; i < NK; i++) {
+    /* newest version first: caching an older version of a chunk does not
+     * drop a newer one (test_superseded covers the other order) */
+    static const int order[NK] = {1, 2, 3, 0, 4, 5, 6, 7};
+    for (int j = 0; j < NK; j++) {
+        int i = order[j];
         hfs_centry_t *e = hfs_cache_get(d1, &k[i], len, &a1, &rc, &hit);
         CHECK(e != NULL);
         CHECK_EQ(hit, 0);
-        CHECK_EQ(atomic_load(&a1.calls), i + 1);
+        CHECK_EQ(atomic_load(&a1.calls), j + 1);
         if (e) {
             CHECK(data_ok(hfs_centry_data(e), &k[i], len, 1));
             hfs_cache_release(e);
@@ -797,7 +801,7 @@ static void test_stress_threads(void)
     CHECK_EQ(s.entries, 0);
     uint64_t ne = (uint64_t)atomic_load(&o[0].nevict) + (uint64_t)atomic_load(&o[1].nevict);
     CHECK_EQ(ne, cached); /* every cached entry dropped exactly once */
-    CHECK_EQ(s.evictions, ne);
+    CHECK_EQ(s.evictions + s.superseded, ne); /* superseded versions are dropped too */
     CHECK_EQ(atomic_load(&o[0].bad) + atomic_load(&o[1].bad), 0);
     hfs_cache_free(c);
     owner_fini(&o[0]);
@@ -1217,7 +1221,92 @@ static void test_peek(void)
     owner_fini(&o);
 }
 
+/* ---- superseded versions ------------------------------------------------------ */
+
+/* A live file's chunk gets a new content version every tick; without this
+ * every version stayed cached until the memory limit (643 MB after 100
+ * ticks of 100 variables). Caching version N of a chunk must drop the
+ * cached versions older than N of that chunk (any clipped extent: an edge
+ * chunk grows), pinned ones at their release, and nothing else: other
+ * chunks, other datasets, and newer versions when an old snapshot caches
+ * its older version late. */
+static void test_superseded(void)
+{
+    hfs_cache_t *c = hfs_cache_new(1 << 20);
+    owner_t o, o2;
+    owner_init(&o);
+    owner_init(&o2);
+    actx_t ax;
+    memset(&ax, 0, sizeof ax);
+    ax.salt = 5;
+    hfs_cds_t *d = hfs_cds_new(c, &layout, &o), *d2 = hfs_cds_new(c, &layout, &o2);
+    const size_t len = 1000;
+    int rc, hit;
+    hfs_ckey_t other = mkkey(2, 4, 0, 1, 0);   /* another chunk, same dataset */
+    hfs_ckey_t same2 = mkkey(2, 3, 0, 1, 0);   /* the chunk in another dataset */
+    hfs_centry_t *e = hfs_cache_get(d, &other, len, &ax, &rc, &hit);
+    CHECK(e != NULL);
+    if (e) hfs_cache_release(e);
+    e = hfs_cache_get(d2, &same2, len, &ax, &rc, &hit);
+    CHECK(e != NULL);
+    if (e) hfs_cache_release(e);
+    /* 100 ticks of chunk (3, 0): one entry of it at a time */
+    hfs_centry_t *pinned = NULL;
+    for (uint64_t t = 1; t <= 100; t++) {
+        hfs_ckey_t k = mkkey(2, 3, 0, t, t); /* the extent changes too */
+        if (t == 50) k.ver[1] = 1;            /* another rank's record */
+        e = hfs_cache_get(d, &k, len, &ax, &rc, &hit);
+        CHECK(e != NULL && !hit);
+        if (!e) continue;
+        CHECK(data_ok(hfs_centry_data(e), &k, len, 5));
+        if (t == 60) pinned = e; /* a reader still copying version 60 */
+        else hfs_cache_release(e);
+        hfs_cache_stats_t s = stats(c);
+        CHECK_EQ(s.entries, 3 + (t > 60));
+        CHECK_EQ(s.superseded, t - 1);
+    }
+    /* the pinned old version is out of the index (a get assembles it again,
+     * and caching it does not drop version 100) and freed at its release */
+    CHECK(pinned != NULL);
+    if (pinned) {
+        hfs_ckey_t k60 = mkkey(2, 3, 0, 60, 60);
+        CHECK(data_ok(hfs_centry_data(pinned), &k60, len, 5));
+        CHECK(hfs_cache_peek(d, &k60) == NULL);
+        hfs_cache_release(pinned);
+        CHECK_EQ(stats(c).entries, 3);
+        int calls = atomic_load(&ax.calls);
+        e = hfs_cache_get(d, &k60, len, &ax, &rc, &hit);
+        CHECK(e != NULL && !hit && atomic_load(&ax.calls) == calls + 1);
+        if (e) hfs_cache_release(e);
+        CHECK_EQ(stats(c).entries, 4);
+        hfs_ckey_t k100 = mkkey(2, 3, 0, 100, 100);
+        e = hfs_cache_peek(d, &k100);
+        CHECK(e != NULL);
+        if (e) hfs_cache_release(e);
+    }
+    /* the other chunk and the other dataset's chunk were never dropped */
+    e = hfs_cache_peek(d, &other);
+    CHECK(e != NULL);
+    if (e) hfs_cache_release(e);
+    e = hfs_cache_peek(d2, &same2);
+    CHECK(e != NULL);
+    if (e) hfs_cache_release(e);
+    /* the owner was told of each drop, with the right length */
+    CHECK_EQ(atomic_load(&o.nevict), 99);
+    CHECK_EQ(atomic_load(&o.evict_bytes), 99 * len);
+    CHECK_EQ(atomic_load(&o2.nevict), 0);
+    hfs_cache_stats_t s = stats(c);
+    CHECK_EQ(s.evictions, 0);
+    CHECK_EQ(s.mem, 4 * len);
+    hfs_cds_close(d);
+    hfs_cds_close(d2);
+    CHECK_EQ(stats(c).mem, 0);
+    hfs_cache_free(c);
+    owner_fini(&o);
+    owner_fini(&o2);
+}
+
 TEST_MAIN(T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys),
           T(test_pinned_not_evicted), T(test_concurrent_miss), T(test_stress_threads),
           T(test_assembly_failure), T(test_close_pinned), T(test_stats_arithmetic), T(test_peek),
-          T(test_evict_pin_window))
+          T(test_evict_pin_window), T(test_superseded))
