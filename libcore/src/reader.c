@@ -31,6 +31,7 @@
 #include "box.h"
 #include "codec.h"
 #include "drop.h"
+#include "fdio.h"
 #include "format.h"
 #include "index.h"
 #include "journal.h"
@@ -85,9 +86,10 @@ static uint64_t file_size(int fd)
 static int read_ub(int fd, const char *path, h5l_ub_t *ub, h5l_err_t *err)
 {
     uint8_t b[H5L_UB_LEN];
-    ssize_t n = h5l_pread_full(fd, b, sizeof b, 0);
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
-    if (n < (ssize_t)sizeof b)
+    size_t n;
+    int rc = h5l_fd_read(fd, b, sizeof b, 0, &n, path, err);
+    if (rc) return rc;
+    if (n < sizeof b)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
     return h5l_ub_decode(b, ub, path, err);
 }
@@ -97,9 +99,10 @@ int h5l_probe(const char *path, h5l_err_t *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, errno == ENOENT ? H5L_ENOTFOUND : H5L_EIO, "%s: %s", path, strerror(errno));
     uint8_t m[8];
-    ssize_t n = h5l_pread_full(fd, m, sizeof m, 0);
+    size_t n;
+    int rc = h5l_fd_read(fd, m, sizeof m, 0, &n, path, err);
     close(fd);
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
+    if (rc) return rc;
     if (n < 8 || memcmp(m, h5l_ub_magic, 8) != 0)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file", path);
     return H5L_OK;
@@ -145,13 +148,14 @@ static int attach_journal(h5l_reader_t *r, h5l_err_t *err)
 static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
 {
     uint8_t b[H5L_JHDR_LEN];
-    ssize_t n = h5l_pread_full(r->jfd, b, sizeof b, r->jbase);
     const char *what = r->live ? r->jpath : r->path;
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", what, strerror((int)-n));
-    if (n < (ssize_t)sizeof b)
+    size_t n;
+    int rc = h5l_fd_read(r->jfd, b, sizeof b, r->jbase, &n, what, err);
+    if (rc) return rc;
+    if (n < sizeof b)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal shorter than its header", what);
     h5l_jhdr_t h;
-    int rc = h5l_jhdr_decode(b, &h, what, err);
+    rc = h5l_jhdr_decode(b, &h, what, err);
     if (rc) return rc;
     if (memcmp(h.id, r->id, 16) != 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal belongs to another file (identity mismatch)", what);
@@ -416,12 +420,14 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     x->rstart = (uint64_t *)(x + 1);
     x->segbase = x->rstart + t.nranks + 1;
     x->sums = x->segbase + t.nranks + 1;
-    ssize_t n = h5l_pread_full(r->fd, tab, t.table_size, t.table_off);
-    if (n != (ssize_t)t.table_size) {
+    size_t n;
+    h5l_err_t e2;
+    if (h5l_fd_read(r->fd, tab, t.table_size, t.table_off, &n, r->path, &e2) || n != t.table_size) {
         free(tab);
         free(x);
-        return h5l_err_set(err, n < 0 ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table",
-                           r->path, (unsigned long long)t.tick);
+        return h5l_err_set(err, n != t.table_size && !e2.code ? H5L_ECORRUPT : H5L_EIO,
+                           "%s: tick %llu: cannot read record table: %s", r->path, (unsigned long long)t.tick,
+                           n != t.table_size && !e2.code ? "the file ends inside it" : e2.msg);
     }
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
@@ -670,10 +676,19 @@ static int seg_mismatch(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t 
                        (unsigned long long)tick, rank, (unsigned long long)off, (unsigned long long)(off + len));
 }
 
-static int seg_read_err(h5l_reader_t *r, uint64_t off, ssize_t got, h5l_err_t *err)
+/* Read exactly n log bytes at off: H5L_OK or H5L_EIO (a read error, or a
+ * file truncated under us). */
+static int seg_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off, h5l_err_t *err)
 {
-    return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: %s", r->path, (unsigned long long)off,
-                       got < 0 ? strerror((int)-got) : "file truncated");
+    size_t got;
+    h5l_err_t e2;
+    if (h5l_fd_read(r->fd, buf, n, off, &got, r->path, &e2))
+        return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: %s", r->path, (unsigned long long)off,
+                           strerror(errno));
+    if (got != n)
+        return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: file truncated", r->path,
+                           (unsigned long long)off);
+    return H5L_OK;
 }
 
 /* Segment j of (tick, rank) — absolute offset *off, length *len — and its
@@ -717,8 +732,8 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
                 run += l2;
                 k++;
             }
-            ssize_t got = h5l_pread_full(r->fd, dst + (so - off), (size_t)run, so);
-            if (got != (ssize_t)run) return seg_read_err(r, so, got, err);
+            int e = seg_pread(r, dst + (so - off), (size_t)run, so, err);
+            if (e) return e;
             count_read(r, so, run);
             for (uint64_t q = j; q <= k; q++) {
                 uint64_t o2, l2;
@@ -753,10 +768,10 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
             } else if (!(buf = tmp = malloc((size_t)sl))) {
                 return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
             }
-            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
-            if (got != (ssize_t)sl) {
+            int ioe = seg_pread(r, buf, (size_t)sl, so, err);
+            if (ioe) {
                 free(tmp);
-                return seg_read_err(r, so, got, err);
+                return ioe;
             }
             count_read(r, so, sl);
             if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
@@ -808,11 +823,7 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         for (uint64_t j = 0; j < nseg; j++) {
             uint64_t so, sl;
             uint64_t sum = seg_of(r, x, rank, j, &so, &sl);
-            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
-            if (got != (ssize_t)sl) {
-                rc = seg_read_err(r, so, got, err);
-                break;
-            }
+            if ((rc = seg_pread(r, buf, (size_t)sl, so, err))) break;
             if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
                 if (!(*bad)++) seg_mismatch(r, tick, rank, so, sl, &first);
             }
