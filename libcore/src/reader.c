@@ -39,6 +39,9 @@
 
 #define SPAN_MAX (4u << 20)          /* read a record's span at once up to this size */
 #define TABLE_MAX ((uint64_t)1 << 30) /* largest record table a reader loads */
+#define HOLE_CHECK_MIN ((uint64_t)64 << 10) /* tables from this size are checked for holes first */
+#define TWIN_TICK ((uint64_t)32 << 10)    /* ticks smaller than this read their tables through: */
+#define TWIN ((size_t)256 << 10)          /* a window of the file, so one pread serves many */
 
 /* Where each rank's data of a tick lies and its segment checksums: one
  * allocation per tick. */
@@ -65,6 +68,10 @@ struct h5l_reader {
     h5l_tick_info_t *ticks;
     tickx_t **tx;
     size_t nticks, cap_ticks;
+    uint64_t fsize;         /* the HDF5 file's size as last seen (fstat again when a tick points past it) */
+    uint8_t *twin;          /* the table window: file bytes [twin_off, twin_off + twin_len) */
+    size_t twin_cap, twin_len;
+    uint64_t twin_off;
     int closed;
     int failed;
     uint64_t damaged_tick; /* the tick that failed to load (0: none, or not a tick) */
@@ -210,6 +217,7 @@ void h5l_reader_close(h5l_reader_t *r)
     if (r->jfd >= 0 && r->jfd != r->fd) close(r->jfd);
     if (r->fd >= 0) close(r->fd);
     h5l_jscan_free(&r->scan);
+    free(r->twin);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
@@ -365,6 +373,47 @@ static int table_hole(int fd, uint64_t off, uint64_t len, uint64_t *at)
     return 0;
 }
 
+/* The record table of tick t (inside the file, sizes checked): *p points
+ * at it, in the table window or in *own (the caller frees it). A long log
+ * of small ticks has its tables a few hundred bytes apart: one pread of the
+ * window serves hundreds of ticks instead of one pread each. Called under
+ * refresh_mu only (the window is the refresh's). */
+static int table_bytes(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t **p, uint8_t **own, h5l_err_t *err)
+{
+    uint64_t off = t->table_off, n = t->table_size;
+    *own = NULL;
+    if (off >= r->twin_off && n <= r->twin_len && off - r->twin_off <= r->twin_len - n) {
+        *p = r->twin + (off - r->twin_off);
+        return H5L_OK;
+    }
+    int win = t->data_size + n < TWIN_TICK;
+    size_t want = win ? TWIN : (size_t)n;
+    if (win && r->fsize - off < want) want = (size_t)(r->fsize - off); /* the file holds [off, off + n) */
+    uint8_t *b;
+    if (win) {
+        if (!r->twin && !(r->twin = malloc(TWIN)))
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        r->twin_len = 0;
+        b = r->twin;
+    } else if (!(b = *own = malloc(n ? (size_t)n : 1))) {
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    }
+    size_t got;
+    h5l_err_t e2 = {0};
+    if (h5l_fd_read(r->fd, b, want, off, &got, r->path, &e2) || got < n) {
+        free(*own);
+        *own = NULL;
+        return h5l_err_set(err, e2.code ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table: %s",
+                           r->path, (unsigned long long)t->tick, e2.code ? e2.msg : "the file ends inside it");
+    }
+    if (win) {
+        r->twin_off = off;
+        r->twin_len = got;
+    }
+    *p = b;
+    return H5L_OK;
+}
+
 static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
 {
     h5l_cur_t c = h5l_cur(payload, len);
@@ -375,7 +424,10 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (t.tick != r->nticks + 1 || t.nranks == 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path,
                            (unsigned long long)t.tick, r->nticks);
-    uint64_t fsize = file_size(r->fd);
+    /* the size is looked up again only when a tick points past what we saw:
+     * one fstat per tick was a third of the time of opening a long log */
+    if (t.data_off + t.data_size > r->fsize || t.table_off + t.table_size > r->fsize) r->fsize = file_size(r->fd);
+    uint64_t fsize = r->fsize;
     if (t.data_off + t.data_size > fsize || t.data_off + t.data_size < t.data_off ||
         t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)",
@@ -396,7 +448,12 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * (bytes never written, read as zeros; a real table never has 64 zero
      * bytes in a row) is refused before it is allocated and read. */
     uint64_t hole;
-    if (table_hole(r->fd, t.table_off, t.table_size, &hole))
+    /* Only a table that would cost an allocation worth avoiding is looked
+     * for holes: SEEK_HOLE may walk the file from the table to the next
+     * hole (tmpfs: page by page to the end), once per tick made opening a
+     * long log quadratic. A smaller table over a hole is read, and its
+     * zeros fail the block checksum. */
+    if (t.table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t.table_off, t.table_size, &hole))
         return h5l_err_set(err, H5L_ECORRUPT,
                            "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)",
                            r->path, (unsigned long long)t.tick, (unsigned long long)t.table_off,
@@ -410,24 +467,17 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (maxsums > tabsums) maxsums = tabsums;
     size_t xbytes = sizeof(tickx_t) + (2 * ((size_t)t.nranks + 1) + (size_t)maxsums) * sizeof(uint64_t);
     tickx_t *x = malloc(xbytes);
-    uint8_t *tab = malloc(t.table_size ? t.table_size : 1);
-    if (!tab || !x) {
-        free(tab);
-        free(x);
-        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    }
+    if (!x) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
     x->nranks = t.nranks;
     x->rstart = (uint64_t *)(x + 1);
     x->segbase = x->rstart + t.nranks + 1;
     x->sums = x->segbase + t.nranks + 1;
-    size_t n;
-    h5l_err_t e2;
-    if (h5l_fd_read(r->fd, tab, t.table_size, t.table_off, &n, r->path, &e2) || n != t.table_size) {
-        free(tab);
+    uint8_t *tab = NULL;
+    const uint8_t *tabp = NULL;
+    int trc = table_bytes(r, &t, &tabp, &tab, err);
+    if (trc) {
         free(x);
-        return h5l_err_set(err, n != t.table_size && !e2.code ? H5L_ECORRUPT : H5L_EIO,
-                           "%s: tick %llu: cannot read record table: %s", r->path, (unsigned long long)t.tick,
-                           n != t.table_size && !e2.code ? "the file ends inside it" : e2.msg);
+        return trc;
     }
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
@@ -455,7 +505,7 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * on failure: a tick that fails leaves neither records nor definitions. */
     h5l_rec_t **pend = NULL;
     size_t npend = 0, cap_pend = 0;
-    if (!rc) rc = load_table(r, &t, tab, x, maxsums, &pend, &cap_pend, &npend, err);
+    if (!rc) rc = load_table(r, &t, tabp, x, maxsums, &pend, &cap_pend, &npend, err);
     for (size_t i = 0; !rc && i < npend; i++)
         if ((rc = h5l_index_insert(r->index, pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
@@ -493,6 +543,11 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
     }
     if (r->closed) goto out;
     uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
+    /* Every frame this refresh can load lies below `end`, so it was
+     * committed, its table written, before any read below: the table
+     * window may serve them. A window kept from an earlier refresh may
+     * hold bytes read before a later tick's table was written. */
+    r->twin_len = 0;
     if (r->live && r->scan.need && end < r->scan.need) goto out; /* a torn tail not grown enough: read nothing */
     for (;;) {
         h5l_frame_t fr;
