@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-longlog clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -83,6 +83,7 @@ help:
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs native parallel HDF5 vs raw MPI-IO"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
+	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_DAEMON)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
 	@echo "make clean      remove build trees"
@@ -270,6 +271,9 @@ bench-read: all $(BUILD)/bench/mkbig $(BUILD)/bench/readvar
 
 bench-memory: all $(BUILD)/bench/mkrecords
 	@bash bench/bench_memory.sh $(BUILD)
+
+bench-longlog: all $(BUILD)/bench/bench_flushes
+	@bash bench/bench_longlog.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
