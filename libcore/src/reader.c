@@ -43,8 +43,10 @@
 #define TWIN_TICK ((uint64_t)32 << 10)    /* ticks smaller than this read their tables through: */
 #define TWIN ((size_t)256 << 10)          /* a window of the file, so one pread serves many */
 
-/* Where each rank's data of a tick lies and its segment checksums: one
- * allocation per tick. */
+/* Where each rank's data of a tick lies and its segment checksums: a view
+ * of the tick's part of the reader's pool (tx_of). All ticks share one
+ * growing array, not an allocation each: a long log of small ticks paid
+ * a malloc and its overhead per tick. */
 typedef struct tickx {
     uint32_t nranks;
     uint64_t *rstart;  /* nranks + 1: absolute start of each rank's data; [nranks] = end */
@@ -66,8 +68,12 @@ struct h5l_reader {
     h5l_schema_t schema;
     h5l_index_t *index;
     h5l_tick_info_t *ticks;
-    tickx_t **tx;
+    uint64_t *pool;   /* every tick's rstart, segbase and sums, back to back */
+    size_t pool_len, pool_cap;
+    uint64_t *txoff;  /* tick t's part starts at pool[txoff[t - 1]] */
     size_t nticks, cap_ticks;
+    h5l_rec_t **pend;       /* a tick's records, checked, before they are indexed (kept: one */
+    size_t cap_pend;        /* allocation for all ticks, not one per tick) */
     uint64_t fsize;         /* the HDF5 file's size as last seen (fstat again when a tick points past it) */
     uint8_t *twin;          /* the table window: file bytes [twin_off, twin_off + twin_len) */
     size_t twin_cap, twin_len;
@@ -218,11 +224,12 @@ void h5l_reader_close(h5l_reader_t *r)
     if (r->fd >= 0) close(r->fd);
     h5l_jscan_free(&r->scan);
     free(r->twin);
+    free(r->pend);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
-    for (size_t i = 0; i < r->nticks; i++) free(r->tx[i]);
-    free(r->tx);
+    free(r->pool);
+    free(r->txoff);
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -259,6 +266,17 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
 
 /* Decode and check the record table of tick t into pend[] (not indexed
  * yet) and fill x (rank starts, checksums). Runs under the write lock. */
+/* The view of loaded tick `tick`'s part of the pool. Under the lock. */
+static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
+{
+    tickx_t x;
+    x.nranks = r->ticks[tick - 1].nranks;
+    x.rstart = r->pool + r->txoff[tick - 1];
+    x.segbase = x.rstart + x.nranks + 1;
+    x.sums = x.segbase + x.nranks + 1;
+    return x;
+}
+
 static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x, uint64_t maxsums,
                       h5l_rec_t ***pend, size_t *cap_pend, size_t *npend, h5l_err_t *err)
 {
@@ -465,22 +483,31 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     uint64_t maxsums = t.data_size / seg + t.nranks;
     uint64_t tabsums = (t.table_size - (uint64_t)t.nranks * H5L_BLOCK_LEN) / 8;
     if (maxsums > tabsums) maxsums = tabsums;
-    size_t xbytes = sizeof(tickx_t) + (2 * ((size_t)t.nranks + 1) + (size_t)maxsums) * sizeof(uint64_t);
-    tickx_t *x = malloc(xbytes);
-    if (!x) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    x->nranks = t.nranks;
-    x->rstart = (uint64_t *)(x + 1);
-    x->segbase = x->rstart + t.nranks + 1;
-    x->sums = x->segbase + t.nranks + 1;
+    size_t xneed = 2 * ((size_t)t.nranks + 1) + (size_t)maxsums; /* pool entries at most */
     uint8_t *tab = NULL;
     const uint8_t *tabp = NULL;
     int trc = table_bytes(r, &t, &tabp, &tab, err);
-    if (trc) {
-        free(x);
-        return trc;
-    }
+    if (trc) return trc;
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
+    if (r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
+        size_t cap = r->pool_cap ? 2 * r->pool_cap : 4096;
+        if (cap < r->pool_len + xneed) cap = r->pool_len + xneed;
+        uint64_t *p = realloc(r->pool, cap * sizeof *p);
+        if (p) {
+            r->pool = p;
+            r->pool_cap = cap;
+        } else {
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        }
+    }
+    tickx_t xv = {0}, *x = &xv;
+    if (!rc) {
+        x->nranks = t.nranks;
+        x->rstart = r->pool + r->pool_len;
+        x->segbase = x->rstart + t.nranks + 1;
+        x->sums = x->segbase + t.nranks + 1;
+    }
     for (uint32_t i = 0; i < nops && !rc; i++) {
         h5l_op_t op;
         if (h5l_op_decode(&c, &op)) {
@@ -503,31 +530,33 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
                          (unsigned long long)t.tick);
     /* Check every record before indexing any, and undo the tick's schema ops
      * on failure: a tick that fails leaves neither records nor definitions. */
-    h5l_rec_t **pend = NULL;
-    size_t npend = 0, cap_pend = 0;
-    if (!rc) rc = load_table(r, &t, tabp, x, maxsums, &pend, &cap_pend, &npend, err);
+    size_t npend = 0;
+    if (!rc) rc = load_table(r, &t, tabp, x, maxsums, &r->pend, &r->cap_pend, &npend, err);
     for (size_t i = 0; !rc && i < npend; i++)
-        if ((rc = h5l_index_insert(r->index, pend[i])))
+        if ((rc = h5l_index_insert(r->index, r->pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
-    free(pend);
+    if (r->cap_pend > 4096) { /* a big tick's room is not kept for the reader's life */
+        free(r->pend);
+        r->pend = NULL;
+        r->cap_pend = 0;
+    }
     if (rc) h5l_schema_rollback(&r->schema, t.tick);
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
         h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
         if (ti) r->ticks = ti;
-        tickx_t **tx = ti ? realloc(r->tx, cap * sizeof *tx) : NULL;
-        if (tx) r->tx = tx;
+        uint64_t *tx = ti ? realloc(r->txoff, cap * sizeof *tx) : NULL;
+        if (tx) r->txoff = tx;
         if (!ti || !tx) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         else r->cap_ticks = cap;
     }
     if (!rc) { /* the tick becomes visible here */
-        r->tx[r->nticks] = x;
+        r->txoff[r->nticks] = r->pool_len;
+        r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
         r->ticks[r->nticks++] = t;
-        x = NULL;
     }
     pthread_rwlock_unlock(&r->lock);
     free(tab);
-    free(x);
     return rc;
 }
 
@@ -763,9 +792,9 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
                     h5l_err_t *err)
 {
     if (n == 0) return H5L_OK;
-    if (tick < 1 || tick > r->nticks || rank >= r->tx[tick - 1]->nranks)
+    if (tick < 1 || tick > r->nticks || rank >= r->ticks[tick - 1].nranks)
         return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick, rank);
-    const tickx_t *x = r->tx[tick - 1];
+    const tickx_t xv = tx_of(r, tick), *x = &xv;
     uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
     if (off < rs || n > re - off)
         return h5l_err_set(err, H5L_EINVAL, "%s: read [%llu, +%zu) outside the data of tick %llu rank %u", r->path,
@@ -865,7 +894,7 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded", r->path, (unsigned long long)tick);
         goto out;
     }
-    const tickx_t *x = r->tx[tick - 1];
+    const tickx_t xv = tx_of(r, tick), *x = &xv;
     size_t cap = (size_t)1 << r->seglog;
     uint8_t *buf = malloc(cap);
     if (!buf) {
