@@ -37,7 +37,7 @@ H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' lib
 H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
 H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 
-CORE_MODS := error codec format journal schema box index drop reader
+CORE_MODS := error codec fdio format journal schema box index drop reader
 LIB_MODS := h5type anchor writer canon
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -86,6 +86,7 @@ help:
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
 	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build"
+	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_DAEMON)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -300,6 +301,8 @@ $(HOOKS_DAEMON): $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(BUILD)/libh5log.a
 	$(CC) $(LDFLAGS) -o $@ $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(LINK_LIB) $(FUSE_LIBS)
 bench-scale: all $(BUILD)/bench/live_many $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
+bench-longlog: all $(BUILD)/bench/bench_flushes
+	@bash bench/bench_longlog.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -14,6 +14,7 @@
 #include "h5log_reader.h"
 #include "codec.h"
 #include "format.h"
+#include "fdio.h"
 #include "journal.h"
 
 static const char *type_name(h5l_type_t t)
@@ -89,7 +90,7 @@ static void print_records(h5l_reader_t *r, const h5l_tick_info_t *t)
 {
     int fd = open(h5l_reader_path(r), O_RDONLY);
     uint8_t *tab = malloc(t->table_size ? t->table_size : 1);
-    if (fd < 0 || !tab || h5l_pread_full(fd, tab, t->table_size, t->table_off) != (ssize_t)t->table_size) {
+    if (fd < 0 || !tab || h5l_fd_read_all(fd, tab, t->table_size, t->table_off, NULL, NULL)) {
         printf("    (cannot read record table)\n");
         goto out;
     }

@@ -37,6 +37,7 @@
 #include "h5log_reader.h"
 #include "anchor.h"
 #include "codec.h"
+#include "fdio.h"
 #include "format.h"
 #include "journal.h"
 
@@ -63,10 +64,9 @@ static int slurp(const char *path, uint64_t n, h5l_buf_t *b)
         fprintf(stderr, "h5logrecover: out of memory (%llu bytes of journal)\n", (unsigned long long)n);
         rc = -1;
     } else {
-        ssize_t got = h5l_pread_full(fd, b->p, n, 0);
-        if (got < 0 || (uint64_t)got != n) {
-            fprintf(stderr, "h5logrecover: %s: reading its journal: %s\n", path,
-                    got < 0 ? strerror((int)-got) : "shorter than what was read before");
+        h5l_err_t e = {0};
+        if (h5l_fd_read_all(fd, b->p, (size_t)n, 0, path, &e) != H5L_OK) {
+            fprintf(stderr, "h5logrecover: reading its journal: %s\n", e.msg);
             rc = -1;
         } else {
             b->len = n;
@@ -106,7 +106,7 @@ static int finalize_closed(const char *path, h5l_reader_t *r)
     uint8_t b[H5L_UB_LEN];
     h5l_ub_t ub;
     h5l_err_t e = {0};
-    int bad = fd < 0 || h5l_pread_full(fd, b, sizeof b, 0) != (ssize_t)sizeof b ||
+    int bad = fd < 0 || h5l_fd_read_all(fd, b, sizeof b, 0, path, &e) != H5L_OK ||
               h5l_ub_decode(b, &ub, path, &e) != H5L_OK;
     if (fd >= 0) close(fd);
     if (bad) {

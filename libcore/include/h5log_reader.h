@@ -55,7 +55,6 @@ typedef struct h5l_obj {
     uint64_t *chunk;    /* ndims: chunk shape or index slab shape */
     void *fill;         /* type.size bytes: what unwritten elements read as */
     int fill_mode;      /* H5L_FILL_DEFAULT, H5L_FILL_USER or H5L_FILL_NONE */
-    uint32_t pnext_;    /* internal: path-index chain */
 } h5l_obj_t;
 
 typedef struct h5l_dimlen {
@@ -79,12 +78,15 @@ typedef struct h5l_attr {
     uint64_t tick;  /* tick that set it */
 } h5l_attr_t;
 
+/* The schema's name indexes: opaque, owned by the schema. */
+struct h5l_schema_ix;
+
 /* All definitions ever made, stamped with the tick that made them. */
 typedef struct h5l_schema {
     h5l_obj_t *objs;   size_t nobjs, cap_objs;
     h5l_dim_t *dims;   size_t ndims, cap_dims;
     h5l_attr_t *attrs; size_t nattrs, cap_attrs; /* definition order */
-    uint32_t *pbucket_; size_t npbucket_;         /* internal: path index */
+    struct h5l_schema_ix *index;                  /* names to ids (opaque) */
 } h5l_schema_t;
 
 /* Length of dimension dimid as of tick (0 if defined later). */

@@ -45,6 +45,7 @@
 #include <hdf5.h>
 
 #include "canon.h"
+#include "fdio.h"
 #include "h5type.h"
 #include "journal.h"
 
@@ -188,13 +189,13 @@ static herr_t v_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, si
     (void)dxpl;
     vfile_t *v = (vfile_t *)file;
     if (addr == HADDR_UNDEF || addr > VFD_MAXADDR || size > VFD_MAXADDR - addr) return -1;
-    ssize_t got = h5l_pread_full(v->fd, buf, size, addr);
-    if (got < 0) {
-        vio_note(v->io, (int)-got, "reading", addr, size);
+    size_t got;
+    if (h5l_fd_read(v->fd, buf, size, addr, &got, NULL, NULL)) {
+        vio_note(v->io, errno, "reading", addr, size);
         if (!v->io->closing) return -1;
         got = 0;
     }
-    memset((uint8_t *)buf + got, 0, size - (size_t)got); /* past the end of the file: zeros, as sec2 */
+    memset((uint8_t *)buf + got, 0, size - got); /* past the end of the file: zeros, as sec2 */
     return 0;
 }
 
@@ -205,9 +206,8 @@ static herr_t v_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
     vfile_t *v = (vfile_t *)file;
     if (addr == HADDR_UNDEF || addr > VFD_MAXADDR || size > VFD_MAXADDR - addr) return -1;
     if (v->io->closing && v->io->err) return 0; /* closing after a failure: drop, let the close finish */
-    int e = h5l_pwrite_full(v->fd, buf, size, addr); /* every byte, or the errno */
-    if (e) {
-        vio_note(v->io, -e, "writing", addr, size);
+    if (h5l_fd_write(v->fd, buf, size, addr, NULL, NULL)) { /* every byte, or errno says why */
+        vio_note(v->io, errno, "writing", addr, size);
         return v->io->closing ? 0 : -1;
     }
     if (addr + size > v->eof) v->eof = addr + size;
@@ -321,9 +321,10 @@ static int write_ub(const char *path, const uint8_t id[16], h5l_err_t *err)
     h5l_ub_encode(&ub, b);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror(errno));
-    int rc = h5l_pwrite_full(fd, b, sizeof b, 0);
+    h5l_err_t e2;
+    int rc = h5l_fd_write(fd, b, sizeof b, 0, path, &e2);
     close(fd);
-    if (rc) return h5l_err_set(err, H5L_EIO, "%s: writing user block: %s", path, strerror(-rc));
+    if (rc) return h5l_err_set(err, H5L_EIO, "writing the user block: %s", e2.msg);
     return H5L_OK;
 }
 
@@ -345,13 +346,13 @@ static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, uint64_t flag
     h5l_ub_encode(&ub, closed);
     int fd = open(a->path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, H5L_EIO, "%s: marking the file closed: %s", a->path, strerror(errno));
-    int e = h5l_pwrite_full(fd, closed + 32, 32, 32);
+    int e = h5l_fd_write(fd, closed + 32, 32, 32, NULL, NULL) ? errno : 0;
     int rc = H5L_OK;
     if (e) {
-        int r = h5l_pwrite_full(fd, live + 32, 32, 32);
+        int r = h5l_fd_write(fd, live + 32, 32, 32, NULL, NULL);
         if (!r && sync) (void)fsync(fd);
         rc = h5l_err_set(err, H5L_EIO, "%s: marking the file closed in its user block failed: %s; %s", a->path,
-                         strerror(-e),
+                         strerror(e),
                          r ? "putting the live user block back failed too: the file cannot be opened until "
                              "bytes 32..63 are restored (its journal sidecar is intact)"
                            : "the user block is as it was (the file stays readable from its journal sidecar)");
@@ -825,12 +826,12 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
     if (!rc) rc = crc;
     if (!rc) {
         int fd = open(a->path, O_WRONLY | O_CLOEXEC);
-        int e = fd < 0 ? -errno : h5l_pwrite_full(fd, journal, jlen, joff);
-        if (!e && sync && fsync(fd) != 0) e = -errno;
+        int e = fd < 0 ? errno : h5l_fd_write(fd, journal, jlen, joff, NULL, NULL) ? errno : 0;
+        if (!e && sync && fsync(fd) != 0) e = errno;
         if (fd >= 0) close(fd);
         if (e)
             rc = h5l_err_set(err, H5L_EIO, "%s: embedding the journal (%zu bytes at %llu) failed: %s", a->path, jlen,
-                             (unsigned long long)joff, strerror(-e));
+                             (unsigned long long)joff, strerror(e));
     }
     /* the commit point of close: after it the file is self-contained.
      * Without sync the order still holds for every reader on this node

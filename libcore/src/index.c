@@ -44,9 +44,17 @@ typedef struct went {
     uint32_t box;
 } went_t;
 
+/* Buckets live in the arena; their first entries (two records, or one
+ * coarse entry) inline: most chunks of a long log of rows are touched by
+ * one record, and a calloc for the bucket and another for its list cost a
+ * chunk 96 bytes and two mallocs. */
 typedef struct bucket {
-    void *ents; /* h5l_rec_t * (the fine grid) or went_t (coarse grids) */
+    void *ents; /* h5l_rec_t * (the fine grid) or went_t (coarse grids): inl, or malloc'd */
     uint32_t n, cap;
+    union {
+        h5l_rec_t *rec[2];
+        went_t went;
+    } inl;
     uint64_t coord[]; /* ndims */
 } bucket_t;
 
@@ -86,11 +94,8 @@ h5l_index_t *h5l_index_new(void) { return calloc(1, sizeof(h5l_index_t)); }
 static void grid_free(grid_t *g)
 {
     for (size_t s = 0; s < g->nslots; s++) {
-        if (g->slots[s]) {
-            free(g->slots[s]->ents);
-            free(g->slots[s]);
-        }
-    }
+        if (g->slots[s] && g->slots[s]->ents != &g->slots[s]->inl) free(g->slots[s]->ents);
+    } /* the buckets themselves are the arena's */
     free(g->slots);
 }
 
@@ -232,8 +237,11 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
     size_t i = find_slot(g, nd, coord);
     bucket_t *b = g->slots[i];
     if (!b) {
-        b = calloc(1, sizeof *b + nd * sizeof *coord);
+        b = arena_alloc(x, sizeof *b + nd * sizeof *coord);
         if (!b) return H5L_ENOMEM;
+        b->ents = &b->inl;
+        b->n = 0;
+        b->cap = (uint32_t)(sizeof b->inl / g->esize);
         memcpy(b->coord, coord, nd * sizeof *coord);
         /* a bucket (chunk, or coarse cell) met for the first time: the
          * set of chunks with data may have grown at this record's tick
@@ -243,10 +251,7 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
             if (x->nbirths == x->capbirths) {
                 size_t cap = x->capbirths ? x->capbirths * 2 : 64;
                 uint64_t *t = realloc(x->births, cap * sizeof *t);
-                if (!t) {
-                    free(b);
-                    return H5L_ENOMEM;
-                }
+                if (!t) return H5L_ENOMEM; /* b stays in the arena, unlisted */
                 x->mem += (cap - x->capbirths) * sizeof *t;
                 x->births = t;
                 x->capbirths = cap;
@@ -255,15 +260,16 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
         }
         g->slots[i] = b;
         g->nused++;
-        x->mem += sizeof *b + nd * sizeof *coord;
     }
     if (g->esize == sizeof(h5l_rec_t *) && b->n && ((h5l_rec_t **)b->ents)[b->n - 1] == *(h5l_rec_t *const *)e)
         return H5L_OK;
     if (b->n == b->cap) {
-        uint32_t cap = b->cap ? b->cap * 2 : 2;
-        void *r = realloc(b->ents, cap * g->esize);
+        uint32_t cap = b->cap * 2;
+        int inl = b->ents == &b->inl;
+        void *r = realloc(inl ? NULL : b->ents, cap * g->esize);
         if (!r) return H5L_ENOMEM;
-        x->mem += (cap - b->cap) * g->esize;
+        if (inl) memcpy(r, &b->inl, b->n * g->esize);
+        x->mem += (inl ? cap : cap - b->cap) * g->esize;
         b->ents = r;
         b->cap = cap;
     }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "fdio.h"
 #include "format.h"
 
 #define WINDOW ((size_t)1 << 20) /* journal bytes read at once */
@@ -60,15 +61,16 @@ static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t en
         s->buf = b;
         s->cap = want;
     }
-    ssize_t got = h5l_pread_full(s->fd, s->buf, want, s->base + pos);
-    if (got < (ssize_t)n) {
+    size_t got;
+    h5l_err_t e2;
+    if (h5l_fd_read(s->fd, s->buf, want, s->base + pos, &got, s->what, &e2) || got < n) {
         s->wlen = 0;
         h5l_err_set(err, H5L_EIO, "%s: reading the journal at %llu: %s", s->what, (unsigned long long)pos,
-                    got < 0 ? strerror((int)-got) : "file shrank");
+                    got < n && !e2.code ? "file shrank" : e2.msg);
         return NULL;
     }
     s->wpos = pos;
-    s->wlen = (size_t)got;
+    s->wlen = got;
     return s->buf;
 }
 
@@ -157,39 +159,6 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
     return 1;
 }
 
-int h5l_pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (w == 0) return -ENOSPC; /* no progress: the device is full */
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
-ssize_t h5l_pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-    uint8_t *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, p + got, n - got, (off_t)(off + got));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns,
                        uint32_t seglog, int *fd, h5l_buf_t *copy, h5l_err_t *err)
 {
@@ -200,10 +169,10 @@ int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns
     memcpy(h.id, id, 16);
     uint8_t hdr[H5L_JHDR_LEN];
     h5l_jhdr_encode(&h, hdr);
-    int rc = h5l_pwrite_full(d, hdr, sizeof hdr, 0);
-    if (rc) {
+    h5l_err_t e2;
+    if (h5l_fd_write(d, hdr, sizeof hdr, 0, path, &e2)) {
         close(d);
-        return h5l_err_set(err, H5L_EIO, "%s: cannot write journal header: %s", path, strerror(-rc));
+        return h5l_err_set(err, H5L_EIO, "cannot write the journal header: %s", e2.msg);
     }
     if (copy) {
         h5l_buf_put(copy, hdr, sizeof hdr);
@@ -224,13 +193,14 @@ int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sy
         copy->oom = 0;
         return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory keeping a journal record", what);
     }
-    /* One write per frame (h5l_pwrite_full loops only on short writes): a
+    /* One write per frame (h5l_fd_write loops only on short writes): a
      * reader sees a prefix (torn, waited for) or the whole frame. */
-    int e = h5l_pwrite_full(fd, frame, n, *off);
-    if (!e && sync && fdatasync(fd) != 0) e = -errno;
+    h5l_err_t e2 = {0};
+    int e = h5l_fd_write(fd, frame, n, *off, what, &e2) ? errno : 0;
+    if (!e && sync && fdatasync(fd) != 0) e = errno;
     if (e)
         return h5l_err_set(err, H5L_EIO, "%s: journal append of %zu bytes at %llu failed: %s", what, n,
-                           (unsigned long long)*off, strerror(-e));
+                           (unsigned long long)*off, strerror(e));
     if (copy) h5l_buf_put(copy, frame, n);
     *off += n;
     return H5L_OK;

@@ -76,11 +76,4 @@ int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
 int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync,
                       const char *what, h5l_buf_t *copy, h5l_err_t *err);
 
-/* Write all of buf at off, retrying short writes. 0 or -errno (a write that
- * makes no progress is -ENOSPC). */
-int h5l_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
-/* Read up to n bytes at off, retrying short reads; returns bytes read
- * (less than n only at end of file) or -errno. */
-ssize_t h5l_pread_full(int fd, void *buf, size_t n, uint64_t off);
-
 #endif

@@ -31,6 +31,7 @@
 #include "box.h"
 #include "codec.h"
 #include "drop.h"
+#include "fdio.h"
 #include "format.h"
 #include "index.h"
 #include "journal.h"
@@ -38,9 +39,14 @@
 
 #define SPAN_MAX (4u << 20)          /* read a record's span at once up to this size */
 #define TABLE_MAX ((uint64_t)1 << 30) /* largest record table a reader loads */
+#define HOLE_CHECK_MIN ((uint64_t)64 << 10) /* tables from this size are checked for holes first */
+#define TWIN_TICK ((uint64_t)32 << 10)    /* ticks smaller than this read their tables through: */
+#define TWIN ((size_t)256 << 10)          /* a window of the file, so one pread serves many */
 
-/* Where each rank's data of a tick lies and its segment checksums: one
- * allocation per tick. */
+/* Where each rank's data of a tick lies and its segment checksums: a view
+ * of the tick's part of the reader's pool (tx_of). All ticks share one
+ * growing array, not an allocation each: a long log of small ticks paid
+ * a malloc and its overhead per tick. */
 typedef struct tickx {
     uint32_t nranks;
     uint64_t *rstart;  /* nranks + 1: absolute start of each rank's data; [nranks] = end */
@@ -62,8 +68,16 @@ struct h5l_reader {
     h5l_schema_t schema;
     h5l_index_t *index;
     h5l_tick_info_t *ticks;
-    tickx_t **tx;
+    uint64_t *pool;   /* every tick's rstart, segbase and sums, back to back */
+    size_t pool_len, pool_cap;
+    uint64_t *txoff;  /* tick t's part starts at pool[txoff[t - 1]] */
     size_t nticks, cap_ticks;
+    h5l_rec_t **pend;       /* a tick's records, checked, before they are indexed (kept: one */
+    size_t cap_pend;        /* allocation for all ticks, not one per tick) */
+    uint64_t fsize;         /* the HDF5 file's size as last seen (fstat again when a tick points past it) */
+    uint8_t *twin;          /* the table window: file bytes [twin_off, twin_off + twin_len) */
+    size_t twin_cap, twin_len;
+    uint64_t twin_off;
     int closed;
     int failed;
     uint64_t damaged_tick; /* the tick that failed to load (0: none, or not a tick) */
@@ -85,9 +99,10 @@ static uint64_t file_size(int fd)
 static int read_ub(int fd, const char *path, h5l_ub_t *ub, h5l_err_t *err)
 {
     uint8_t b[H5L_UB_LEN];
-    ssize_t n = h5l_pread_full(fd, b, sizeof b, 0);
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
-    if (n < (ssize_t)sizeof b)
+    size_t n;
+    int rc = h5l_fd_read(fd, b, sizeof b, 0, &n, path, err);
+    if (rc) return rc;
+    if (n < sizeof b)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
     return h5l_ub_decode(b, ub, path, err);
 }
@@ -97,9 +112,10 @@ int h5l_probe(const char *path, h5l_err_t *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return h5l_err_set(err, errno == ENOENT ? H5L_ENOTFOUND : H5L_EIO, "%s: %s", path, strerror(errno));
     uint8_t m[8];
-    ssize_t n = h5l_pread_full(fd, m, sizeof m, 0);
+    size_t n;
+    int rc = h5l_fd_read(fd, m, sizeof m, 0, &n, path, err);
     close(fd);
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", path, strerror((int)-n));
+    if (rc) return rc;
     if (n < 8 || memcmp(m, h5l_ub_magic, 8) != 0)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file", path);
     return H5L_OK;
@@ -145,13 +161,14 @@ static int attach_journal(h5l_reader_t *r, h5l_err_t *err)
 static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
 {
     uint8_t b[H5L_JHDR_LEN];
-    ssize_t n = h5l_pread_full(r->jfd, b, sizeof b, r->jbase);
     const char *what = r->live ? r->jpath : r->path;
-    if (n < 0) return h5l_err_set(err, H5L_EIO, "%s: %s", what, strerror((int)-n));
-    if (n < (ssize_t)sizeof b)
+    size_t n;
+    int rc = h5l_fd_read(r->jfd, b, sizeof b, r->jbase, &n, what, err);
+    if (rc) return rc;
+    if (n < sizeof b)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal shorter than its header", what);
     h5l_jhdr_t h;
-    int rc = h5l_jhdr_decode(b, &h, what, err);
+    rc = h5l_jhdr_decode(b, &h, what, err);
     if (rc) return rc;
     if (memcmp(h.id, r->id, 16) != 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal belongs to another file (identity mismatch)", what);
@@ -206,11 +223,13 @@ void h5l_reader_close(h5l_reader_t *r)
     if (r->jfd >= 0 && r->jfd != r->fd) close(r->jfd);
     if (r->fd >= 0) close(r->fd);
     h5l_jscan_free(&r->scan);
+    free(r->twin);
+    free(r->pend);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
-    for (size_t i = 0; i < r->nticks; i++) free(r->tx[i]);
-    free(r->tx);
+    free(r->pool);
+    free(r->txoff);
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -247,6 +266,17 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
 
 /* Decode and check the record table of tick t into pend[] (not indexed
  * yet) and fill x (rank starts, checksums). Runs under the write lock. */
+/* The view of loaded tick `tick`'s part of the pool. Under the lock. */
+static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
+{
+    tickx_t x;
+    x.nranks = r->ticks[tick - 1].nranks;
+    x.rstart = r->pool + r->txoff[tick - 1];
+    x.segbase = x.rstart + x.nranks + 1;
+    x.sums = x.segbase + x.nranks + 1;
+    return x;
+}
+
 static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x, uint64_t maxsums,
                       h5l_rec_t ***pend, size_t *cap_pend, size_t *npend, h5l_err_t *err)
 {
@@ -361,6 +391,47 @@ static int table_hole(int fd, uint64_t off, uint64_t len, uint64_t *at)
     return 0;
 }
 
+/* The record table of tick t (inside the file, sizes checked): *p points
+ * at it, in the table window or in *own (the caller frees it). A long log
+ * of small ticks has its tables a few hundred bytes apart: one pread of the
+ * window serves hundreds of ticks instead of one pread each. Called under
+ * refresh_mu only (the window is the refresh's). */
+static int table_bytes(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t **p, uint8_t **own, h5l_err_t *err)
+{
+    uint64_t off = t->table_off, n = t->table_size;
+    *own = NULL;
+    if (off >= r->twin_off && n <= r->twin_len && off - r->twin_off <= r->twin_len - n) {
+        *p = r->twin + (off - r->twin_off);
+        return H5L_OK;
+    }
+    int win = t->data_size + n < TWIN_TICK;
+    size_t want = win ? TWIN : (size_t)n;
+    if (win && r->fsize - off < want) want = (size_t)(r->fsize - off); /* the file holds [off, off + n) */
+    uint8_t *b;
+    if (win) {
+        if (!r->twin && !(r->twin = malloc(TWIN)))
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        r->twin_len = 0;
+        b = r->twin;
+    } else if (!(b = *own = malloc(n ? (size_t)n : 1))) {
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    }
+    size_t got;
+    h5l_err_t e2 = {0};
+    if (h5l_fd_read(r->fd, b, want, off, &got, r->path, &e2) || got < n) {
+        free(*own);
+        *own = NULL;
+        return h5l_err_set(err, e2.code ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table: %s",
+                           r->path, (unsigned long long)t->tick, e2.code ? e2.msg : "the file ends inside it");
+    }
+    if (win) {
+        r->twin_off = off;
+        r->twin_len = got;
+    }
+    *p = b;
+    return H5L_OK;
+}
+
 static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
 {
     h5l_cur_t c = h5l_cur(payload, len);
@@ -371,7 +442,10 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (t.tick != r->nticks + 1 || t.nranks == 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path,
                            (unsigned long long)t.tick, r->nticks);
-    uint64_t fsize = file_size(r->fd);
+    /* the size is looked up again only when a tick points past what we saw:
+     * one fstat per tick was a third of the time of opening a long log */
+    if (t.data_off + t.data_size > r->fsize || t.table_off + t.table_size > r->fsize) r->fsize = file_size(r->fd);
+    uint64_t fsize = r->fsize;
     if (t.data_off + t.data_size > fsize || t.data_off + t.data_size < t.data_off ||
         t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)",
@@ -392,7 +466,12 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * (bytes never written, read as zeros; a real table never has 64 zero
      * bytes in a row) is refused before it is allocated and read. */
     uint64_t hole;
-    if (table_hole(r->fd, t.table_off, t.table_size, &hole))
+    /* Only a table that would cost an allocation worth avoiding is looked
+     * for holes: SEEK_HOLE may walk the file from the table to the next
+     * hole (tmpfs: page by page to the end), once per tick made opening a
+     * long log quadratic. A smaller table over a hole is read, and its
+     * zeros fail the block checksum. */
+    if (t.table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t.table_off, t.table_size, &hole))
         return h5l_err_set(err, H5L_ECORRUPT,
                            "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)",
                            r->path, (unsigned long long)t.tick, (unsigned long long)t.table_off,
@@ -404,27 +483,31 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     uint64_t maxsums = t.data_size / seg + t.nranks;
     uint64_t tabsums = (t.table_size - (uint64_t)t.nranks * H5L_BLOCK_LEN) / 8;
     if (maxsums > tabsums) maxsums = tabsums;
-    size_t xbytes = sizeof(tickx_t) + (2 * ((size_t)t.nranks + 1) + (size_t)maxsums) * sizeof(uint64_t);
-    tickx_t *x = malloc(xbytes);
-    uint8_t *tab = malloc(t.table_size ? t.table_size : 1);
-    if (!tab || !x) {
-        free(tab);
-        free(x);
-        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    }
-    x->nranks = t.nranks;
-    x->rstart = (uint64_t *)(x + 1);
-    x->segbase = x->rstart + t.nranks + 1;
-    x->sums = x->segbase + t.nranks + 1;
-    ssize_t n = h5l_pread_full(r->fd, tab, t.table_size, t.table_off);
-    if (n != (ssize_t)t.table_size) {
-        free(tab);
-        free(x);
-        return h5l_err_set(err, n < 0 ? H5L_EIO : H5L_ECORRUPT, "%s: tick %llu: cannot read record table",
-                           r->path, (unsigned long long)t.tick);
-    }
+    size_t xneed = 2 * ((size_t)t.nranks + 1) + (size_t)maxsums; /* pool entries at most */
+    uint8_t *tab = NULL;
+    const uint8_t *tabp = NULL;
+    int trc = table_bytes(r, &t, &tabp, &tab, err);
+    if (trc) return trc;
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
+    if (r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
+        size_t cap = r->pool_cap ? 2 * r->pool_cap : 4096;
+        if (cap < r->pool_len + xneed) cap = r->pool_len + xneed;
+        uint64_t *p = realloc(r->pool, cap * sizeof *p);
+        if (p) {
+            r->pool = p;
+            r->pool_cap = cap;
+        } else {
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        }
+    }
+    tickx_t xv = {0}, *x = &xv;
+    if (!rc) {
+        x->nranks = t.nranks;
+        x->rstart = r->pool + r->pool_len;
+        x->segbase = x->rstart + t.nranks + 1;
+        x->sums = x->segbase + t.nranks + 1;
+    }
     for (uint32_t i = 0; i < nops && !rc; i++) {
         h5l_op_t op;
         if (h5l_op_decode(&c, &op)) {
@@ -447,31 +530,33 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
                          (unsigned long long)t.tick);
     /* Check every record before indexing any, and undo the tick's schema ops
      * on failure: a tick that fails leaves neither records nor definitions. */
-    h5l_rec_t **pend = NULL;
-    size_t npend = 0, cap_pend = 0;
-    if (!rc) rc = load_table(r, &t, tab, x, maxsums, &pend, &cap_pend, &npend, err);
+    size_t npend = 0;
+    if (!rc) rc = load_table(r, &t, tabp, x, maxsums, &r->pend, &r->cap_pend, &npend, err);
     for (size_t i = 0; !rc && i < npend; i++)
-        if ((rc = h5l_index_insert(r->index, pend[i])))
+        if ((rc = h5l_index_insert(r->index, r->pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
-    free(pend);
+    if (r->cap_pend > 4096) { /* a big tick's room is not kept for the reader's life */
+        free(r->pend);
+        r->pend = NULL;
+        r->cap_pend = 0;
+    }
     if (rc) h5l_schema_rollback(&r->schema, t.tick);
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
         h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
         if (ti) r->ticks = ti;
-        tickx_t **tx = ti ? realloc(r->tx, cap * sizeof *tx) : NULL;
-        if (tx) r->tx = tx;
+        uint64_t *tx = ti ? realloc(r->txoff, cap * sizeof *tx) : NULL;
+        if (tx) r->txoff = tx;
         if (!ti || !tx) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         else r->cap_ticks = cap;
     }
     if (!rc) { /* the tick becomes visible here */
-        r->tx[r->nticks] = x;
+        r->txoff[r->nticks] = r->pool_len;
+        r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
         r->ticks[r->nticks++] = t;
-        x = NULL;
     }
     pthread_rwlock_unlock(&r->lock);
     free(tab);
-    free(x);
     return rc;
 }
 
@@ -487,6 +572,11 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
     }
     if (r->closed) goto out;
     uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
+    /* Every frame this refresh can load lies below `end`, so it was
+     * committed, its table written, before any read below: the table
+     * window may serve them. A window kept from an earlier refresh may
+     * hold bytes read before a later tick's table was written. */
+    r->twin_len = 0;
     if (r->live && r->scan.need && end < r->scan.need) goto out; /* a torn tail not grown enough: read nothing */
     for (;;) {
         h5l_frame_t fr;
@@ -670,10 +760,19 @@ static int seg_mismatch(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t 
                        (unsigned long long)tick, rank, (unsigned long long)off, (unsigned long long)(off + len));
 }
 
-static int seg_read_err(h5l_reader_t *r, uint64_t off, ssize_t got, h5l_err_t *err)
+/* Read exactly n log bytes at off: H5L_OK or H5L_EIO (a read error, or a
+ * file truncated under us). */
+static int seg_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off, h5l_err_t *err)
 {
-    return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: %s", r->path, (unsigned long long)off,
-                       got < 0 ? strerror((int)-got) : "file truncated");
+    size_t got;
+    h5l_err_t e2;
+    if (h5l_fd_read(r->fd, buf, n, off, &got, r->path, &e2))
+        return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: %s", r->path, (unsigned long long)off,
+                           strerror(errno));
+    if (got != n)
+        return h5l_err_set(err, H5L_EIO, "%s: reading log data at %llu: file truncated", r->path,
+                           (unsigned long long)off);
+    return H5L_OK;
 }
 
 /* Segment j of (tick, rank) — absolute offset *off, length *len — and its
@@ -693,9 +792,9 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
                     h5l_err_t *err)
 {
     if (n == 0) return H5L_OK;
-    if (tick < 1 || tick > r->nticks || rank >= r->tx[tick - 1]->nranks)
+    if (tick < 1 || tick > r->nticks || rank >= r->ticks[tick - 1].nranks)
         return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick, rank);
-    const tickx_t *x = r->tx[tick - 1];
+    const tickx_t xv = tx_of(r, tick), *x = &xv;
     uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
     if (off < rs || n > re - off)
         return h5l_err_set(err, H5L_EINVAL, "%s: read [%llu, +%zu) outside the data of tick %llu rank %u", r->path,
@@ -717,8 +816,8 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
                 run += l2;
                 k++;
             }
-            ssize_t got = h5l_pread_full(r->fd, dst + (so - off), (size_t)run, so);
-            if (got != (ssize_t)run) return seg_read_err(r, so, got, err);
+            int e = seg_pread(r, dst + (so - off), (size_t)run, so, err);
+            if (e) return e;
             count_read(r, so, run);
             for (uint64_t q = j; q <= k; q++) {
                 uint64_t o2, l2;
@@ -753,10 +852,10 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
             } else if (!(buf = tmp = malloc((size_t)sl))) {
                 return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
             }
-            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
-            if (got != (ssize_t)sl) {
+            int ioe = seg_pread(r, buf, (size_t)sl, so, err);
+            if (ioe) {
                 free(tmp);
-                return seg_read_err(r, so, got, err);
+                return ioe;
             }
             count_read(r, so, sl);
             if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
@@ -795,7 +894,7 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded", r->path, (unsigned long long)tick);
         goto out;
     }
-    const tickx_t *x = r->tx[tick - 1];
+    const tickx_t xv = tx_of(r, tick), *x = &xv;
     size_t cap = (size_t)1 << r->seglog;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -808,11 +907,7 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         for (uint64_t j = 0; j < nseg; j++) {
             uint64_t so, sl;
             uint64_t sum = seg_of(r, x, rank, j, &so, &sl);
-            ssize_t got = h5l_pread_full(r->fd, buf, (size_t)sl, so);
-            if (got != (ssize_t)sl) {
-                rc = seg_read_err(r, so, got, err);
-                break;
-            }
+            if ((rc = seg_pread(r, buf, (size_t)sl, so, err))) break;
             if (h5l_hash(buf, (size_t)sl, h5l_seg_seed(r->seed, tick, rank, j)) != sum) {
                 if (!(*bad)++) seg_mismatch(r, tick, rank, so, sl, &first);
             }

@@ -15,14 +15,14 @@
 
 
 #define PNONE UINT32_MAX
-#define IX_HDR 2
+#define IX_HDR 3
 
 /* Name indexes, so that no op costs a scan of everything defined before it
  * (a frame of a few megabytes holds 10^5 DIM or ATTR ops; a scan each made
- * loading it take minutes). One block at s->pbucket_, npbucket_ = nb chain
+ * loading it take minutes). One block at s->index (its w[]), nb chain
  * heads per table (a power of two, at least twice every count):
- *   [0], [1]      the dims and attrs capacities it was built for
- *   obj[nb]       objects by path (links: objs[i].pnext_)
+ *   [0], [1], [2] the dims, attrs and objs capacities it was built for
+ *   obj[nb]       objects by path (links: onext)
  *   dim[nb]       dimensions by name (links: dnext)
  *   attr[nb]      attributes by (object, name) (links: anext)
  *   dnext[dcap], anext[acap]
@@ -31,14 +31,19 @@
  * Chains hold the newest first, so the newest version of a name is found
  * first and the newest definition (the one rollback removes) heads its
  * chain. */
+struct h5l_schema_ix { /* opaque in h5log_reader.h */
+    size_t nb;
+    uint32_t w[];
+};
+
 typedef struct ix {
-    uint32_t *obj, *dim, *attr, *dnext, *anext, *later, *earlier;
+    uint32_t *obj, *dim, *attr, *dnext, *anext, *later, *earlier, *onext;
 } ix_t;
 
 static ix_t ix_of(const h5l_schema_t *s)
 {
-    uint32_t *b = s->pbucket_;
-    size_t nb = s->npbucket_;
+    uint32_t *b = s->index->w;
+    size_t nb = s->index->nb;
     ix_t x;
     x.obj = b + IX_HDR;
     x.dim = x.obj + nb;
@@ -47,22 +52,25 @@ static ix_t ix_of(const h5l_schema_t *s)
     x.anext = x.dnext + b[0];
     x.later = x.anext + b[1];
     x.earlier = x.later + b[1];
+    x.onext = x.earlier + b[1];
     return x;
 }
 
+static size_t nbuckets(const h5l_schema_t *s) { return s->index ? s->index->nb : 0; }
+
 static size_t pslot(const h5l_schema_t *s, const char *path)
 {
-    return (size_t)XXH3_64bits(path, strlen(path)) & (s->npbucket_ - 1);
+    return (size_t)XXH3_64bits(path, strlen(path)) & (nbuckets(s) - 1);
 }
 
 static size_t dslot(const h5l_schema_t *s, const char *name)
 {
-    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 1) & (s->npbucket_ - 1);
+    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 1) & (nbuckets(s) - 1);
 }
 
 static size_t aslot(const h5l_schema_t *s, uint32_t objid, const char *name)
 {
-    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 2 + (uint64_t)objid) & (s->npbucket_ - 1);
+    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 2 + (uint64_t)objid) & (nbuckets(s) - 1);
 }
 
 /* The newest attribute of (objid, name), or PNONE. */
@@ -76,7 +84,7 @@ static uint32_t attr_latest(const h5l_schema_t *s, const ix_t *x, uint32_t objid
 static void ix_add_obj(h5l_schema_t *s, const ix_t *x, size_t id)
 {
     size_t k = pslot(s, s->objs[id].path);
-    s->objs[id].pnext_ = x->obj[k];
+    x->onext[id] = x->obj[k];
     x->obj[k] = (uint32_t)id;
 }
 
@@ -106,21 +114,25 @@ static int ix_fit(h5l_schema_t *s)
 {
     size_t most = s->nobjs > s->ndims ? s->nobjs : s->ndims;
     if (s->nattrs > most) most = s->nattrs;
-    if (s->pbucket_ && 2 * (most + 1) <= s->npbucket_ && s->pbucket_[0] == s->cap_dims &&
-        s->pbucket_[1] == s->cap_attrs)
+    const struct h5l_schema_ix *old = s->index;
+    if (old && 2 * (most + 1) <= old->nb && old->w[0] == s->cap_dims && old->w[1] == s->cap_attrs &&
+        old->w[2] == s->cap_objs)
         return 0;
-    if (most >= PNONE / 4 || s->cap_dims >= PNONE / 4 || s->cap_attrs >= PNONE / 4) return -1;
-    size_t nb = s->npbucket_ ? s->npbucket_ : 64;
+    if (most >= PNONE / 4 || s->cap_dims >= PNONE / 4 || s->cap_attrs >= PNONE / 4 || s->cap_objs >= PNONE / 4)
+        return -1;
+    size_t nb = old ? old->nb : 64;
     while (nb < 2 * (most + 1)) nb *= 2;
-    size_t n = IX_HDR + 3 * nb + s->cap_dims + 3 * s->cap_attrs;
-    uint32_t *b = malloc(n * sizeof *b);
-    if (!b) return -1;
+    size_t n = IX_HDR + 3 * nb + s->cap_dims + 3 * s->cap_attrs + s->cap_objs;
+    struct h5l_schema_ix *ix = malloc(sizeof *ix + n * sizeof(uint32_t));
+    if (!ix) return -1;
+    uint32_t *b = ix->w;
     for (size_t i = 0; i < n; i++) b[i] = PNONE;
     b[0] = (uint32_t)s->cap_dims;
     b[1] = (uint32_t)s->cap_attrs;
-    free(s->pbucket_);
-    s->pbucket_ = b;
-    s->npbucket_ = nb;
+    b[2] = (uint32_t)s->cap_objs;
+    ix->nb = nb;
+    free(s->index);
+    s->index = ix;
     ix_t x = ix_of(s);
     for (size_t i = 0; i < s->nobjs; i++) /* oldest first: chains end newest first */
         if (s->objs[i].kind) ix_add_obj(s, &x, i);
@@ -172,22 +184,22 @@ void h5l_schema_free(h5l_schema_t *s)
     free(s->objs);
     free(s->dims);
     free(s->attrs);
-    free(s->pbucket_);
+    free(s->index);
     memset(s, 0, sizeof *s);
 }
 
 long h5l_schema_find(const h5l_schema_t *s, const char *path)
 {
-    if (!s->npbucket_) return -1;
+    if (!s->index) return -1;
     ix_t x = ix_of(s);
-    for (uint32_t i = x.obj[pslot(s, path)]; i != PNONE; i = s->objs[i].pnext_)
+    for (uint32_t i = x.obj[pslot(s, path)]; i != PNONE; i = x.onext[i])
         if (s->objs[i].kind && strcmp(s->objs[i].path, path) == 0) return (long)i;
     return -1;
 }
 
 long h5l_schema_find_dim(const h5l_schema_t *s, const char *name)
 {
-    if (!s->npbucket_) return -1;
+    if (!s->index) return -1;
     ix_t x = ix_of(s);
     for (uint32_t i = x.dim[dslot(s, name)]; i != PNONE; i = x.dnext[i])
         if (strcmp(s->dims[i].name, name) == 0) return (long)i;
@@ -526,7 +538,7 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
     ix_t x = ix_of(s);
     while (s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
         size_t k = pslot(s, s->objs[s->nobjs - 1].path); /* the newest heads its chain */
-        if (x.obj[k] == s->nobjs - 1) x.obj[k] = s->objs[s->nobjs - 1].pnext_;
+        if (x.obj[k] == s->nobjs - 1) x.obj[k] = x.onext[s->nobjs - 1];
         h5l_obj_t *o = &s->objs[--s->nobjs];
         free(o->path);
         free(o->dimids);

@@ -26,6 +26,7 @@
 #include "codec.h"
 #include "format.h"
 #include "h5log_reader.h"
+#include "fdio.h"
 #include "journal.h"
 
 #define FZ_UNUSED __attribute__((unused)) /* each harness uses some */
@@ -116,7 +117,7 @@ static FZ_UNUSED const char *fz_path(int sidecar)
 
 static FZ_UNUSED void fz_put(int fd, const void *p, size_t n, uint64_t off)
 {
-    if (n && h5l_pwrite_full(fd, p, n, off) != 0) abort();
+    if (n && h5l_fd_write(fd, p, n, off, NULL, NULL) != H5L_OK) abort();
 }
 
 /* Write f to path: its content around its holes. */

@@ -298,8 +298,10 @@ static void test_memory_grows(void)
         if (m > prev) grew_at_buckets++;
         prev = m;
     }
-    /* each new bucket costs memory, so it grew at (nearly) every insert */
-    CHECK(grew_at_buckets >= 4999);
+    /* buckets come from the records' arena: what is held grows by whole
+     * arena blocks and hash tables, never shrinks, and (below) covers every
+     * record and bucket */
+    CHECK(grew_at_buckets >= 1);
     /* at least the buckets' record pointers and the records themselves */
     CHECK(prev - m0 >= 5000 * (sizeof(h5l_rec_t) + 2 * sizeof(uint64_t) + sizeof(void *)));
     /* many records in one chunk grow its bucket */

@@ -22,6 +22,7 @@
 
 #include "codec.h"
 #include "format.h"
+#include "fdio.h"
 #include "journal.h"
 #include "tharness.h"
 
@@ -465,10 +466,24 @@ static void test_create_append_file(void)
     CHECK(fstat(rfd, &st) == 0);
     CHECK_EQ((uint64_t)st.st_size, off);
     uint8_t *d = malloc((size_t)st.st_size);
-    CHECK_EQ(h5l_pread_full(rfd, d, (size_t)st.st_size, 0), st.st_size);
+    size_t got = 0;
+    CHECK_EQ(h5l_fd_read(rfd, d, (size_t)st.st_size, 0, &got, path, &e), H5L_OK);
+    CHECK_EQ(got, (size_t)st.st_size);
     uint8_t tmp[16];
-    CHECK_EQ(h5l_pread_full(rfd, tmp, sizeof tmp, (uint64_t)st.st_size - 4), 4);
-    CHECK_EQ(h5l_pread_full(rfd, tmp, sizeof tmp, (uint64_t)st.st_size + 100), 0);
+    CHECK_EQ(h5l_fd_read(rfd, tmp, sizeof tmp, (uint64_t)st.st_size - 4, &got, path, &e), H5L_OK);
+    CHECK_EQ(got, 4);
+    CHECK_EQ(h5l_fd_read(rfd, tmp, sizeof tmp, (uint64_t)st.st_size + 100, &got, path, &e), H5L_OK);
+    CHECK_EQ(got, 0);
+    /* one error space: H5L_EIO, the reason in the message, errno kept */
+    e.code = 0;
+    CHECK_EQ(h5l_fd_read_all(rfd, tmp, sizeof tmp, (uint64_t)st.st_size - 4, path, &e), H5L_EIO);
+    CHECK(e.code == H5L_EIO && strstr(e.msg, path) && strstr(e.msg, "ends after 4"));
+    CHECK_EQ(h5l_fd_write(rfd, tmp, 4, 0, path, &e), H5L_EIO); /* opened read-only */
+    CHECK_EQ(errno, EBADF);
+    CHECK(strstr(e.msg, path) && strstr(e.msg, strerror(EBADF)) && strstr(e.msg, "writing 4 bytes at 0"));
+    CHECK_EQ(h5l_fd_read(-1, tmp, 4, 0, &got, "nofile", &e), H5L_EIO);
+    CHECK_EQ(errno, EBADF);
+    CHECK(strstr(e.msg, "nofile: reading 4 bytes at 0"));
     h5l_jhdr_t h;
     CHECK_EQ(h5l_jhdr_decode(d, &h, path, &e), H5L_OK);
     CHECK(memcmp(h.id, ID, 16) == 0);
