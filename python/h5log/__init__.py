@@ -543,7 +543,8 @@ class File(Group):
     node crash (two syncs per flush). check_collective: each flush checks
     that the ranks made the same definitions."""
 
-    def __init__(self, path, mode="w", comm=None, buffer_limit=None, sync=False, check_collective=True):
+    def __init__(self, path, mode="w", comm=None, buffer_limit=None, sync=False, check_collective=True,
+                 finalize=True):
         self._h = None
         if mode not in ("w", "x"):
             raise ValueError(f"h5log: mode {mode!r}: libh5log only creates files (mode 'w'); read them "
@@ -560,6 +561,7 @@ class File(Group):
             opts.buffer_limit = operator.index(buffer_limit)
         opts.sync = 1 if sync else 0
         opts.check_collective = 1 if check_collective else 0
+        opts.no_finalize = 0 if finalize else 1
         h = ctypes.c_void_p()
         rc = _lib.create(os.fsencode(self.filename), handle, ctypes.byref(opts), ctypes.byref(h))
         if rc:

@@ -39,9 +39,11 @@ u64p = ctypes.POINTER(ctypes.c_uint64)
 
 
 class Opts(ctypes.Structure):
-    """h5l_opts_t (h5log.h)."""
+    """h5l_opts_t (h5log.h), field for field: h5l_opts_init writes all of it
+    (tests/e2e/test_python.py compares the size with the C compiler's)."""
     _fields_ = [("buffer_limit", ctypes.c_size_t), ("sync", ctypes.c_int),
-                ("check_collective", ctypes.c_int)]
+                ("check_collective", ctypes.c_int), ("no_finalize", ctypes.c_int),
+                ("reserved_", ctypes.c_uint64 * 8)]
 
 
 def _candidates():

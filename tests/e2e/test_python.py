@@ -440,3 +440,23 @@ def test_make_install(tmp_path, prefix):
     p = subprocess.run(["make", "--no-print-directory", "-C", REPO, "uninstall", f"DESTDIR={stage}",
                         f"PREFIX={prefix}", f"BUILD={BUILD}"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and not os.path.exists(f"{stage}{pydir}/h5log")
+
+
+def test_opts_struct_matches_the_header(tmp_path):
+    """The package's h5l_opts_t has the C compiler's size and offsets:
+    h5l_opts_init writes the whole struct, so a shorter ctypes mirror is a
+    write past its end (it was: a segfault once the header grew)."""
+    src = tmp_path / "sz.c"
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"h5log.h\"\n"
+                   "int main(void) { printf(\"%zu %zu %zu\\n\", sizeof(h5l_opts_t), "
+                   "offsetof(h5l_opts_t, no_finalize), offsetof(h5l_opts_t, reserved_)); return 0; }\n")
+    cflags = subprocess.run(["pkg-config", "--cflags", "hdf5"], capture_output=True, text=True).stdout.split()
+    exe = tmp_path / "sz"
+    subprocess.run(["cc", "-I", os.path.join(REPO, "libcore", "include"), *cflags, str(src), "-o", str(exe)],
+                   check=True, capture_output=True)
+    want = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    code = ("import ctypes, sys; sys.path.insert(0, sys.argv[1]); from h5log import _lib as L; "
+            "print(ctypes.sizeof(L.Opts), L.Opts.no_finalize.offset, L.Opts.reserved_.offset)")
+    got = subprocess.run([PY, "-c", code, PYDIR], capture_output=True, text=True, env=dict(ENV, H5LOG_BUILD=BUILD))
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == want
