@@ -135,6 +135,17 @@ void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
     h5l_buf_pad8(b);
 }
 
+int h5l_frame_hdr_decode(const uint8_t h[H5L_FRAME_LEN], uint64_t seed, h5l_frame_hdr_t *out)
+{
+    if (h5l_get_le64(h + 16) != h5l_hash(h, 16, seed)) return H5L_FRAME_BADSUM;
+    out->len = h5l_get_le32(h);
+    out->type = (uint16_t)(h[4] | (h[5] << 8));
+    out->version = (uint16_t)(h[6] | (h[7] << 8));
+    out->sum = h5l_get_le64(h + 8);
+    if (out->version != H5L_FORMAT_VERSION || out->len > H5L_FRAME_MAX) return H5L_FRAME_BADVER;
+    return H5L_FRAME_OK;
+}
+
 int h5l_type_valid(h5l_type_t t)
 {
     if (t.order > 1) return 0;

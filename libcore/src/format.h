@@ -66,6 +66,22 @@ int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
 /* Append a whole frame (header, payload, padding) to b. */
 void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
                       uint32_t len, uint64_t seed);
+/* A frame header, decoded (docs/format.md 3.2). */
+typedef struct h5l_frame_hdr {
+    uint32_t len;      /* payload bytes */
+    uint16_t type;
+    uint16_t version;
+    uint64_t sum;      /* the payload's checksum */
+} h5l_frame_hdr_t;
+
+/* Decode the H5L_FRAME_LEN header bytes at h, next to the encoder so the
+ * two cannot drift: H5L_FRAME_OK; H5L_FRAME_BADSUM if the header fails its
+ * own checksum (torn or damaged: the scanner decides which); or
+ * H5L_FRAME_BADVER for another format version or a length over
+ * H5L_FRAME_MAX (*out is filled in every case but the first failure). */
+enum { H5L_FRAME_OK = 0, H5L_FRAME_BADSUM = 1, H5L_FRAME_BADVER = 2 };
+int h5l_frame_hdr_decode(const uint8_t h[H5L_FRAME_LEN], uint64_t seed, h5l_frame_hdr_t *out);
+
 /* Bytes a frame of payload length len takes (header and padding). */
 static inline uint64_t h5l_frame_size(uint64_t len)
 {

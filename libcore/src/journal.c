@@ -126,20 +126,21 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
     if (avail < H5L_FRAME_LEN) return torn(s, pos, pos + H5L_FRAME_LEN, "short header", err);
     const uint8_t *h = jbytes(s, pos, H5L_FRAME_LEN, end, err);
     if (!h) return H5L_EIO;
-    if (h5l_get_le64(h + 16) != h5l_hash(h, 16, s->seed)) {
+    h5l_frame_hdr_t fh;
+    int hs = h5l_frame_hdr_decode(h, s->seed, &fh);
+    if (hs == H5L_FRAME_BADSUM) {
         int z = zero_tail(s, pos, end, err);
         if (z < 0) return z;
         if (z) return torn(s, pos, end + 1, "zero-filled tail", err);
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: header fails its checksum",
                            s->what, (unsigned long long)(s->base + pos));
     }
-    uint32_t len = h5l_get_le32(h);
-    uint16_t type = (uint16_t)(h[4] | (h[5] << 8));
-    uint16_t ver = (uint16_t)(h[6] | (h[7] << 8));
-    uint64_t sum = h5l_get_le64(h + 8);
-    if (ver != H5L_FORMAT_VERSION || len > H5L_FRAME_MAX)
+    if (hs == H5L_FRAME_BADVER)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: version %u, length %u",
-                           s->what, (unsigned long long)(s->base + pos), ver, len);
+                           s->what, (unsigned long long)(s->base + pos), fh.version, fh.len);
+    uint32_t len = fh.len;
+    uint16_t type = fh.type;
+    uint64_t sum = fh.sum;
     uint64_t flen = h5l_frame_size(len);
     if (flen > avail) return torn(s, pos, pos + flen, "frame not complete", err);
     const uint8_t *p = jbytes(s, pos, (size_t)flen, end, err);

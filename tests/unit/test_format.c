@@ -262,6 +262,28 @@ static void test_frame_layout(void)
         CHECK(le64(b.p + 16) == XXH3_64bits_withSeed(b.p, 16, seed));
         CHECK(len == 0 || memcmp(b.p + 24, pl, len) == 0);
         for (size_t i = 24 + len; i < b.len; i++) CHECK_EQ(b.p[i], 0);
+        /* the decoder next to the encoder reads back what was written */
+        h5l_frame_hdr_t fh;
+        CHECK_EQ(h5l_frame_hdr_decode(b.p, seed, &fh), H5L_FRAME_OK);
+        CHECK_EQ(fh.len, len);
+        CHECK_EQ(fh.type, H5L_REC_CLOSE);
+        CHECK_EQ(fh.version, 2);
+        CHECK(fh.sum == XXH3_64bits_withSeed(pl, len, seed));
+        /* any header byte changed: its own checksum fails */
+        for (int i = 0; i < 24; i++) {
+            b.p[i] ^= 0x10;
+            CHECK_EQ(h5l_frame_hdr_decode(b.p, seed, &fh), H5L_FRAME_BADSUM);
+            b.p[i] ^= 0x10;
+        }
+        CHECK_EQ(h5l_frame_hdr_decode(b.p, seed + 1, &fh), H5L_FRAME_BADSUM); /* another file's seed */
+        /* another version, or a length over the limit, with a valid header sum */
+        b.p[6] = 3;
+        h5l_put_le64(b.p + 16, XXH3_64bits_withSeed(b.p, 16, seed));
+        CHECK_EQ(h5l_frame_hdr_decode(b.p, seed, &fh), H5L_FRAME_BADVER);
+        b.p[6] = 2;
+        h5l_put_le32(b.p, H5L_FRAME_MAX + 1);
+        h5l_put_le64(b.p + 16, XXH3_64bits_withSeed(b.p, 16, seed));
+        CHECK_EQ(h5l_frame_hdr_decode(b.p, seed, &fh), H5L_FRAME_BADVER);
         h5l_buf_free(&b);
     }
 }
