@@ -36,6 +36,7 @@
 #include "cache.h"
 #include "codec.h"
 #include "format.h"
+#include "grow.h"
 #include "journal.h"
 #include "tbuf.h"
 #include <xxhash.h>
@@ -678,15 +679,7 @@ static const hfs_layout_t layout = {layout_assemble, layout_evicted};
  * index in the skeleton without taking any lock. */
 static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid)
 {
-    if (objid >= lf->ncds) {
-        size_t n = lf->ncds ? lf->ncds : 16;
-        while (n <= objid) n *= 2;
-        hfs_cds_t **t = realloc(lf->cds, n * sizeof *t);
-        if (!t) return NULL;
-        memset(t + lf->ncds, 0, (n - lf->ncds) * sizeof *t);
-        lf->cds = t;
-        lf->ncds = n;
-    }
+    if (h5l_grow((void **)&lf->cds, &lf->ncds, (size_t)objid + 1, sizeof *lf->cds)) return NULL;
     if (!lf->cds[objid]) lf->cds[objid] = hfs_cds_new(g_cache, &layout, lf);
     return lf->cds[objid];
 }

@@ -26,6 +26,7 @@
 #include <hdf5.h>
 
 #include "canon.h"
+#include "grow.h"
 
 static atomic_int g_cancel;
 void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }
@@ -137,13 +138,7 @@ typedef struct build {
 static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uint64_t blk)
 {
     hfs_skel_t *k = b->k;
-    if (k->nregions == b->cap_regions) {
-        size_t cap = b->cap_regions ? b->cap_regions * 2 : 256;
-        hfs_region_t *r = realloc(k->regions, cap * sizeof *r);
-        if (!r) return H5L_ENOMEM;
-        k->regions = r;
-        b->cap_regions = cap;
-    }
+    if (h5l_grow((void **)&k->regions, &b->cap_regions, k->nregions + 1, sizeof *k->regions)) return H5L_ENOMEM;
     k->regions[k->nregions++] = (hfs_region_t){addr, len, var, blk};
     return H5L_OK;
 }
@@ -152,13 +147,8 @@ static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uin
 static int add_coord(void *ctx, const uint64_t *coord)
 {
     build_t *b = ctx;
-    if (b->ncoords == b->capcoords) {
-        size_t cap = b->capcoords ? b->capcoords * 2 : 64;
-        uint64_t *c = realloc(b->coords, cap * b->ndims * sizeof *c);
-        if (!c) return H5L_ENOMEM;
-        b->coords = c;
-        b->capcoords = cap;
-    }
+    if (h5l_grow((void **)&b->coords, &b->capcoords, b->ncoords + 1, b->ndims * sizeof *b->coords))
+        return H5L_ENOMEM;
     memcpy(b->coords + b->ncoords++ * b->ndims, coord, b->ndims * sizeof *coord);
     return H5L_OK;
 }

@@ -45,6 +45,7 @@
 #include <hdf5.h>
 
 #include "canon.h"
+#include "grow.h"
 #include "fdio.h"
 #include "h5type.h"
 #include "journal.h"
@@ -547,13 +548,7 @@ static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, vo
     (void)info;
     names_t *l = op;
     if (strcmp(name, "_h5log") == 0) return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (!v) return -1;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (h5l_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return -1;
     if (!(l->v[l->n] = strdup(name))) return -1;
     l->n++;
     return 0;
@@ -598,13 +593,7 @@ typedef struct fvar {
 static int add_coord(void *ctx, const uint64_t *coord)
 {
     fvar_t *v = ctx;
-    if (v->ncoords == v->cap) {
-        size_t cap = v->cap ? 2 * v->cap : 64;
-        uint64_t *c = realloc(v->coords, cap * v->ndims * sizeof *c);
-        if (!c) return H5L_ENOMEM;
-        v->coords = c;
-        v->cap = cap;
-    }
+    if (h5l_grow((void **)&v->coords, &v->cap, v->ncoords + 1, v->ndims * sizeof *v->coords)) return H5L_ENOMEM;
     memcpy(v->coords + v->ncoords * v->ndims, coord, v->ndims * sizeof *coord);
     v->ncoords++;
     return 0;

@@ -25,6 +25,7 @@
  * arena of 1 MiB blocks, so a record costs its bytes and no malloc of its
  * own. */
 #include "index.h"
+#include "grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,15 +155,7 @@ int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims,
     if (ndims > H5L_MAX_DIMS) return H5L_EINVAL;
     for (uint32_t i = 0; i < ndims; i++)
         if (!chunk[i]) return H5L_EINVAL;
-    if (objid >= x->nvars) {
-        size_t n = x->nvars ? x->nvars : 16;
-        while (n <= objid) n *= 2;
-        varidx_t **v = realloc(x->vars, n * sizeof *v);
-        if (!v) return H5L_ENOMEM;
-        memset(v + x->nvars, 0, (n - x->nvars) * sizeof *v);
-        x->vars = v;
-        x->nvars = n;
-    }
+    if (h5l_grow((void **)&x->vars, &x->nvars, (size_t)objid + 1, sizeof *x->vars)) return H5L_ENOMEM;
     if (x->vars[objid]) return H5L_EINVAL;
     varidx_t *v = calloc(1, sizeof *v);
     if (!v) return H5L_ENOMEM;
@@ -437,14 +430,7 @@ static size_t tick_prefix(const bucket_t *b, size_t esize, uint64_t tick)
 
 static int grow_scratch(h5l_index_scratch_t *s, size_t need)
 {
-    if (need <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 64;
-    while (cap < need) cap *= 2;
-    h5l_rec_t **p = realloc(s->p, cap * sizeof *p);
-    if (!p) return -1;
-    s->p = p;
-    s->cap = cap;
-    return 0;
+    return h5l_grow((void **)&s->p, &s->cap, need, sizeof *s->p);
 }
 
 static int seq_cmp(const void *a, const void *b)
