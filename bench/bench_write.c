@@ -83,6 +83,8 @@ typedef struct bench {
     int verify, keep;
     int cold;           /* 1: skip warm_memory */
     int small_pages;    /* 1: the data buffer without MADV_HUGEPAGE */
+    int finalize;       /* 1: libh5log finalizes at close (its default); 0: no_finalize, the write
+                         * path alone (the finalizing cost is bench-standalone's) */
     int rank, nranks;
     char path[4096];
     /* this rank's data, generated before the clock starts */
@@ -346,6 +348,7 @@ static void run_h5log(bench_t *b)
         b->impl == IMPL_PUT ? h5l_put : h5l_iput;
     h5l_opts_t o;
     h5l_opts_init(&o);
+    o.no_finalize = !b->finalize;
     h5l_file_t *f = NULL;
     H5L_CHECK(h5l_create(b->path, MPI_COMM_WORLD, &o, &f), f);
     lap(b, PH_CREATE);
@@ -928,6 +931,8 @@ static int parse_args(bench_t *b, int argc, char **argv)
             b->keep = 1;
         else if (!strcmp(a, "--small-pages"))
             b->small_pages = 1;
+        else if (!strcmp(a, "--finalize"))
+            b->finalize = 1;
         else if (!v)
             bad = 1;
         else {

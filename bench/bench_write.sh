@@ -32,6 +32,10 @@
 #   BENCH_VERIFY  1: every run reads its file back and checks it (untimed)
 #   BENCH_WARM    0: skip bench_write's untimed warm-up (--cold); see
 #                 warm_memory in bench_write.c for why it exists
+#   BENCH_FINALIZE 1: libh5log finalizes at close (h5l_close's default: the
+#                 data written a second time into the datasets; docs/api.md);
+#                 default 0 measures the write path alone, the finalizing
+#                 cost being make bench-standalone's
 #   BENCH_SMALL_PAGES  1: the benchmark's data buffers on 4 KiB pages
 #                 (--small-pages; default: transparent huge pages, like
 #                 h5l_put's arena: see alloc_data in bench_write.c)
@@ -120,6 +124,7 @@ for round in $(seq 1 "$rounds"); do
             if [ "${BENCH_VERIFY:-0}" = 1 ]; then args+=(--verify); fi
             if [ "${BENCH_WARM:-1}" = 0 ]; then args+=(--cold); fi
             if [ "${BENCH_SMALL_PAGES:-0}" = 1 ]; then args+=(--small-pages); fi
+            if [ "${BENCH_FINALIZE:-0}" = 1 ]; then args+=(--finalize); fi
             echo "bench_write.sh: round $round/$rounds case $c impl $impl" >&2
             # shellcheck disable=SC2086
             if ! out=$(mpirun --oversubscribe -np "$np" ${BENCH_MPIRUN_ARGS:-} "$bin" "${args[@]}"); then

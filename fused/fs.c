@@ -218,17 +218,11 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
         e->entry_timeout = e->attr_timeout = valid_for(fs);
         return get_attr(&fs->itab.ticks, &e->attr);
     }
-    int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno;
+    int fd;
     struct stat st;
-    char *path = NULL;
-    int er = 0;
-    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
-    else if (asprintf(&path, "%s/%s", p->path, name) < 0) er = ENOMEM, path = NULL;
-    if (er) {
-        close(fd);
-        return er;
-    }
+    char *path;
+    int er = hfs_itab_entry(p, name, &fd, &st, &path);
+    if (er) return er;
     int logfile = S_ISREG(st.st_mode) && h5l_probe(path, NULL) == H5L_OK;
     hfs_inode_t *n;
     if (logfile) {

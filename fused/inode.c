@@ -252,6 +252,21 @@ hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, con
     return n;
 }
 
+int hfs_itab_entry(const hfs_inode_t *p, const char *name, int *fd, struct stat *st, char **path)
+{
+    *fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd < 0) return errno;
+    int er = 0;
+    *path = NULL;
+    if (fstatat(*fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
+    else if (asprintf(path, "%s/%s", p->path, name) < 0) er = ENOMEM, *path = NULL;
+    if (er) {
+        close(*fd);
+        *fd = -1;
+    }
+    return er;
+}
+
 hfs_inode_t *hfs_itab_tsnap_find(hfs_itab_t *t, const struct stat *st, uint64_t tick)
 {
     pthread_mutex_lock(&t->mu);

@@ -94,6 +94,10 @@ hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st);
  * inode of this version; made if needed, one more lookup. NULL if out of
  * memory (the reference is then dropped). */
 hfs_inode_t *hfs_itab_log(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st);
+/* Open `name` in the source directory of p (O_PATH, a symlink not
+ * followed), stat it and make its source path: 0 with *fd, *st and *path
+ * (the caller's), or an errno with nothing to free. */
+int hfs_itab_entry(const hfs_inode_t *p, const char *name, int *fd, struct stat *st, char **path);
 /* The kernel forgot k lookups of n; frees it at zero. */
 void hfs_itab_forget(hfs_itab_t *t, hfs_inode_t *n, uint64_t k);
 

@@ -60,18 +60,15 @@ int hfs_ticks_listed(const hfs_inode_t *p, const char *name, unsigned char d_typ
 static int lookup_in_dir(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_t **out)
 {
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return ENOENT; /* the kernel resolves these */
-    int fd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno;
+    int fd;
     struct stat st;
-    char *path = NULL;
-    int er = 0;
-    if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
-    else if (asprintf(&path, "%s/%s", p->path, name) < 0) er = ENOMEM, path = NULL;
-    else if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && h5l_probe(path, NULL) == H5L_OK)) er = ENOENT;
-    if (er) {
+    char *path;
+    int er = hfs_itab_entry(p, name, &fd, &st, &path);
+    if (er) return er;
+    if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && h5l_probe(path, NULL) == H5L_OK)) {
         close(fd);
         free(path);
-        return er;
+        return ENOENT;
     }
     *out = hfs_itab_mirror(t, S_ISDIR(st.st_mode) ? HFS_K_TDIR : HFS_K_TLOG, path, fd, &st); /* takes fd */
     free(path);

@@ -421,6 +421,26 @@ static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anch
     return H5L_OK;
 }
 
+
+/* A contiguous byte dataset of n bytes at path, allocated now and never
+ * filled: the HDF5 object that holds log bytes (a log extent, or the whole
+ * log of a recovered file) so libhdf5 keeps off them. Its address, or
+ * HADDR_UNDEF. */
+static haddr_t byte_dataset(hid_t file, const char *path, hsize_t n)
+{
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t ds = H5Dcreate2(file, path, H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    haddr_t addr = ds < 0 ? HADDR_UNDEF : H5Dget_offset(ds);
+    if (ds >= 0) H5Dclose(ds);
+    return addr;
+}
+
 /* Append the driver's reason to a failed call's message. */
 static int with_reason(h5l_anchor_t *a, int rc, h5l_err_t *err)
 {
@@ -489,21 +509,11 @@ static int alloc_ext(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t 
         }
         H5Ldelete(a->file, path, H5P_DEFAULT);
     }
-    hsize_t n = size;
-    hid_t sp = H5Screate_simple(1, &n, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    hid_t ds = H5Dcreate2(a->file, path, H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    int rc = H5L_OK;
-    haddr_t addr = ds < 0 ? HADDR_UNDEF : H5Dget_offset(ds);
-    if (addr == HADDR_UNDEF) rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot allocate %s (%llu bytes)", a->path, path, (unsigned long long)size);
-    else *off = addr;
-    if (ds >= 0) H5Dclose(ds);
-    return rc;
+    haddr_t addr = byte_dataset(a->file, path, size);
+    if (addr == HADDR_UNDEF)
+        return h5l_err_set(err, H5L_EHDF5, "%s: cannot allocate %s (%llu bytes)", a->path, path, (unsigned long long)size);
+    *off = addr;
+    return H5L_OK;
 }
 
 int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
@@ -848,18 +858,7 @@ int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_fr
          * reaches keep_to wherever it starts (running past the old end of
          * the file by at most the new metadata before it, a few KB, which
          * stay unwritten). */
-        hsize_t n = keep_to - H5L_USERBLOCK_SIZE;
-        haddr_t addr = HADDR_UNDEF;
-        hid_t sp = H5Screate_simple(1, &n, NULL);
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-        hid_t ds = H5Dcreate2(a->file, "/_h5log/log", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        H5Pclose(dcpl);
-        H5Sclose(sp);
-        if (ds >= 0) addr = H5Dget_offset(ds);
-        if (ds >= 0) H5Dclose(ds);
+        haddr_t addr = byte_dataset(a->file, "/_h5log/log", keep_to - H5L_USERBLOCK_SIZE);
         if (addr == HADDR_UNDEF)
             rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot make /_h5log/log", path);
         else if (addr > keep_from)
