@@ -54,9 +54,9 @@ BENCH := $(BUILD)/bench/bench_write
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
-	clang libclang-rt-dev python3-mpi4py
+	clang libclang-rt-dev python3-mpi4py python3-h5py-mpi python3-matplotlib
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-seed clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -84,6 +84,9 @@ help:
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
+	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
+	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
+	@echo "                plots in $(BUILD)/bench-seed/ (SETUP=quick|x256|x512|many ITERATIONS=3 RANKS=1,2)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -276,6 +279,14 @@ bench-memory: all $(BUILD)/bench/mkrecords
 
 bench-ticks: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_ticks.sh $(BUILD)
+
+# the seed benchmark (bench/seed/seedbench.py; docs/performance.md, last section)
+SETUP ?= quick
+ITERATIONS ?= 3
+RANKS ?= 1,2
+bench-seed: all
+	@$(PY) bench/seed/seedbench.py --build $(BUILD) --setup $(SETUP) --iterations $(ITERATIONS) \
+		--ranks $(RANKS) --out $(BUILD)/bench-seed
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
