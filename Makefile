@@ -98,7 +98,7 @@ deps-check:
 	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
 	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || ! command -v clang >/dev/null || \
-	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray, mpi4py' 2>/dev/null; then \
+	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray, mpi4py, matplotlib' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi
 
 deps:

@@ -73,19 +73,22 @@ def plot(records, outdir):
         pats = [p for p in ("header", "variable", "bench_variable", "bench_complete")
                 if any(r["pattern"] == p for r in rd)]
         engines = [e for e in ("h5py", "netCDF4", "xarray") if any(r["engine"] == e for r in rd)]
+        names = {"mount": "mount", "local": "local canonical file", "h5py": "h5py-mpio's file"}
         vals = medians(rd, lambda r: (r["pattern"], r["engine"], r["run"],
-                                      "%s %s" % (r["source"], r["cache"])))
-        series = sorted({k[3] for k in vals})
+                                      "%s, %s" % (names[r["source"]], r["cache"])))
+        series = ["%s, %s" % (names[s], c) for s in ("mount", "local", "h5py") for c in ("cold", "warm")
+                  if any(k[3] == "%s, %s" % (names[s], c) for k in vals)]
         fig, axes = plt.subplots(len(pats), len(engines), figsize=(4.5 * len(engines), 2.8 * len(pats)),
                                  squeeze=False)
         for i, pat in enumerate(pats):
             for j, eng in enumerate(engines):
                 v = {(k[2], k[3]): t for k, t in vals.items() if k[0] == pat and k[1] == eng}
                 bars(axes[i][j], runs, series, v, "%s, %s" % (pat, eng))
-        axes[0][0].legend(fontsize=7)
-        fig.suptitle("reads, setup %s: mount (h5logfs) vs local canonical file vs h5py-mpio's file"
-                     % setup, fontsize=10)
-        fig.tight_layout()
+        h, lab = axes[0][0].get_legend_handles_labels()
+        fig.legend(h, lab, loc="lower center", ncol=len(series), fontsize=8)
+        fig.suptitle("reads (open + read + close), setup %s: the h5log file through the mount, "
+                     "its canonical copy on local disk, the file h5py-mpio wrote" % setup, fontsize=10)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
         p = os.path.join(outdir, "seed_read.png")
         fig.savefig(p, dpi=100)
         plt.close(fig)
