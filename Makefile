@@ -54,9 +54,9 @@ BENCH := $(BUILD)/bench/bench_write
 DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-dev fuse3 \
 	libxxhash-dev openmpi-bin libopenmpi-dev python3-h5py python3-netcdf4 python3-xarray \
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
-	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev
+	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev python3-h5py-mpi python3-matplotlib
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog bench-seed clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -87,6 +87,9 @@ help:
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
 	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build"
 	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_DAEMON)"
+	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
+	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
+	@echo "                plots in $(BUILD)/bench-seed/ (SETUP=quick|x256|x512|many ITERATIONS=3 RANKS=1,2)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
 	@echo "                (PREFIX=/usr/local DESTDIR=); make uninstall removes them"
@@ -98,7 +101,7 @@ deps-check:
 	@if ! pkg-config --exists hdf5 fuse3 libxxhash libsystemd || ! command -v mpirun >/dev/null || \
 	   ! command -v h5dump >/dev/null || ! command -v ncdump >/dev/null || \
 	   ! command -v cdo >/dev/null || ! command -v ncks >/dev/null || ! command -v clang >/dev/null || \
-	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray, mpi4py' 2>/dev/null; then \
+	   ! $(PY) -c 'import h5py, netCDF4, numpy, pytest, h5netcdf, xarray, mpi4py, matplotlib' 2>/dev/null; then \
 		$(MAKE) --no-print-directory deps; fi
 
 deps:
@@ -303,6 +306,14 @@ bench-scale: all $(BUILD)/bench/live_many $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
 bench-longlog: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_longlog.sh $(BUILD)
+
+# the seed benchmark (bench/seed/seedbench.py; docs/performance.md, last section)
+SETUP ?= quick
+ITERATIONS ?= 3
+RANKS ?= 1,2
+bench-seed: all
+	@$(PY) bench/seed/seedbench.py --build $(BUILD) --setup $(SETUP) --iterations $(ITERATIONS) \
+		--ranks $(RANKS) --out $(BUILD)/bench-seed
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
