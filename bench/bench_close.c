@@ -47,11 +47,16 @@ int main(int argc, char **argv)
     uint64_t mib = 256;
     int nofin = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--pattern") && i + 1 < argc) pat = argv[++i];
-        else if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--no-finalize")) nofin = 1;
-        else DIE("usage: bench_close --dir DIR --pattern a|c [--mib M] [--no-finalize]");
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--pattern") && i + 1 < argc)
+            pat = argv[++i];
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+            mib = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--no-finalize"))
+            nofin = 1;
+        else
+            DIE("usage: bench_close --dir DIR --pattern a|c [--mib M] [--no-finalize]");
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/close_%s.h5", dir, pat);

@@ -76,14 +76,14 @@ static double hash_only(const uint8_t *src, size_t len)
 }
 
 #define REPS 5
-#define BEST(expr)                                                            \
-    ({                                                                        \
-        double b_ = 0;                                                        \
-        for (int r_ = 0; r_ < REPS; r_++) {                                   \
-            double v_ = (expr);                                               \
-            if (v_ > b_) b_ = v_;                                             \
-        }                                                                     \
-        b_;                                                                   \
+#define BEST(expr)                                                                                                     \
+    ({                                                                                                                 \
+        double b_ = 0;                                                                                                 \
+        for (int r_ = 0; r_ < REPS; r_++) {                                                                            \
+            double v_ = (expr);                                                                                        \
+            if (v_ > b_) b_ = v_;                                                                                      \
+        }                                                                                                              \
+        b_;                                                                                                            \
     })
 
 int main(int argc, char **argv)

@@ -71,8 +71,7 @@ enum { PH_CREATE, PH_DEFINE, PH_EXTEND, PH_WRITE, PH_FLUSH, PH_CLOSE, NPH };
 
 static const char *const pat_name[NPAT] = {"S", "C", "M"};
 static const char *const impl_name[NIMPL] = {"h5l_put", "h5l_iput", "mpiio", "hdf5", "pnetcdf"};
-static const char *const ph_name[NPH] = {"create", "define", "extend",
-                                         "write",  "flush",  "close"};
+static const char *const ph_name[NPH] = {"create", "define", "extend", "write", "flush", "close"};
 
 typedef struct bench {
     int pattern, impl;
@@ -81,29 +80,28 @@ typedef struct bench {
     int nvars, nsteps;    /* M */
     uint64_t rowlen;      /* M */
     int verify, keep;
-    int cold;           /* 1: skip warm_memory */
-    int small_pages;    /* 1: the data buffer without MADV_HUGEPAGE */
-    int finalize;       /* 1: libh5log finalizes at close (its default); 0: no_finalize, the write
+    int cold;        /* 1: skip warm_memory */
+    int small_pages; /* 1: the data buffer without MADV_HUGEPAGE */
+    int finalize;    /* 1: libh5log finalizes at close (its default); 0: no_finalize, the write
                          * path alone (the finalizing cost is bench-standalone's) */
     int rank, nranks;
     char path[4096];
     /* this rank's data, generated before the clock starts */
     float *buf;
-    size_t nbuf;        /* floats in buf */
-    uint64_t lo, hi;    /* S: planes [lo,hi) of dim 0; C: columns [lo,hi) of dim 2 */
-    size_t *step_row;   /* M: index in buf (in rows) of step t's first row; nsteps+1 */
-    uint64_t bytes;     /* payload over all ranks */
-    double ph[NPH];     /* seconds per phase on this rank */
-    double cpu[NPH];    /* CPU seconds of this rank's thread per phase */
-    double mark;        /* end of the last timed phase */
-    double cpu_mark;    /* the thread's CPU time then */
-    uint64_t nflush;    /* flushes (h5l) or waits (pnetcdf) or write groups made */
+    size_t nbuf;      /* floats in buf */
+    uint64_t lo, hi;  /* S: planes [lo,hi) of dim 0; C: columns [lo,hi) of dim 2 */
+    size_t *step_row; /* M: index in buf (in rows) of step t's first row; nsteps+1 */
+    uint64_t bytes;   /* payload over all ranks */
+    double ph[NPH];   /* seconds per phase on this rank */
+    double cpu[NPH];  /* CPU seconds of this rank's thread per phase */
+    double mark;      /* end of the last timed phase */
+    double cpu_mark;  /* the thread's CPU time then */
+    uint64_t nflush;  /* flushes (h5l) or waits (pnetcdf) or write groups made */
 } bench_t;
 
 static int g_rank = -1;
 
-static void die_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
+static void die_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 
 /* Print the reason and abort the whole job: one rank failing inside a
  * collective would leave the others waiting forever. */
@@ -123,47 +121,41 @@ static void die_at(const char *file, int line, const char *fmt, ...)
 
 /* h5l call; f is read after the call, so a failed h5l_create (f NULL) gets
  * the thread's create error. */
-#define H5L_CHECK(call, f)                                                    \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != H5L_OK)                                                    \
-            DIE("%s: %s [%s]", #call, h5l_errmsg(f), h5l_strerror(rc_));      \
+#define H5L_CHECK(call, f)                                                                                             \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != H5L_OK) DIE("%s: %s [%s]", #call, h5l_errmsg(f), h5l_strerror(rc_));                                \
     } while (0)
 
-#define MPI_CHECK(call)                                                       \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != MPI_SUCCESS) {                                             \
-            char s_[MPI_MAX_ERROR_STRING];                                    \
-            int l_ = 0;                                                       \
-            MPI_Error_string(rc_, s_, &l_);                                   \
-            DIE("%s: %s", #call, s_);                                         \
-        }                                                                     \
+#define MPI_CHECK(call)                                                                                                \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            char s_[MPI_MAX_ERROR_STRING];                                                                             \
+            int l_ = 0;                                                                                                \
+            MPI_Error_string(rc_, s_, &l_);                                                                            \
+            DIE("%s: %s", #call, s_);                                                                                  \
+        }                                                                                                              \
     } while (0)
 
-#define NC_CHECK(call)                                                        \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != NC_NOERR)                                                  \
-            DIE("%s: %s", #call, ncmpi_strerror(rc_));                        \
+#define NC_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != NC_NOERR) DIE("%s: %s", #call, ncmpi_strerror(rc_));                                                \
     } while (0)
 
 /* libhdf5 calls return a negative hid_t or herr_t on failure (and print
  * their error stack). */
 static hid_t h5_ok(hid_t v, const char *what, int line)
 {
-    if (v < 0)
-        die_at(__FILE__, line, "%s failed", what);
+    if (v < 0) die_at(__FILE__, line, "%s failed", what);
     return v;
 }
 #define H5OK(expr) h5_ok((hid_t)(expr), #expr, __LINE__)
 
 /* The value of the element with global linear index g: exact in float32 and
  * never the fill value 0. */
-static inline float val(uint64_t g)
-{
-    return (float)(g % 16777199u + 1u);
-}
+static inline float val(uint64_t g) { return (float)(g % 16777199u + 1u); }
 
 /* CPU time of the calling thread: wall-clock phases of 4 ranks on 2 cores
  * include time spent waiting for a core; this does not. */
@@ -186,17 +178,13 @@ static void lap(bench_t *b, int ph)
 
 /* Pattern M: the first variable rank q owns at step t; it owns every P-th
  * one from there. */
-static int first_var(const bench_t *b, int q, int t)
-{
-    return ((q - t) % b->nranks + b->nranks) % b->nranks;
-}
+static int first_var(const bench_t *b, int q, int t) { return ((q - t) % b->nranks + b->nranks) % b->nranks; }
 
 /* Pattern M: rows rank q writes at step t. */
 static size_t rows_of(const bench_t *b, int q, int t)
 {
     int v0 = first_var(b, q, t);
-    return v0 < b->nvars ? (size_t)(b->nvars - v0 + b->nranks - 1) / (size_t)b->nranks
-                         : 0;
+    return v0 < b->nvars ? (size_t)(b->nvars - v0 + b->nranks - 1) / (size_t)b->nranks : 0;
 }
 
 static float *alloc_floats(size_t n)
@@ -204,8 +192,7 @@ static float *alloc_floats(size_t n)
     size_t bytes = (n ? n : 1) * sizeof(float);
     bytes = (bytes + 4095) / 4096 * 4096;
     float *p = aligned_alloc(4096, bytes);
-    if (!p)
-        DIE("out of memory (%zu bytes)", bytes);
+    if (!p) DIE("out of memory (%zu bytes)", bytes);
     return p;
 }
 
@@ -219,17 +206,14 @@ static float *alloc_data(const bench_t *b, size_t n)
 {
     size_t bytes = ((n ? n : 1) * sizeof(float) + 4095) / 4096 * 4096;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        DIE("out of memory (%zu bytes)", bytes);
-    if (!b->small_pages)
-        (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (p == MAP_FAILED) DIE("out of memory (%zu bytes)", bytes);
+    if (!b->small_pages) (void)madvise(p, bytes, MADV_HUGEPAGE);
     return p;
 }
 
 static void free_data(bench_t *b)
 {
-    if (b->buf)
-        munmap(b->buf, ((b->nbuf ? b->nbuf : 1) * sizeof(float) + 4095) / 4096 * 4096);
+    if (b->buf) munmap(b->buf, ((b->nbuf ? b->nbuf : 1) * sizeof(float) + 4095) / 4096 * 4096);
     b->buf = NULL;
 }
 
@@ -243,8 +227,7 @@ static void setup(bench_t *b)
         b->nbuf = (size_t)((b->hi - b->lo) * n * n);
         b->buf = alloc_data(b, b->nbuf);
         uint64_t g0 = b->lo * n * n;
-        for (size_t l = 0; l < b->nbuf; l++)
-            b->buf[l] = val(g0 + l);
+        for (size_t l = 0; l < b->nbuf; l++) b->buf[l] = val(g0 + l);
         b->bytes = z * n * n * sizeof(float);
     } else if (b->pattern == PAT_C) {
         b->lo = r * n / P;
@@ -255,23 +238,19 @@ static void setup(bench_t *b)
         float *p = b->buf;
         for (uint64_t i = 0; i < z; i++)
             for (uint64_t j = 0; j < n; j++)
-                for (uint64_t k = 0; k < w; k++)
-                    *p++ = val((i * n + j) * n + b->lo + k);
+                for (uint64_t k = 0; k < w; k++) *p++ = val((i * n + j) * n + b->lo + k);
         b->bytes = z * n * n * sizeof(float);
     } else {
         uint64_t L = b->rowlen;
         b->step_row = calloc((size_t)b->nsteps + 1, sizeof *b->step_row);
-        if (!b->step_row)
-            DIE("out of memory");
-        for (int t = 0; t < b->nsteps; t++)
-            b->step_row[t + 1] = b->step_row[t] + rows_of(b, b->rank, t);
+        if (!b->step_row) DIE("out of memory");
+        for (int t = 0; t < b->nsteps; t++) b->step_row[t + 1] = b->step_row[t] + rows_of(b, b->rank, t);
         b->nbuf = b->step_row[b->nsteps] * L;
         b->buf = alloc_data(b, b->nbuf);
         float *p = b->buf;
         for (int t = 0; t < b->nsteps; t++)
             for (int v = first_var(b, b->rank, t); v < b->nvars; v += b->nranks)
-                for (uint64_t j = 0; j < L; j++)
-                    *p++ = val(((uint64_t)v * (uint64_t)b->nsteps + (uint64_t)t) * L + j);
+                for (uint64_t j = 0; j < L; j++) *p++ = val(((uint64_t)v * (uint64_t)b->nsteps + (uint64_t)t) * L + j);
         b->bytes = (uint64_t)b->nvars * (uint64_t)b->nsteps * L * sizeof(float);
     }
 }
@@ -283,10 +262,7 @@ static const float *row_ptr(const bench_t *b, int v, int t)
     return b->buf + (b->step_row[t] + k) * b->rowlen;
 }
 
-static void var_name(char *out, size_t cap, int v)
-{
-    snprintf(out, cap, "v%04d", v);
-}
+static void var_name(char *out, size_t cap, int v) { snprintf(out, cap, "v%04d", v); }
 
 /* Write `bytes` to a scratch file in DIR and delete it, so the memory the
  * timed run allocates (page cache above all) is memory the guest has just
@@ -302,16 +278,13 @@ static void warm_memory(const bench_t *b, size_t bytes)
     char path[sizeof b->path + 32];
     snprintf(path, sizeof path, "%s/.bench_warm.%d", b->dir, b->rank);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        DIE("warm-up %s: open: %s", path, strerror(errno));
+    if (fd < 0) DIE("warm-up %s: open: %s", path, strerror(errno));
     unlink(path); /* pages stay until close */
     const size_t blk = (size_t)4 << 20;
     char *zero = calloc(1, blk);
-    if (!zero)
-        DIE("out of memory");
+    if (!zero) DIE("out of memory");
     for (size_t done = 0; done < bytes; done += blk)
-        if (pwrite(fd, zero, blk, (off_t)done) != (ssize_t)blk)
-            DIE("warm-up %s: write: %s", path, strerror(errno));
+        if (pwrite(fd, zero, blk, (off_t)done) != (ssize_t)blk) DIE("warm-up %s: write: %s", path, strerror(errno));
     close(fd);
     free(zero);
 }
@@ -335,8 +308,7 @@ static void group_planes(const bench_t *b, uint64_t g, uint64_t *p0, uint64_t *p
 /* Where plane i of this rank's data starts in buf. */
 static const float *plane_ptr(const bench_t *b, uint64_t i)
 {
-    if (b->pattern == PAT_S)
-        return b->buf + (i - b->lo) * b->n * b->n;
+    if (b->pattern == PAT_S) return b->buf + (i - b->lo) * b->n * b->n;
     return b->buf + i * b->n * (b->hi - b->lo);
 }
 
@@ -357,8 +329,7 @@ static void run_h5log(bench_t *b)
         static const char *const dn[3] = {"z", "y", "x"};
         int d[3], var;
         uint64_t n = b->n, len[3] = {b->z, n, n};
-        for (int i = 0; i < 3; i++)
-            H5L_CHECK(h5l_def_dim(f, dn[i], len[i], &d[i]), f);
+        for (int i = 0; i < 3; i++) H5L_CHECK(h5l_def_dim(f, dn[i], len[i], &d[i]), f);
         H5L_CHECK(h5l_def_var(f, "/x", H5T_IEEE_F32LE, 3, d, NULL, &var), f);
         lap(b, PH_DEFINE);
         uint64_t w = b->hi - b->lo;
@@ -384,8 +355,7 @@ static void run_h5log(bench_t *b)
         }
     } else {
         int d[2], *var = malloc((size_t)b->nvars * sizeof *var);
-        if (!var)
-            DIE("out of memory");
+        if (!var) DIE("out of memory");
         H5L_CHECK(h5l_def_dim(f, "time", H5L_UNLIMITED, &d[0]), f);
         H5L_CHECK(h5l_def_dim(f, "x", b->rowlen, &d[1]), f);
         uint64_t chunk[2] = {1, b->rowlen};
@@ -410,8 +380,7 @@ static void run_h5log(bench_t *b)
     /* h5l_close frees f even when it fails; the writer then leaves the
      * reason where h5l_errmsg(NULL) finds it */
     int rc = h5l_close(f);
-    if (rc != H5L_OK)
-        DIE("h5l_close: %s [%s]", h5l_errmsg(NULL), h5l_strerror(rc));
+    if (rc != H5L_OK) DIE("h5l_close: %s [%s]", h5l_errmsg(NULL), h5l_strerror(rc));
     lap(b, PH_CLOSE);
 }
 
@@ -436,8 +405,7 @@ static void run_hdf5(bench_t *b)
     if (b->pattern != PAT_M) {
         hsize_t n = b->n, dims[3] = {b->z, n, n}, start[3], count[3];
         hid_t fs = H5OK(H5Screate_simple(3, dims, NULL));
-        hid_t ds = H5OK(H5Dcreate2(file, "x", H5T_IEEE_F32LE, fs, H5P_DEFAULT, dcpl,
-                                   H5P_DEFAULT));
+        hid_t ds = H5OK(H5Dcreate2(file, "x", H5T_IEEE_F32LE, fs, H5P_DEFAULT, dcpl, H5P_DEFAULT));
         lap(b, PH_DEFINE);
         for (uint64_t g = 0, ng = ngroups(b); g < ng; g++) {
             uint64_t p0, p1;
@@ -461,13 +429,11 @@ static void run_hdf5(bench_t *b)
         H5OK(H5Pset_chunk(dcpl, 2, chunk));
         hid_t fs0 = H5OK(H5Screate_simple(2, dims, maxd));
         hid_t *ds = malloc((size_t)b->nvars * sizeof *ds);
-        if (!ds)
-            DIE("out of memory");
+        if (!ds) DIE("out of memory");
         for (int v = 0; v < b->nvars; v++) {
             char name[32];
             var_name(name, sizeof name, v);
-            ds[v] = H5OK(H5Dcreate2(file, name, H5T_IEEE_F32LE, fs0, H5P_DEFAULT,
-                                    dcpl, H5P_DEFAULT));
+            ds[v] = H5OK(H5Dcreate2(file, name, H5T_IEEE_F32LE, fs0, H5P_DEFAULT, dcpl, H5P_DEFAULT));
         }
         H5OK(H5Sclose(fs0));
         hid_t ms_row = H5OK(H5Screate_simple(1, &row, NULL));
@@ -476,8 +442,7 @@ static void run_hdf5(bench_t *b)
         lap(b, PH_DEFINE);
         for (int t = 0; t < b->nsteps; t++) {
             hsize_t ext[2] = {(hsize_t)t + 1, b->rowlen};
-            for (int v = 0; v < b->nvars; v++)
-                H5OK(H5Dset_extent(ds[v], ext));
+            for (int v = 0; v < b->nvars; v++) H5OK(H5Dset_extent(ds[v], ext));
             lap(b, PH_EXTEND);
             for (int v = 0; v < b->nvars; v++) {
                 hid_t fs = H5OK(H5Dget_space(ds[v]));
@@ -496,8 +461,7 @@ static void run_hdf5(bench_t *b)
         }
         H5OK(H5Sclose(ms_row));
         H5OK(H5Sclose(ms_none));
-        for (int v = 0; v < b->nvars; v++)
-            H5OK(H5Dclose(ds[v]));
+        for (int v = 0; v < b->nvars; v++) H5OK(H5Dclose(ds[v]));
         free(ds);
     }
     H5OK(H5Pclose(dcpl));
@@ -549,8 +513,7 @@ static void run_pnetcdf(bench_t *b)
         }
     } else {
         int d[2], *var = malloc((size_t)b->nvars * sizeof *var);
-        if (!var)
-            DIE("out of memory");
+        if (!var) DIE("out of memory");
         NC_CHECK(ncmpi_def_dim(nc, "time", NC_UNLIMITED, &d[0]));
         NC_CHECK(ncmpi_def_dim(nc, "x", (MPI_Offset)b->rowlen, &d[1]));
         for (int v = 0; v < b->nvars; v++) {
@@ -583,8 +546,7 @@ static void run_mpiio(bench_t *b)
 {
     MPI_File fh;
     MPI_Status st;
-    MPI_CHECK(MPI_File_open(MPI_COMM_WORLD, b->path, MPI_MODE_CREATE | MPI_MODE_WRONLY,
-                            MPI_INFO_NULL, &fh));
+    MPI_CHECK(MPI_File_open(MPI_COMM_WORLD, b->path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh));
     lap(b, PH_CREATE);
     int n = (int)b->n;
     if (b->pattern == PAT_S) {
@@ -610,8 +572,7 @@ static void run_mpiio(bench_t *b)
         for (uint64_t g = 0, ng = ngroups(b); g < ng; g++) {
             uint64_t p0, p1;
             group_planes(b, g, &p0, &p1);
-            int sizes[3] = {(int)(p1 - p0), n, n}, sub[3] = {(int)(p1 - p0), n, w},
-                starts[3] = {0, 0, (int)b->lo};
+            int sizes[3] = {(int)(p1 - p0), n, n}, sub[3] = {(int)(p1 - p0), n, w}, starts[3] = {0, 0, (int)b->lo};
             MPI_Datatype ft;
             MPI_CHECK(MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_FLOAT, &ft));
             MPI_CHECK(MPI_Type_commit(&ft));
@@ -629,10 +590,8 @@ static void run_mpiio(bench_t *b)
             size_t rows = b->step_row[t + 1] - b->step_row[t];
             uint64_t mine = rows * b->rowlen * sizeof(float), before = 0;
             MPI_CHECK(MPI_Exscan(&mine, &before, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
-            if (b->rank == 0)
-                before = 0; /* MPI_Exscan leaves rank 0's result undefined */
-            MPI_CHECK(MPI_File_write_at(fh, (MPI_Offset)(base + before),
-                                        b->buf + b->step_row[t] * b->rowlen,
+            if (b->rank == 0) before = 0; /* MPI_Exscan leaves rank 0's result undefined */
+            MPI_CHECK(MPI_File_write_at(fh, (MPI_Offset)(base + before), b->buf + b->step_row[t] * b->rowlen,
                                         (int)(rows * b->rowlen), MPI_FLOAT, &st));
             base += step_bytes;
             b->nflush++;
@@ -646,13 +605,12 @@ static void run_mpiio(bench_t *b)
 /* ---- verification (rank 0, after the clock stopped) ------------------- */
 
 /* Compare n floats read back with the values of global indices g0..g0+n-1. */
-static void check_run(const bench_t *b, const float *got, uint64_t g0, size_t n,
-                      const char *where)
+static void check_run(const bench_t *b, const float *got, uint64_t g0, size_t n, const char *where)
 {
     for (size_t i = 0; i < n; i++)
         if (got[i] != val(g0 + i))
-            DIE("verify %s (%s): element %zu is %.9g, expected %.9g", b->path, where, i,
-                (double)got[i], (double)val(g0 + i));
+            DIE("verify %s (%s): element %zu is %.9g, expected %.9g", b->path, where, i, (double)got[i],
+                (double)val(g0 + i));
 }
 
 /* Each verifier reads plane i of the cube (S, C) or all of variable v (M). */
@@ -665,8 +623,7 @@ static void mpiio_plane(void *ctx, const bench_t *b, uint64_t i, float *out)
 {
     size_t len = (size_t)(b->n * b->n) * sizeof(float);
     ssize_t got = pread(*(int *)ctx, out, len, (off_t)(i * len));
-    if (got != (ssize_t)len)
-        DIE("verify %s: short read of plane %" PRIu64, b->path, i);
+    if (got != (ssize_t)len) DIE("verify %s: short read of plane %" PRIu64, b->path, i);
 }
 
 static void mpiio_var(void *ctx, const bench_t *b, int v, float *out)
@@ -675,8 +632,7 @@ static void mpiio_var(void *ctx, const bench_t *b, int v, float *out)
     for (int t = 0; t < b->nsteps; t++) {
         int owner = (v + t) % b->nranks;
         size_t before = 0;
-        for (int q = 0; q < owner; q++)
-            before += rows_of(b, q, t);
+        for (int q = 0; q < owner; q++) before += rows_of(b, q, t);
         size_t k = (size_t)(v - first_var(b, owner, t)) / (size_t)b->nranks;
         off_t off = (off_t)((size_t)t * (size_t)b->nvars * row + (before + k) * row);
         if (pread(*(int *)ctx, out + (size_t)t * b->rowlen, row, off) != (ssize_t)row)
@@ -684,20 +640,18 @@ static void mpiio_var(void *ctx, const bench_t *b, int v, float *out)
     }
 }
 
-static void hdf5_read(hid_t file, const bench_t *b, const char *name, int rank,
-                      const hsize_t *shape, const hsize_t *start, const hsize_t *count,
-                      float *out)
+static void hdf5_read(hid_t file, const bench_t *b, const char *name, int rank, const hsize_t *shape,
+                      const hsize_t *start, const hsize_t *count, float *out)
 {
     hid_t ds = H5OK(H5Dopen2(file, name, H5P_DEFAULT));
     hid_t fs = H5OK(H5Dget_space(ds));
     hsize_t dims[3];
-    if (H5Sget_simple_extent_ndims(fs) != rank)
-        DIE("verify %s: %s has the wrong rank", b->path, name);
+    if (H5Sget_simple_extent_ndims(fs) != rank) DIE("verify %s: %s has the wrong rank", b->path, name);
     H5OK(H5Sget_simple_extent_dims(fs, dims, NULL));
     for (int i = 0; i < rank; i++)
         if (dims[i] != shape[i])
-            DIE("verify %s: %s dim %d is %llu, expected %llu", b->path, name, i,
-                (unsigned long long)dims[i], (unsigned long long)shape[i]);
+            DIE("verify %s: %s dim %d is %llu, expected %llu", b->path, name, i, (unsigned long long)dims[i],
+                (unsigned long long)shape[i]);
     H5OK(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL));
     hid_t ms = H5OK(H5Screate_simple(rank, count, NULL));
     H5OK(H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, out));
@@ -745,22 +699,19 @@ static uint32_t h5log_objid(h5l_reader_t *r, const bench_t *b, const char *path)
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     for (size_t i = 0; i < s->nobjs && found < 0; i++)
-        if (s->objs[i].kind == H5L_OBJ_VAR && strcmp(s->objs[i].path, path) == 0)
-            found = (long)i;
+        if (s->objs[i].kind == H5L_OBJ_VAR && strcmp(s->objs[i].path, path) == 0) found = (long)i;
     h5l_reader_unlock(r);
-    if (found < 0)
-        DIE("verify %s: variable %s not found by the reader", b->path, path);
+    if (found < 0) DIE("verify %s: variable %s not found by the reader", b->path, path);
     return (uint32_t)found;
 }
 
-static void h5log_read(h5l_reader_t *r, const bench_t *b, const char *path,
-                       const uint64_t *start, const uint64_t *count, float *out)
+static void h5log_read(h5l_reader_t *r, const bench_t *b, const char *path, const uint64_t *start,
+                       const uint64_t *count, float *out)
 {
     h5l_err_t e;
     uint32_t id = h5log_objid(r, b, path);
     int rc = h5l_reader_read(r, h5l_reader_ntick(r), id, start, count, out, &e);
-    if (rc != H5L_OK)
-        DIE("verify %s: h5l_reader_read %s: %s", b->path, path, e.msg);
+    if (rc != H5L_OK) DIE("verify %s: h5l_reader_read %s: %s", b->path, path, e.msg);
 }
 
 static void h5log_plane(void *ctx, const bench_t *b, uint64_t i, float *out)
@@ -809,12 +760,9 @@ static void verify(const bench_t *b)
     if (b->impl == IMPL_MPIIO) {
         static const reader_ops_t ops = {mpiio_plane, mpiio_var};
         int fd = open(b->path, O_RDONLY);
-        if (fd < 0)
-            DIE("verify %s: open: %s", b->path, strerror(errno));
+        if (fd < 0) DIE("verify %s: open: %s", b->path, strerror(errno));
         off_t want = (off_t)b->bytes, size = lseek(fd, 0, SEEK_END);
-        if (size != want)
-            DIE("verify %s: size %lld, expected %lld", b->path, (long long)size,
-                (long long)want);
+        if (size != want) DIE("verify %s: size %lld, expected %lld", b->path, (long long)size, (long long)want);
         verify_all(b, &ops, &fd);
         close(fd);
     } else if (b->impl == IMPL_HDF5) {
@@ -832,13 +780,10 @@ static void verify(const bench_t *b)
         static const reader_ops_t ops = {h5log_plane, h5log_var};
         h5l_reader_t *r = NULL;
         h5l_err_t e;
-        if (h5l_reader_open(b->path, &r, &e) != H5L_OK)
-            DIE("verify %s: h5l_reader_open: %s", b->path, e.msg);
-        if (!h5l_reader_closed(r))
-            DIE("verify %s: the reader sees no CLOSE record", b->path);
+        if (h5l_reader_open(b->path, &r, &e) != H5L_OK) DIE("verify %s: h5l_reader_open: %s", b->path, e.msg);
+        if (!h5l_reader_closed(r)) DIE("verify %s: the reader sees no CLOSE record", b->path);
         if (h5l_reader_ntick(r) < b->nflush)
-            DIE("verify %s: %" PRIu64 " ticks, expected at least %" PRIu64, b->path,
-                h5l_reader_ntick(r), b->nflush);
+            DIE("verify %s: %" PRIu64 " ticks, expected at least %" PRIu64, b->path, h5l_reader_ntick(r), b->nflush);
         verify_all(b, &ops, r);
         h5l_reader_close(r);
         /* the anchors must make it a plain HDF5 file of the right shape */
@@ -848,13 +793,11 @@ static void verify(const bench_t *b)
         hsize_t dims[3] = {0, 0, 0};
         int nd = H5Sget_simple_extent_ndims(fs);
         H5OK(H5Sget_simple_extent_dims(fs, dims, NULL));
-        int ok = b->pattern == PAT_M
-                     ? nd == 2 && dims[0] == (hsize_t)b->nsteps && dims[1] == b->rowlen
-                     : nd == 3 && dims[0] == b->z && dims[1] == b->n && dims[2] == b->n;
+        int ok = b->pattern == PAT_M ? nd == 2 && dims[0] == (hsize_t)b->nsteps && dims[1] == b->rowlen
+                                     : nd == 3 && dims[0] == b->z && dims[1] == b->n && dims[2] == b->n;
         if (!ok)
-            DIE("verify %s: the HDF5 anchor has rank %d and dims %llu x %llu x %llu", b->path,
-                nd, (unsigned long long)dims[0], (unsigned long long)dims[1],
-                (unsigned long long)dims[2]);
+            DIE("verify %s: the HDF5 anchor has rank %d and dims %llu x %llu x %llu", b->path, nd,
+                (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2]);
         H5OK(H5Sclose(fs));
         H5OK(H5Dclose(ds));
         H5OK(H5Fclose(file));
@@ -867,8 +810,7 @@ static void h5log_counts(const bench_t *b, uint64_t *ticks, uint64_t *recs)
 {
     h5l_reader_t *r = NULL;
     h5l_err_t e;
-    if (h5l_reader_open(b->path, &r, &e) != H5L_OK)
-        DIE("%s: h5l_reader_open: %s", b->path, e.msg);
+    if (h5l_reader_open(b->path, &r, &e) != H5L_OK) DIE("%s: h5l_reader_open: %s", b->path, e.msg);
     *ticks = h5l_reader_ntick(r);
     *recs = h5l_reader_nrecords(r);
     h5l_reader_close(r);
@@ -880,17 +822,14 @@ static void remove_files(const bench_t *b)
 {
     char side[sizeof b->path + 8];
     snprintf(side, sizeof side, "%s.h5lj", b->path);
-    if (unlink(b->path) != 0 && errno != ENOENT)
-        DIE("unlink %s: %s", b->path, strerror(errno));
-    if (unlink(side) != 0 && errno != ENOENT)
-        DIE("unlink %s: %s", side, strerror(errno));
+    if (unlink(b->path) != 0 && errno != ENOENT) DIE("unlink %s: %s", b->path, strerror(errno));
+    if (unlink(side) != 0 && errno != ENOENT) DIE("unlink %s: %s", side, strerror(errno));
 }
 
 static int lookup(const char *s, const char *const *names, int n)
 {
     for (int i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
+        if (strcmp(s, names[i]) == 0) return i;
     return -1;
 }
 
@@ -899,17 +838,15 @@ static int parse_count(const char *s, uint64_t max, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || v == 0 || v > max)
-        return -1;
+    if (errno || end == s || *end || v == 0 || v > max) return -1;
     *out = v;
     return 0;
 }
 
-static const char usage[] =
-    "usage: bench_write --pattern S|C|M --impl h5l_put|h5l_iput|mpiio|hdf5|pnetcdf --dir DIR\n"
-    "                   [--size N] [--planes Z] [--every G]\n"
-    "                   [--nvars V] [--steps T] [--rowlen L] [--verify] [--keep] [--cold]\n"
-    "                   [--small-pages]\n";
+static const char usage[] = "usage: bench_write --pattern S|C|M --impl h5l_put|h5l_iput|mpiio|hdf5|pnetcdf --dir DIR\n"
+                            "                   [--size N] [--planes Z] [--every G]\n"
+                            "                   [--nvars V] [--steps T] [--rowlen L] [--verify] [--keep] [--cold]\n"
+                            "                   [--small-pages]\n";
 
 /* Returns 0, or -1 after printing why on rank 0. */
 static int parse_args(bench_t *b, int argc, char **argv)
@@ -959,16 +896,14 @@ static int parse_args(bench_t *b, int argc, char **argv)
                 bad = 1;
         }
         if (bad) {
-            if (b->rank == 0)
-                fprintf(stderr, "bench_write: bad argument '%s'\n%s", a, usage);
+            if (b->rank == 0) fprintf(stderr, "bench_write: bad argument '%s'\n%s", a, usage);
             return -1;
         }
     }
     b->nvars = (int)nv;
     b->nsteps = (int)ns;
     if (b->pattern < 0 || b->impl < 0 || !b->dir) {
-        if (b->rank == 0)
-            fputs(usage, stderr);
+        if (b->rank == 0) fputs(usage, stderr);
         return -1;
     }
     if (b->pattern != PAT_M && (b->n % (uint64_t)b->nranks || b->z % (uint64_t)b->nranks)) {
@@ -977,15 +912,13 @@ static int parse_args(bench_t *b, int argc, char **argv)
         return -1;
     }
     if (b->pattern != PAT_M && (b->z * b->n > INT32_MAX || b->every * b->n > INT32_MAX)) {
-        if (b->rank == 0)
-            fprintf(stderr, "bench_write: --planes x --size too large for MPI int counts\n");
+        if (b->rank == 0) fprintf(stderr, "bench_write: --planes x --size too large for MPI int counts\n");
         return -1;
     }
     const char *ext = b->impl == IMPL_MPIIO ? "dat" : b->impl == IMPL_PNETCDF ? "nc" : "h5";
-    if ((size_t)snprintf(b->path, sizeof b->path, "%s/bench_%s_%s.%s", b->dir,
-                         pat_name[b->pattern], impl_name[b->impl], ext) >= sizeof b->path) {
-        if (b->rank == 0)
-            fprintf(stderr, "bench_write: --dir too long\n");
+    if ((size_t)snprintf(b->path, sizeof b->path, "%s/bench_%s_%s.%s", b->dir, pat_name[b->pattern], impl_name[b->impl],
+                         ext) >= sizeof b->path) {
+        if (b->rank == 0) fprintf(stderr, "bench_write: --dir too long\n");
         return -1;
     }
     return 0;
@@ -994,24 +927,21 @@ static int parse_args(bench_t *b, int argc, char **argv)
 static void print_result(const bench_t *b, double seconds, const double *ph, const double *cpu)
 {
     double mib = (double)b->bytes / (1024.0 * 1024.0);
-    printf("{\"pattern\":\"%s\",\"impl\":\"%s\",\"nranks\":%d,", pat_name[b->pattern],
-           impl_name[b->impl], b->nranks);
+    printf("{\"pattern\":\"%s\",\"impl\":\"%s\",\"nranks\":%d,", pat_name[b->pattern], impl_name[b->impl], b->nranks);
     if (b->pattern == PAT_M)
         printf("\"nvars\":%d,\"nsteps\":%d,\"rowlen\":%" PRIu64 ",", b->nvars, b->nsteps, b->rowlen);
     else
         printf("\"z\":%" PRIu64 ",\"n\":%" PRIu64 ",\"every\":%" PRIu64 ",", b->z, b->n, b->every);
-    printf("\"flushes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"MiB_per_s\":%.2f,\"phases\":{",
-           b->nflush, b->bytes, seconds, seconds > 0 ? mib / seconds : 0.0);
+    printf("\"flushes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"MiB_per_s\":%.2f,\"phases\":{", b->nflush,
+           b->bytes, seconds, seconds > 0 ? mib / seconds : 0.0);
     for (int i = 0, first = 1; i < NPH; i++) {
-        if (ph[i] <= 0)
-            continue;
+        if (ph[i] <= 0) continue;
         printf("%s\"%s\":%.6f", first ? "" : ",", ph_name[i], ph[i]);
         first = 0;
     }
     printf("},\"cpu_phases\":{");
     for (int i = 0, first = 1; i < NPH; i++) {
-        if (cpu[i] <= 0)
-            continue;
+        if (cpu[i] <= 0) continue;
         printf("%s\"%s\":%.6f", first ? "" : ",", ph_name[i], cpu[i]);
         first = 0;
     }
@@ -1039,8 +969,7 @@ int main(int argc, char **argv)
         return 2;
     }
     setup(&b);
-    if (b.rank == 0)
-        remove_files(&b); /* MPI_MODE_CREATE does not truncate a stale file */
+    if (b.rank == 0) remove_files(&b); /* MPI_MODE_CREATE does not truncate a stale file */
 
     /* this rank's share of the file's page cache, and room for the
      * libraries' own buffers */
@@ -1068,11 +997,9 @@ int main(int argc, char **argv)
     free_data(&b); /* return the memory before rank 0 reads the file back */
     MPI_Barrier(MPI_COMM_WORLD);
     if (b.rank == 0) {
-        if (b.verify)
-            verify(&b);
+        if (b.verify) verify(&b);
         print_result(&b, seconds, ph, cpu);
-        if (!b.keep)
-            remove_files(&b);
+        if (!b.keep) remove_files(&b);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     free(b.step_row);

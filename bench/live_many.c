@@ -21,12 +21,12 @@
 
 #include "h5log.h"
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        if ((call) != 0) {                                                           \
-            fprintf(stderr, "live_many: %s: %s\n", #call, h5l_errmsg(f));            \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                            \
-        }                                                                            \
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            fprintf(stderr, "live_many: %s: %s\n", #call, h5l_errmsg(f));                                              \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 
 static void sleep_until(double t)
@@ -59,11 +59,16 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') goto usage;
     for (int i = 2; i + 1 < argc; i += 2) {
         char *end = NULL;
-        if (!strcmp(argv[i], "--vars")) nvars = strtol(argv[i + 1], &end, 10);
-        else if (!strcmp(argv[i], "--ticks")) ticks = strtol(argv[i + 1], &end, 10);
-        else if (!strcmp(argv[i], "--interval")) interval = strtod(argv[i + 1], &end);
-        else if (!strcmp(argv[i], "--chunk-rows")) crows = strtol(argv[i + 1], &end, 10);
-        else goto usage;
+        if (!strcmp(argv[i], "--vars"))
+            nvars = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--ticks"))
+            ticks = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--interval"))
+            interval = strtod(argv[i + 1], &end);
+        else if (!strcmp(argv[i], "--chunk-rows"))
+            crows = strtol(argv[i + 1], &end, 10);
+        else
+            goto usage;
         if (!end || *end) goto usage;
     }
     if (nvars < 1 || nvars > 100000 || ticks < 1 || interval < 0 || crows < 0 || crows > (1L << 24)) goto usage;

@@ -44,11 +44,10 @@ static void die_at(int line, const char *fmt, ...)
 }
 #define DIE(...) die_at(__LINE__, __VA_ARGS__)
 
-#define H5L_CHECK(call, f)                                                 \
-    do {                                                                   \
-        int rc_ = (call);                                                  \
-        if (rc_ != H5L_OK)                                                 \
-            DIE("%s: %s [%s]", #call, h5l_errmsg(f), h5l_strerror(rc_));   \
+#define H5L_CHECK(call, f)                                                                                             \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != H5L_OK) DIE("%s: %s [%s]", #call, h5l_errmsg(f), h5l_strerror(rc_));                                \
     } while (0)
 
 static void usage(FILE *o)
@@ -64,8 +63,7 @@ static void fill_rows(float *buf, uint64_t i0, uint64_t nrows)
         double base = (double)(i0 + i) * 0.5;
         float *p = buf + i * NJ * NK;
         for (uint64_t j = 0; j < NJ; j++)
-            for (uint64_t k = 0; k < NK; k++)
-                *p++ = (float)(base + (double)j + (double)k * 1e-3);
+            for (uint64_t k = 0; k < NK; k++) *p++ = (float)(base + (double)j + (double)k * 1e-3);
     }
 }
 
@@ -82,15 +80,20 @@ int main(int argc, char **argv)
     int chunked = 0;
     long rows = 8, flushes = 4;
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--gib") && a + 1 < argc) gib = atof(argv[++a]);
-        else if (!strcmp(argv[a], "--chunked")) chunked = 1;
-        else if (!strcmp(argv[a], "--rows") && a + 1 < argc) rows = atol(argv[++a]);
-        else if (!strcmp(argv[a], "--flushes") && a + 1 < argc) flushes = atol(argv[++a]);
+        if (!strcmp(argv[a], "--gib") && a + 1 < argc)
+            gib = atof(argv[++a]);
+        else if (!strcmp(argv[a], "--chunked"))
+            chunked = 1;
+        else if (!strcmp(argv[a], "--rows") && a + 1 < argc)
+            rows = atol(argv[++a]);
+        else if (!strcmp(argv[a], "--flushes") && a + 1 < argc)
+            flushes = atol(argv[++a]);
         else if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
             if (rank == 0) usage(stdout);
             MPI_Finalize();
             return 0;
-        } else if (argv[a][0] != '-' && !path) path = argv[a];
+        } else if (argv[a][0] != '-' && !path)
+            path = argv[a];
         else {
             if (rank == 0) usage(stderr);
             MPI_Finalize();
@@ -160,8 +163,8 @@ int main(int argc, char **argv)
                "\"chunk\":%s,\"bytes\":%llu,\"nranks\":%d,\"rows_per_put\":%ld,\"flushes\":%llu,"
                "\"seconds\":%.6f,\"generate_seconds\":%.6f}\n",
                path, (unsigned long long)n, NJ, NK, chunked ? "chunked" : "contiguous",
-               chunked ? "[16,256,512]" : "null", (unsigned long long)bytes, nranks, rows,
-               (unsigned long long)nflush, maxs, maxgen);
+               chunked ? "[16,256,512]" : "null", (unsigned long long)bytes, nranks, rows, (unsigned long long)nflush,
+               maxs, maxgen);
         fflush(stdout);
     }
     free(buf);

@@ -22,8 +22,10 @@ int main(int argc, char **argv)
     }
     uint64_t n = 1000000, flushes = 10;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--records")) n = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--flushes")) flushes = strtoull(argv[i + 1], NULL, 10);
+        if (!strcmp(argv[i], "--records"))
+            n = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--flushes"))
+            flushes = strtoull(argv[i + 1], NULL, 10);
     }
     h5l_opts_t o;
     h5l_opts_init(&o);

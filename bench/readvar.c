@@ -34,16 +34,22 @@ static void die(const char *what)
     fprintf(stderr, "readvar: %s failed\n", what);
     exit(1);
 }
-#define CK(expr) do { if ((expr) < 0) die(#expr); } while (0)
+#define CK(expr)                                                                                                       \
+    do {                                                                                                               \
+        if ((expr) < 0) die(#expr);                                                                                    \
+    } while (0)
 
 int main(int argc, char **argv)
 {
     const char *file = NULL, *var = NULL;
     double slab_mib = 64;
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--slab-mib") && a + 1 < argc) slab_mib = atof(argv[++a]);
-        else if (argv[a][0] != '-' && !file) file = argv[a];
-        else if (argv[a][0] != '-' && !var) var = argv[a];
+        if (!strcmp(argv[a], "--slab-mib") && a + 1 < argc)
+            slab_mib = atof(argv[++a]);
+        else if (argv[a][0] != '-' && !file)
+            file = argv[a];
+        else if (argv[a][0] != '-' && !var)
+            var = argv[a];
         else {
             fprintf(stderr, "usage: readvar FILE VAR [--slab-mib M]\n");
             return 2;

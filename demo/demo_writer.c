@@ -17,12 +17,12 @@
 #define NLAT 90
 #define NLON 180
 
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        if ((call) != H5L_OK) {                                                \
-            fprintf(stderr, "demo_writer: %s\n", h5l_errmsg(f));               \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                      \
-        }                                                                      \
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        if ((call) != H5L_OK) {                                                                                        \
+            fprintf(stderr, "demo_writer: %s\n", h5l_errmsg(f));                                                       \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 
 int main(int argc, char **argv)
@@ -38,8 +38,10 @@ int main(int argc, char **argv)
     int steps = 20;
     double interval = 0.5;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--interval")) interval = atof(argv[i + 1]);
+        if (!strcmp(argv[i], "--steps"))
+            steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--interval"))
+            interval = atof(argv[i + 1]);
     }
     h5l_file_t *f = NULL;
     if (h5l_create(argv[1], MPI_COMM_WORLD, NULL, &f) != H5L_OK) {

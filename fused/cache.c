@@ -26,12 +26,12 @@ struct hfs_centry {
     size_t len;
     int state;
     int seg;
-    int rc;              /* assembly result for waiters */
-    int charged;         /* counted in c->mem */
-    atomic_int hit;      /* CLOCK bit, set on every hit */
-    atomic_int pins;     /* changed under d->mu; read racily by the evictor */
+    int rc;          /* assembly result for waiters */
+    int charged;     /* counted in c->mem */
+    atomic_int hit;  /* CLOCK bit, set on every hit */
+    atomic_int pins; /* changed under d->mu; read racily by the evictor */
     hfs_cds_t *d;
-    hfs_centry_t *hnext; /* index chain */
+    hfs_centry_t *hnext;       /* index chain */
     hfs_centry_t *prev, *next; /* segment list */
     unsigned char *data;
 };
@@ -41,12 +41,12 @@ struct hfs_cds {
     const hfs_layout_t *layout;
     void *owner;
     pthread_mutex_t mu;
-    pthread_cond_t cv;   /* LOADING -> READY */
+    pthread_cond_t cv; /* LOADING -> READY */
     hfs_centry_t **tab;
     size_t nslots, n;
     int closed;
-    int refs;            /* owner (1) + entries + evictions in flight; guarded by mu */
-    int busy;            /* evicted callbacks running; close waits for 0 */
+    int refs; /* owner (1) + entries + evictions in flight; guarded by mu */
+    int busy; /* evicted callbacks running; close waits for 0 */
 };
 
 typedef struct seg {
@@ -58,7 +58,7 @@ struct hfs_cache {
     size_t limit;
     pthread_mutex_t mu; /* segments, mem */
     seg_t prob, prot;
-    size_t mem;         /* charged bytes: READY + LOADING entries */
+    size_t mem; /* charged bytes: READY + LOADING entries */
     size_t peak;
     uint64_t entries;
     _Atomic uint64_t hits, misses, waits, uncached, evictions, superseded;
@@ -85,10 +85,7 @@ void hfs_cache_free(hfs_cache_t *c)
  * cached version of a chunk is on one chain: publishing a version finds the
  * older ones it supersedes without a second index. Chains stay short (a
  * chunk has one or two versions cached once superseded ones go). */
-static uint64_t key_hash(const hfs_ckey_t *k)
-{
-    return XXH3_64bits(k->coord, k->ndims * sizeof k->coord[0]);
-}
+static uint64_t key_hash(const hfs_ckey_t *k) { return XXH3_64bits(k->coord, k->ndims * sizeof k->coord[0]); }
 
 /* -1, 0, 1 as content version a is older, equal, newer than b: versions
  * are record sequences (tick, rank, call order), compared in that order. */
@@ -183,18 +180,24 @@ static void seg_push(seg_t *s, hfs_centry_t *e, int which)
     e->seg = which;
     e->next = NULL;
     e->prev = s->tail;
-    if (s->tail) s->tail->next = e;
-    else s->head = e;
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
     s->tail = e;
     s->bytes += e->len;
 }
 
 static void seg_unlink(seg_t *s, hfs_centry_t *e)
 {
-    if (e->prev) e->prev->next = e->next;
-    else s->head = e->next;
-    if (e->next) e->next->prev = e->prev;
-    else s->tail = e->prev;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->tail = e->prev;
     e->prev = e->next = NULL;
     s->bytes -= e->len;
     e->seg = SEG_NONE;
@@ -232,8 +235,10 @@ static void make_room(hfs_cache_t *c, size_t need, hfs_centry_t **victims)
     while (c->prot.bytes > prot_cap && c->prot.head && budget--) {
         hfs_centry_t *e = c->prot.head; /* demote, giving hit entries a lap */
         seg_unlink(&c->prot, e);
-        if (atomic_exchange(&e->hit, 0)) seg_push(&c->prot, e, SEG_PROT);
-        else seg_push(&c->prob, e, SEG_PROB);
+        if (atomic_exchange(&e->hit, 0))
+            seg_push(&c->prot, e, SEG_PROT);
+        else
+            seg_push(&c->prob, e, SEG_PROB);
     }
     budget = 2 * (size_t)c->entries + 4;
     while (c->mem - freed + need > c->limit && budget--) {
@@ -288,8 +293,10 @@ hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key)
     uint64_t h = key_hash(key);
     pthread_mutex_lock(&d->mu);
     hfs_centry_t *e = idx_find(d, key, h);
-    if (e && e->state == E_READY) atomic_fetch_add(&e->pins, 1);
-    else e = NULL;
+    if (e && e->state == E_READY)
+        atomic_fetch_add(&e->pins, 1);
+    else
+        e = NULL;
     pthread_mutex_unlock(&d->mu);
     if (e) {
         atomic_store(&e->hit, 1);
@@ -405,8 +412,7 @@ static hfs_centry_t *superseded_locked(hfs_cds_t *d, hfs_centry_t *e)
     hfs_centry_t *out = NULL;
     pthread_mutex_lock(&c->mu);
     for (hfs_centry_t *x = d->tab[e->hash & (d->nslots - 1)]; x; x = x->hnext) {
-        if (x == e || x->state != E_READY || x->seg == SEG_NONE || x->hash != e->hash ||
-            x->key.ndims != e->key.ndims ||
+        if (x == e || x->state != E_READY || x->seg == SEG_NONE || x->hash != e->hash || x->key.ndims != e->key.ndims ||
             memcmp(x->key.coord, e->key.coord, e->key.ndims * sizeof e->key.coord[0]) != 0 ||
             ver_cmp(x->key.ver, e->key.ver) >= 0)
             continue;
@@ -457,7 +463,7 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
     pthread_mutex_lock(&d->mu);
     hfs_centry_t *e = idx_find(d, key, h);
     if (e) return get_found(d, e, rc, hit); /* releases d->mu */
-    e = get_reserve(d, key, h, len);         /* releases d->mu */
+    e = get_reserve(d, key, h, len);        /* releases d->mu */
     return e ? get_assemble(d, e, ctx, rc) : NULL;
 }
 

@@ -72,8 +72,7 @@ void hfs_cds_close(hfs_cds_t *d);
 /* A pinned entry holding chunk key (len bytes), assembled by
  * layout->assemble(ctx, ...) on a miss. NULL when the chunk is not cached
  * (*rc 0: the caller must assemble it itself; negative: assembly failed). */
-hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len,
-                            void *ctx, int *rc, int *hit);
+hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit);
 /* A pinned entry if chunk key is cached and ready (counted as a hit), else
  * NULL: nothing is assembled, inserted or counted. For callers that can
  * serve a miss more cheaply than by assembling the whole chunk. */

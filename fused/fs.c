@@ -60,9 +60,12 @@ static double valid_for(const hfs_fs_t *fs) { return fs->cfg.tick < 1.0 ? fs->cf
 static int errno_of(int code)
 {
     switch (code) {
-    case H5L_ENOMEM: return ENOMEM;
-    case H5L_ENOTFOUND: return ENOENT;
-    default: return EIO;
+    case H5L_ENOMEM:
+        return ENOMEM;
+    case H5L_ENOTFOUND:
+        return ENOENT;
+    default:
+        return EIO;
     }
 }
 
@@ -119,7 +122,7 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
     st->st_blksize = 1 << 20;
     st->st_blocks = (blkcnt_t)((n->eof + 511) / 512);
     uint64_t t = n->time_ns; /* the tick's commit time */
-    if (t == 0) { /* tick 0 (nothing committed yet): the source's times, not 1970 */
+    if (t == 0) {            /* tick 0 (nothing committed yet): the source's times, not 1970 */
         st->st_mtim = n->src_st.st_mtim;
         st->st_ctim = n->src_st.st_ctim;
         st->st_atim = n->src_st.st_atim;
@@ -250,8 +253,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fuse_entry_param e;
     int er = do_lookup(fs_of(req), parent, name, &e);
-    if (er) fuse_reply_err(req, er);
-    else fuse_reply_entry(req, &e);
+    if (er)
+        fuse_reply_err(req, er);
+    else
+        fuse_reply_entry(req, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -273,8 +278,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct stat st;
     hfs_inode_t *n = ino_of(req, ino);
     int er = get_attr(n, &st);
-    if (er) fuse_reply_err(req, er);
-    else fuse_reply_attr(req, &st, n->kind == HFS_K_BAD ? 0 : valid_for(fs_of(req)));
+    if (er)
+        fuse_reply_err(req, er);
+    else
+        fuse_reply_attr(req, &st, n->kind == HFS_K_BAD ? 0 : valid_for(fs_of(req)));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -306,7 +313,6 @@ struct hfs_fh {
     char *text;           /* statistics file: its contents */
 };
 
-
 static hfs_fh_t *fh_new(hfs_fs_t *fs)
 {
     hfs_fh_t *h = calloc(1, sizeof *h);
@@ -325,8 +331,10 @@ static void fh_free(hfs_fh_t *h)
 {
     hfs_fs_t *fs = h->fs;
     pthread_mutex_lock(&fs->fh_mu);
-    if (h->prev) h->prev->next = h->next;
-    else fs->fh_head = h->next;
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        fs->fh_head = h->next;
     if (h->next) h->next->prev = h->prev;
     pthread_mutex_unlock(&fs->fh_mu);
     if (h->dp) closedir(h->dp);
@@ -353,15 +361,18 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         h5l_err_t e = {0};
         hfs_fh_t *h = NULL;
         int er = stat(n->path, &st) != 0 || st.st_dev != n->dev || st.st_ino != n->sino ? ENOENT
-               : hfs_lfile_get(n->path, n->dev, n->sino, &lf, &e) != H5L_OK ? EIO
-               : !(h = fh_new(fs_of(req))) ? ENOMEM : 0;
+                 : hfs_lfile_get(n->path, n->dev, n->sino, &lf, &e) != H5L_OK           ? EIO
+                 : !(h = fh_new(fs_of(req)))                                            ? ENOMEM
+                                                                                        : 0;
         if (h) {
             h->dir = n;
             h->nticks = hfs_lfile_ntick(lf);
         }
         hfs_lfile_unref(lf);
-        if (er) fuse_reply_err(req, er);
-        else reply_open(req, fi, h);
+        if (er)
+            fuse_reply_err(req, er);
+        else
+            reply_open(req, fi, h);
         return;
     }
     if (n->kind != HFS_K_MIRROR && n->kind != HFS_K_TDIR) {
@@ -406,8 +417,10 @@ static void readdir_ticks(fuse_req_t req, hfs_fh_t *d, size_t size, off_t off)
         memset(&st, 0, sizeof st);
         st.st_mode = o < 2 ? S_IFDIR : S_IFREG;
         st.st_ino = o < 2 ? 1 : o;
-        if (o < 2) snprintf(name, sizeof name, "%s", o ? ".." : ".");
-        else hfs_ticks_name(o - 1, name, sizeof name);
+        if (o < 2)
+            snprintf(name, sizeof name, "%s", o ? ".." : ".");
+        else
+            hfs_ticks_name(o - 1, name, sizeof name);
         size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(o + 1));
         if (len > size - used) break; /* full: this entry goes next time */
         used += len;
@@ -416,8 +429,7 @@ static void readdir_ticks(fuse_req_t req, hfs_fh_t *d, size_t size, off_t off)
     free(buf);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)ino;
     hfs_fh_t *d = fh_of(fi);
@@ -495,7 +507,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     } else if (n->kind == HFS_K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
         h->snap = n->snap;
-        fi->keep_cache = 1; /* the inode's bytes never change */
+        fi->keep_cache = 1;              /* the inode's bytes never change */
     } else if (n->kind == HFS_K_TSNAP) { /* its snapshot is taken at open (ticks.h) */
         int er = hfs_ticks_open(n, &h->snap);
         if (er) {
@@ -517,8 +529,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     reply_open(req, fi, h);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     hfs_fh_t *h = fh_of(fi);
     if (h->text) {
@@ -556,8 +567,10 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
     struct statvfs s;
-    if (fstatvfs(fs_of(req)->itab.root.fd, &s) != 0) fuse_reply_err(req, errno);
-    else fuse_reply_statfs(req, &s);
+    if (fstatvfs(fs_of(req)->itab.root.fd, &s) != 0)
+        fuse_reply_err(req, errno);
+    else
+        fuse_reply_statfs(req, &s);
 }
 
 /* Snapshot files tell what they are through extended attributes: a
@@ -584,10 +597,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     hfs_inode_t *n = ino_of(req, ino);
     char buf[PATH_MAX + 64];
     int len = hfs_kind_is_snap(n->kind) ? snap_xattr(n, name, buf, sizeof buf) : -1;
-    if (len < 0) fuse_reply_err(req, ENODATA);
-    else if (size == 0) fuse_reply_xattr(req, (size_t)len);
-    else if ((size_t)len > size) fuse_reply_err(req, ERANGE);
-    else fuse_reply_buf(req, buf, (size_t)len);
+    if (len < 0)
+        fuse_reply_err(req, ENODATA);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)len);
+    else if ((size_t)len > size)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, buf, (size_t)len);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -599,24 +616,88 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     hfs_inode_t *n = ino_of(req, ino);
     char tmp[8];
     size_t len = !hfs_kind_is_snap(n->kind) ? 0
-               : n->snap && hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0 ? sizeof names
-               : sizeof names - sizeof "user.h5logfs.damaged";
-    if (size == 0) fuse_reply_xattr(req, len);
-    else if (len > size) fuse_reply_err(req, ERANGE);
-    else fuse_reply_buf(req, names, len);
+                 : n->snap && hfs_snap_damage(n->snap, tmp, sizeof tmp) >= 0
+                     ? sizeof names
+                     : sizeof names - sizeof "user.h5logfs.damaged";
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (len > size)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, names, len);
 }
 
 /* Everything that would change the tree. */
 static void rofs_entry(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-static void op_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int s, struct fuse_file_info *f) { (void)i; (void)a; (void)s; (void)f; rofs_entry(req); }
-static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t r) { (void)p; (void)n; (void)m; (void)r; rofs_entry(req); }
-static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m) { (void)p; (void)n; (void)m; rofs_entry(req); }
-static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *n) { (void)p; (void)n; rofs_entry(req); }
-static void op_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n) { (void)l; (void)p; (void)n; rofs_entry(req); }
-static void op_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned f) { (void)p; (void)n; (void)np; (void)nn; (void)f; rofs_entry(req); }
-static void op_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t p, const char *n) { (void)i; (void)p; (void)n; rofs_entry(req); }
-static void op_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o, struct fuse_file_info *f) { (void)i; (void)b; (void)s; (void)o; (void)f; rofs_entry(req); }
-static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f) { (void)p; (void)n; (void)m; (void)f; rofs_entry(req); }
+static void op_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int s, struct fuse_file_info *f)
+{
+    (void)i;
+    (void)a;
+    (void)s;
+    (void)f;
+    rofs_entry(req);
+}
+static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t r)
+{
+    (void)p;
+    (void)n;
+    (void)m;
+    (void)r;
+    rofs_entry(req);
+}
+static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
+{
+    (void)p;
+    (void)n;
+    (void)m;
+    rofs_entry(req);
+}
+static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
+{
+    (void)p;
+    (void)n;
+    rofs_entry(req);
+}
+static void op_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n)
+{
+    (void)l;
+    (void)p;
+    (void)n;
+    rofs_entry(req);
+}
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned f)
+{
+    (void)p;
+    (void)n;
+    (void)np;
+    (void)nn;
+    (void)f;
+    rofs_entry(req);
+}
+static void op_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t p, const char *n)
+{
+    (void)i;
+    (void)p;
+    (void)n;
+    rofs_entry(req);
+}
+static void op_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o, struct fuse_file_info *f)
+{
+    (void)i;
+    (void)b;
+    (void)s;
+    (void)o;
+    (void)f;
+    rofs_entry(req);
+}
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f)
+{
+    (void)p;
+    (void)n;
+    (void)m;
+    (void)f;
+    rofs_entry(req);
+}
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {

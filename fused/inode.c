@@ -83,10 +83,10 @@ static hfs_inode_t *hash_find(hfs_itab_t *t, int kind, dev_t dev, ino_t ino, con
 static hfs_inode_t *find_bad(hfs_itab_t *t, const struct stat *st)
 {
     if (!t->hslots) return NULL;
-    for (hfs_inode_t *n = t->htab[hkey(HFS_K_BAD, st->st_dev, st->st_ino, NULL, 0) & (t->hslots - 1)]; n; n = n->hnext) {
-        if (n->kind == HFS_K_BAD && n->dev == st->st_dev && n->sino == st->st_ino &&
-            n->src_st.st_size == st->st_size && n->src_st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
-            n->src_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+    for (hfs_inode_t *n = t->htab[hkey(HFS_K_BAD, st->st_dev, st->st_ino, NULL, 0) & (t->hslots - 1)]; n;
+         n = n->hnext) {
+        if (n->kind == HFS_K_BAD && n->dev == st->st_dev && n->sino == st->st_ino && n->src_st.st_size == st->st_size &&
+            n->src_st.st_mtim.tv_sec == st->st_mtim.tv_sec && n->src_st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
             return n;
     }
     return NULL;
@@ -258,8 +258,10 @@ int hfs_itab_entry(const hfs_inode_t *p, const char *name, int *fd, struct stat 
     if (*fd < 0) return errno;
     int er = 0;
     *path = NULL;
-    if (fstatat(*fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) er = errno;
-    else if (asprintf(path, "%s/%s", p->path, name) < 0) er = ENOMEM, *path = NULL;
+    if (fstatat(*fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+        er = errno;
+    else if (asprintf(path, "%s/%s", p->path, name) < 0)
+        er = ENOMEM, *path = NULL;
     if (er) {
         close(*fd);
         *fd = -1;
@@ -302,8 +304,10 @@ void hfs_itab_forget(hfs_itab_t *t, hfs_inode_t *n, uint64_t k)
     int dead = n->nlookup == 0;
     if (dead) {
         hash_remove(t, n);
-        if (n->prev) n->prev->next = n->next;
-        else t->head = n->next;
+        if (n->prev)
+            n->prev->next = n->next;
+        else
+            t->head = n->next;
         if (n->next) n->next->prev = n->prev;
     }
     pthread_mutex_unlock(&t->mu);

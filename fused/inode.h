@@ -35,23 +35,31 @@
 #include <sys/stat.h>
 #include "lfile.h"
 
-enum { HFS_K_MIRROR = 1, HFS_K_SNAP = 2, HFS_K_BAD = 3, HFS_K_STATS = 4, HFS_K_TDIR = 5, HFS_K_TLOG = 6, HFS_K_TSNAP = 7 };
+enum {
+    HFS_K_MIRROR = 1,
+    HFS_K_SNAP = 2,
+    HFS_K_BAD = 3,
+    HFS_K_STATS = 4,
+    HFS_K_TDIR = 5,
+    HFS_K_TLOG = 6,
+    HFS_K_TSNAP = 7
+};
 
 /* Kinds whose bytes are a snapshot's canonical file. */
 static inline int hfs_kind_is_snap(int kind) { return kind == HFS_K_SNAP || kind == HFS_K_TSNAP; }
 
 typedef struct hfs_inode {
     int kind;
-    int fd;             /* mirror: O_PATH descriptor */
+    int fd; /* mirror: O_PATH descriptor */
     dev_t dev;
     ino_t sino;
-    mode_t mode;        /* source file type and permissions at lookup */
-    char *path;         /* absolute source path */
-    uint64_t nlookup;   /* guarded by the table's mutex */
-    hfs_snap_t *snap;   /* snapshot: its reference (a tsnap holds none: ticks.h) */
-    uint64_t tick, eof, time_ns; /* snapshot, tsnap: its tick, size, commit time */
-    int closed;         /* snapshot, tsnap: the file's last tick, closed */
-    struct stat src_st; /* snapshot, bad: the source's attributes at lookup */
+    mode_t mode;                   /* source file type and permissions at lookup */
+    char *path;                    /* absolute source path */
+    uint64_t nlookup;              /* guarded by the table's mutex */
+    hfs_snap_t *snap;              /* snapshot: its reference (a tsnap holds none: ticks.h) */
+    uint64_t tick, eof, time_ns;   /* snapshot, tsnap: its tick, size, commit time */
+    int closed;                    /* snapshot, tsnap: the file's last tick, closed */
+    struct stat src_st;            /* snapshot, bad: the source's attributes at lookup */
     struct hfs_inode *next, *prev; /* every inode (freed at the end) */
     struct hfs_inode *hnext;       /* hash chain */
     int hashed;
@@ -60,9 +68,9 @@ typedef struct hfs_inode {
 typedef struct hfs_itab {
     pthread_mutex_t mu;
     hfs_inode_t root, stats;
-    hfs_inode_t ticks;   /* the root of the ticks tree (a tdir of the source root) */
-    hfs_inode_t *head;   /* every inode but the static ones */
-    hfs_inode_t **htab;  /* mirrors by (dev, ino), snapshots by snap, bad by (dev, ino) */
+    hfs_inode_t ticks;  /* the root of the ticks tree (a tdir of the source root) */
+    hfs_inode_t *head;  /* every inode but the static ones */
+    hfs_inode_t **htab; /* mirrors by (dev, ino), snapshots by snap, bad by (dev, ino) */
     size_t hslots, hcount;
 } hfs_itab_t;
 

@@ -54,34 +54,34 @@ struct hfs_lfile {
     dev_t dev;
     ino_t ino;
     h5l_reader_t *reader;
-    pthread_mutex_t mu;  /* skel, snap, failed, reported, entry */
-    hfs_skel_t *skel;    /* newest skeleton */
-    hfs_snap_t *snap;    /* newest snapshot */
-    int failed;          /* nothing can be served (sticky) */
-    int reported;        /* ... and that was logged */
+    pthread_mutex_t mu; /* skel, snap, failed, reported, entry */
+    hfs_skel_t *skel;   /* newest skeleton */
+    hfs_snap_t *snap;   /* newest snapshot */
+    int failed;         /* nothing can be served (sticky) */
+    int reported;       /* ... and that was logged */
     h5l_err_t ferr;
-    int damaged;         /* a tick failed to load: the ticks before it are served */
+    int damaged; /* a tick failed to load: the ticks before it are served */
     uint64_t damaged_tick;
     h5l_err_t derr;
     uint64_t parent;
     char *name;
     double last_use;
-    int closed_seen;     /* ticker: the CLOSE record was announced */
-    hfs_cds_t **cds;     /* per object id: this file's cache index */
+    int closed_seen; /* ticker: the CLOSE record was announced */
+    hfs_cds_t **cds; /* per object id: this file's cache index */
     size_t ncds;
     _Atomic uint64_t st_reads, st_hits, st_misses, st_skipped, st_assembled, st_evictions;
     _Atomic uint64_t st_skeletons, st_snapshots;
-    _Atomic int64_t st_cached; /* bytes of this file in the cache */
+    _Atomic int64_t st_cached;    /* bytes of this file in the cache */
     _Atomic uint64_t st_gathered; /* part of st_skipped: by the gather path */
     /* skeleton builds (the builder thread; guarded by mu) */
-    int building;        /* queued or being built */
-    int announce;        /* a build landed: the ticker invalidates the name */
+    int building;           /* queued or being built */
+    int announce;           /* a build landed: the ticker invalidates the name */
     uint64_t bfail_version; /* a build of this skeleton version failed ... */
     int bfailed;            /* ... (not retried until the version changes) */
     h5l_err_t berr;
-    pthread_cond_t built;   /* building 1 -> 0 */
-    hfs_lfile_t *bnext;     /* build queue */
-    hfs_lfile_t *next;   /* registry */
+    pthread_cond_t built; /* building 1 -> 0 */
+    hfs_lfile_t *bnext;   /* build queue */
+    hfs_lfile_t *next;    /* registry */
 };
 
 static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid);
@@ -142,7 +142,6 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
-
 
 static void lfile_free(hfs_lfile_t *lf)
 {
@@ -274,7 +273,6 @@ int hfs_snap_damage(const hfs_snap_t *s, char *buf, size_t cap)
     return n;
 }
 
-
 void hfs_snap_unref(hfs_snap_t *s)
 {
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
@@ -373,8 +371,10 @@ static void enqueue_build_locked(hfs_lfile_t *lf)
         lf->building = 1;
         atomic_fetch_add(&lf->refs, 1);
         lf->bnext = NULL;
-        if (bq_tail) bq_tail->bnext = lf;
-        else bq_head = lf;
+        if (bq_tail)
+            bq_tail->bnext = lf;
+        else
+            bq_head = lf;
         bq_tail = lf;
         pthread_cond_signal(&bq_cv);
     }
@@ -440,8 +440,7 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
                     clock_gettime(CLOCK_REALTIME, &dl);
                     dl.tv_nsec += BUILD_WAIT_MS * 1000000L;
                     if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-                    while (lf->building && pthread_cond_timedwait(&lf->built, &lf->mu, &dl) == 0) {
-                    }
+                    while (lf->building && pthread_cond_timedwait(&lf->built, &lf->mu, &dl) == 0) {}
                     continue;
                 }
             }
@@ -509,7 +508,8 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
         atomic_fetch_add(&lf->st_skeletons, 1);
         if (!(*out = snap_alloc_locked(lf, tick, closed, k)))
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", lf->path);
-        else atomic_fetch_add(&lf->st_snapshots, 1);
+        else
+            atomic_fetch_add(&lf->st_snapshots, 1);
         hfs_skel_unref(k);
     }
     lf->last_use = now_s();
@@ -538,8 +538,7 @@ static void build_one(hfs_lfile_t *lf)
         if (!rc) {
             atomic_fetch_add(&st_build_ns, k->build_ns);
             uint64_t m = atomic_load(&st_build_max_ns);
-            while (k->build_ns > m && !atomic_compare_exchange_weak(&st_build_max_ns, &m, k->build_ns)) {
-            }
+            while (k->build_ns > m && !atomic_compare_exchange_weak(&st_build_max_ns, &m, k->build_ns)) {}
         }
     }
     int log = 0;
@@ -731,8 +730,8 @@ static int gather_box(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_
  * nothing assembled or cached. Records are applied in sequence order by
  * the reader, so this is right for overlapping records too (they only cost
  * their overlap in extra reads). */
-static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, const uint64_t *ct,
-                        const uint64_t *sh, uint64_t r0, uint64_t r1, uint8_t *out, h5l_err_t *err)
+static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, const uint64_t *ct, const uint64_t *sh,
+                        uint64_t r0, uint64_t r1, uint8_t *out, h5l_err_t *err)
 {
     size_t es = v->esize;
     uint64_t e0 = r0 / es, e1 = (r1 + es - 1) / es;
@@ -747,8 +746,7 @@ static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, 
 }
 
 /* Serve [a, b) of block g into out (which is at file offset a). */
-static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t b, uint8_t *out,
-                      h5l_err_t *err)
+static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t b, uint8_t *out, h5l_err_t *err)
 {
     hfs_lfile_t *lf = s->lf;
     const hfs_svar_t *v = &s->skel->vars[g->var];
@@ -890,9 +888,8 @@ char *hfs_lfile_stats_text(void)
                      (unsigned long long)cs.entries, (unsigned long long)cs.hits, (unsigned long long)cs.waits,
                      (unsigned long long)cs.misses, lookups ? (double)(cs.hits + cs.waits) / (double)lookups : 0.0,
                      (unsigned long long)cs.uncached, (unsigned long long)cs.evictions,
-                     (unsigned long long)cs.superseded,
-                     (unsigned long long)cs.bytes_assembled, (unsigned long long)cs.bytes_hit,
-                     (unsigned long long)cs.bytes_skipped);
+                     (unsigned long long)cs.superseded, (unsigned long long)cs.bytes_assembled,
+                     (unsigned long long)cs.bytes_hit, (unsigned long long)cs.bytes_skipped);
     h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line, "skeletons: built %llu (failed %llu), %.3f s building, longest %.3f s\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
@@ -902,15 +899,15 @@ char *hfs_lfile_stats_text(void)
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         n = snprintf(line, sizeof line,
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
-                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, log dropped %llu B%s%s\n",
-                     lf->path, (unsigned long long)h5l_reader_ntick(lf->reader),
-                     (unsigned long long)lf->st_snapshots, (unsigned long long)lf->st_skeletons,
-                     (unsigned long long)h5l_reader_nrecords(lf->reader), (unsigned long long)lf->st_reads,
-                     (unsigned long long)lf->st_hits, (unsigned long long)lf->st_misses,
-                     (unsigned long long)lf->st_assembled, (unsigned long long)lf->st_skipped,
-                     (unsigned long long)lf->st_gathered, (long long)lf->st_cached, (unsigned long long)lf->st_evictions,
-                     (unsigned long long)h5l_reader_dropped(lf->reader), lf->failed ? " (FAILED)" : "",
-                     lf->damaged ? " (DAMAGED: later ticks not served)" : "");
+                     "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, "
+                     "log dropped %llu B%s%s\n",
+                     lf->path, (unsigned long long)h5l_reader_ntick(lf->reader), (unsigned long long)lf->st_snapshots,
+                     (unsigned long long)lf->st_skeletons, (unsigned long long)h5l_reader_nrecords(lf->reader),
+                     (unsigned long long)lf->st_reads, (unsigned long long)lf->st_hits,
+                     (unsigned long long)lf->st_misses, (unsigned long long)lf->st_assembled,
+                     (unsigned long long)lf->st_skipped, (unsigned long long)lf->st_gathered, (long long)lf->st_cached,
+                     (unsigned long long)lf->st_evictions, (unsigned long long)h5l_reader_dropped(lf->reader),
+                     lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }
     pthread_mutex_unlock(&reg_mu);
@@ -936,8 +933,14 @@ static int release_if_idle(hfs_lfile_t *lf)
     return idle;
 }
 
-typedef struct note { uint64_t parent; char *name; } note_t;
-typedef struct notes { note_t *v; size_t n, cap; } notes_t;
+typedef struct note {
+    uint64_t parent;
+    char *name;
+} note_t;
+typedef struct notes {
+    note_t *v;
+    size_t n, cap;
+} notes_t;
 
 /* Remember lf's name (lf->mu held) to be invalidated. */
 static void note_name_locked(notes_t *ns, hfs_lfile_t *lf)

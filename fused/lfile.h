@@ -24,7 +24,7 @@ typedef struct hfs_snap {
     atomic_int refs;
     hfs_lfile_t *lf;
     uint64_t tick, time_ns;
-    int closed;        /* the writer had closed the file: this is its last tick */
+    int closed; /* the writer had closed the file: this is its last tick */
     hfs_skel_t *skel;
 } hfs_snap_t;
 
@@ -37,7 +37,6 @@ int hfs_snap_damage(const hfs_snap_t *s, char *buf, size_t cap);
 
 /* Create the shared chunk cache (limit in bytes). Call once before use. */
 int hfs_lfile_init(size_t cache_limit);
-
 
 /* The file at path (identified by dev/ino), opened and loaded on first use.
  * Fails with the reader's error (message names the file). */

@@ -42,7 +42,10 @@ typedef struct opts {
 
 enum { K_FSNAME = 100, K_SUBTYPE, K_ALLOW, K_DEFPERM, K_TICK };
 
-#define OPT(t, p, v) {t, offsetof(opts_t, p), v}
+#define OPT(t, p, v)                                                                                                   \
+    {                                                                                                                  \
+        t, offsetof(opts_t, p), v                                                                                      \
+    }
 static const struct fuse_opt spec[] = {
     FUSE_OPT_KEY("tick=", K_TICK), /* parse_tick */
     OPT("cache_size=%s", cache_size, 0),
@@ -64,7 +67,8 @@ static void usage(const char *prog)
            "    -o tick=SECONDS        how often live journals are polled (default 0.1)\n"
            "    -o cache_size=SIZE     chunk cache limit, e.g. 512M, 2G (default 1/8 of RAM)\n"
            "    -o stats               print statistics at unmount\n\n"
-           "Statistics while mounted: cat MNT/.h5logfs-stats, or kill -USR1 the daemon (to its log).\n\n", prog);
+           "Statistics while mounted: cat MNT/.h5logfs-stats, or kill -USR1 the daemon (to its log).\n\n",
+           prog);
 }
 
 /* Keep the second non-option (MNT) for fuse_parse_cmdline; take SRC. */
@@ -73,15 +77,24 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     (void)outargs;
     opts_t *o = data;
     switch (key) { /* noted, and passed on to libfuse */
-    case K_FSNAME: o->has_fsname = 1; return 1;
-    case K_SUBTYPE: o->has_subtype = 1; return 1;
-    case K_ALLOW: o->allow = 1; return 1;
-    case K_DEFPERM: o->defperm = 1; return 1;
+    case K_FSNAME:
+        o->has_fsname = 1;
+        return 1;
+    case K_SUBTYPE:
+        o->has_subtype = 1;
+        return 1;
+    case K_ALLOW:
+        o->allow = 1;
+        return 1;
+    case K_DEFPERM:
+        o->defperm = 1;
+        return 1;
     case K_TICK: /* the last one given counts */
         free(o->tick);
         o->tick = strdup(arg + strlen("tick="));
         return o->tick ? 0 : -1;
-    default: break;
+    default:
+        break;
     }
     if (key == FUSE_OPT_KEY_NONOPT && o->nonopt++ == 0) {
         o->source = strdup(arg);
@@ -96,11 +109,28 @@ static int parse_size(const char *s, size_t *out)
     double v = strtod(s, &end);
     if (end == s || v < 0) return -1;
     switch (*end) {
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': v *= 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        v *= 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        v *= 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'B' || *end == 'b') end++;
     if (*end) return -1;
@@ -261,8 +291,7 @@ static int refuse_live_mount(const char *mnt)
     free(path);
     int refuse = ours && !(statvfs(mnt, &sv) != 0 && errno == ENOTCONN);
     if (refuse)
-        fprintf(stderr, "h5logfs: %s is already an h5logfs mount (of %s); unmount it first\n", mnt,
-                src ? src : "?");
+        fprintf(stderr, "h5logfs: %s is already an h5logfs mount (of %s); unmount it first\n", mnt, src ? src : "?");
     free(src);
     return refuse ? -1 : 0;
 }
@@ -279,8 +308,7 @@ static int wait_tick(void)
         dl.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&stop_mu);
-    while (!g_stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT) {
-    }
+    while (!g_stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT) {}
     int go = !g_stop;
     pthread_mutex_unlock(&stop_mu);
     return go;
@@ -359,7 +387,10 @@ int main(int argc, char **argv)
     char extra[4300];
     srcabs = realpath(o.source, NULL);
     snprintf(extra, sizeof extra, "-oro%s%s%s%s", o.has_subtype ? "" : ",subtype=h5logfs",
-             o.has_fsname ? "" : ",fsname=", o.has_fsname ? "" : srcabs ? srcabs : o.source,
+             o.has_fsname ? "" : ",fsname=",
+             o.has_fsname ? ""
+             : srcabs     ? srcabs
+                          : o.source,
              o.allow && !o.defperm ? ",default_permissions" : "");
     fuse_opt_add_arg(&args, extra);
     g_tick = tick;
@@ -373,7 +404,7 @@ int main(int argc, char **argv)
     if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
     fuse_daemonize(cmd.foreground);
     if (!cmd.foreground) hfs_log_to_syslog(); /* stderr is /dev/null now */
-    sd_notify(0, "READY=1"); /* systemd Type=notify; a no-op elsewhere */
+    sd_notify(0, "READY=1");                  /* systemd Type=notify; a no-op elsewhere */
     signal(SIGUSR1, on_usr1);
     pthread_t tk;
     int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
@@ -402,7 +433,7 @@ out_destroy:
     fuse_session_destroy(se);
 out:
     hfs_fs_free(fs);      /* the inodes hold snapshots: before the files and the cache */
-    hfs_ticks_shutdown();  /* its snapshot too */
+    hfs_ticks_shutdown(); /* its snapshot too */
     hfs_lfile_shutdown();
     ret = ret ? 1 : 0;
 done:

@@ -75,19 +75,19 @@ typedef struct piece {
 } piece_t;
 
 struct hfs_memvfd {
-    unsigned refs;   /* the open file holds one, each hfs_memvfd_get one */
-    int state;       /* ST_OPEN, ST_CLOSED (image ready or dropped), ST_TAKEN */
+    unsigned refs; /* the open file holds one, each hfs_memvfd_get one */
+    int state;     /* ST_OPEN, ST_CLOSED (image ready or dropped), ST_TAKEN */
     bool trace;
-    bool failed;     /* an allocation failed while capturing */
-    bool windowed;   /* hfs_memvfd_use_windows: regions only inside windows */
-    unsigned depth;  /* open raw windows */
+    bool failed;    /* an allocation failed while capturing */
+    bool windowed;  /* hfs_memvfd_use_windows: regions only inside windows */
+    unsigned depth; /* open raw windows */
     uint64_t eoa, eof;
     piece_t *pc;
     size_t npc, cappc;
     uint64_t meta_bytes;
     hfs_memvfd_alloc_t *al; /* every record, address == allocation order */
     size_t nal, capal;
-    size_t *raw;            /* indices into al of the DRAW records */
+    size_t *raw; /* indices into al of the DRAW records */
     size_t nraw, capraw;
     uint64_t dropped_writes, dropped_bytes, raw_freed;
     hfs_memvfd_image_t *img;
@@ -120,8 +120,7 @@ static size_t pc_first_after(const piece_t *pc, size_t n, uint64_t lo)
     return a;
 }
 
-static void pc_read(const piece_t *pc, size_t n, uint64_t lo, size_t len,
-                    unsigned char *out)
+static void pc_read(const piece_t *pc, size_t n, uint64_t lo, size_t len, unsigned char *out)
 {
     uint64_t hi = lo + len;
     memset(out, 0, len);
@@ -142,19 +141,15 @@ static int pc_write(hfs_memvfd_t *s, uint64_t lo, size_t len, const void *data)
         return 0;
     }
     size_t j = i;
-    while (j < s->npc && s->pc[j].addr < hi)
-        j++;
+    while (j < s->npc && s->pc[j].addr < hi) j++;
     /* pieces [i, j) overlap [lo, hi) */
     uint64_t nlo = lo, nhi = hi;
     if (j > i) {
-        if (s->pc[i].addr < nlo)
-            nlo = s->pc[i].addr;
-        if (s->pc[j - 1].addr + s->pc[j - 1].len > nhi)
-            nhi = s->pc[j - 1].addr + s->pc[j - 1].len;
+        if (s->pc[i].addr < nlo) nlo = s->pc[i].addr;
+        if (s->pc[j - 1].addr + s->pc[j - 1].len > nhi) nhi = s->pc[j - 1].addr + s->pc[j - 1].len;
     }
     unsigned char *buf = malloc((size_t)(nhi - nlo));
-    if (!buf)
-        return -1;
+    if (!buf) return -1;
     uint64_t old = 0;
     for (size_t k = i; k < j; k++) {
         memcpy(buf + (s->pc[k].addr - nlo), s->pc[k].buf, (size_t)s->pc[k].len);
@@ -208,8 +203,7 @@ static void al_shrink(hfs_memvfd_t *s, uint64_t eoa)
     }
     if (s->nal > 0) {
         hfs_memvfd_alloc_t *r = &s->al[s->nal - 1];
-        if (r->addr + r->size > eoa)
-            r->size = eoa - r->addr;
+        if (r->addr + r->size > eoa) r->size = eoa - r->addr;
     }
 }
 
@@ -218,8 +212,7 @@ static void al_shrink(hfs_memvfd_t *s, uint64_t eoa)
 
 static void session_free_capture(hfs_memvfd_t *s)
 {
-    for (size_t i = 0; i < s->npc; i++)
-        free(s->pc[i].buf);
+    for (size_t i = 0; i < s->npc; i++) free(s->pc[i].buf);
     free(s->pc);
     free(s->al);
     free(s->raw);
@@ -231,8 +224,7 @@ static void session_free_capture(hfs_memvfd_t *s)
 
 static void session_unref(hfs_memvfd_t *s)
 {
-    if (--s->refs > 0)
-        return;
+    if (--s->refs > 0) return;
     session_free_capture(s);
     hfs_memvfd_image_free(s->img);
     free(s);
@@ -242,22 +234,18 @@ static void session_unref(hfs_memvfd_t *s)
 static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s)
 {
     hfs_memvfd_image_t *img = calloc(1, sizeof *img);
-    if (!img)
-        return NULL;
+    if (!img) return NULL;
     size_t nrun = 0;
     for (size_t i = 0; i < s->npc; i++)
-        if (i == 0 || s->pc[i - 1].addr + s->pc[i - 1].len != s->pc[i].addr)
-            nrun++;
+        if (i == 0 || s->pc[i - 1].addr + s->pc[i - 1].len != s->pc[i].addr) nrun++;
     img->extents = calloc(nrun ? nrun : 1, sizeof *img->extents);
     img->allocs = malloc((s->nal ? s->nal : 1) * sizeof *img->allocs);
     img->raw = malloc((s->nraw ? s->nraw : 1) * sizeof *img->raw);
-    if (!img->extents || !img->allocs || !img->raw)
-        goto fail;
+    if (!img->extents || !img->allocs || !img->raw) goto fail;
     for (size_t i = 0; i < s->npc;) {
         size_t j = i + 1;
         uint64_t len = s->pc[i].len;
-        while (j < s->npc && s->pc[j - 1].addr + s->pc[j - 1].len == s->pc[j].addr)
-            len += s->pc[j++].len;
+        while (j < s->npc && s->pc[j - 1].addr + s->pc[j - 1].len == s->pc[j].addr) len += s->pc[j++].len;
         hfs_memvfd_extent_t *e = &img->extents[img->n_extents];
         e->addr = s->pc[i].addr;
         e->len = len;
@@ -266,11 +254,9 @@ static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s)
             s->pc[i].buf = NULL;
         } else {
             e->bytes = malloc((size_t)len);
-            if (!e->bytes)
-                goto fail;
+            if (!e->bytes) goto fail;
             for (size_t k = i; k < j; k++) {
-                memcpy(e->bytes + (s->pc[k].addr - e->addr), s->pc[k].buf,
-                       (size_t)s->pc[k].len);
+                memcpy(e->bytes + (s->pc[k].addr - e->addr), s->pc[k].buf, (size_t)s->pc[k].len);
                 free(s->pc[k].buf);
                 s->pc[k].buf = NULL;
             }
@@ -283,16 +269,14 @@ static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s)
     img->n_allocs = s->nal;
     for (size_t i = 0; i < s->nraw; i++) {
         img->raw[i] = s->al[s->raw[i]];
-        if (!(img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META)))
-            img->raw_bytes += img->raw[i].size;
+        if (!(img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META))) img->raw_bytes += img->raw[i].size;
     }
     img->n_raw = s->nraw;
     img->eoa = s->eoa;
     img->eof = s->eoa;
     if (img->n_extents) {
         const hfs_memvfd_extent_t *l = &img->extents[img->n_extents - 1];
-        if (l->addr + l->len > img->eof)
-            img->eof = l->addr + l->len;
+        if (l->addr + l->len > img->eof) img->eof = l->addr + l->len;
     }
     img->dropped_writes = s->dropped_writes;
     img->dropped_bytes = s->dropped_bytes;
@@ -313,8 +297,7 @@ static H5FD_t *cb_open(const char *name, unsigned flags, hid_t fapl, haddr_t max
     /* Memory only: nothing exists to be opened, so only creation works
      * (H5Fcreate calls this once, with RDWR|CREAT|TRUNC or |EXCL; H5Fopen
      * fails here). */
-    if (!(flags & H5F_ACC_CREAT) || !(flags & H5F_ACC_RDWR))
-        return NULL;
+    if (!(flags & H5F_ACC_CREAT) || !(flags & H5F_ACC_RDWR)) return NULL;
     memfile_t *f = calloc(1, sizeof *f);
     hfs_memvfd_t *s = calloc(1, sizeof *s);
     if (!f || !s) {
@@ -327,8 +310,7 @@ static H5FD_t *cb_open(const char *name, unsigned flags, hid_t fapl, haddr_t max
     s->refs = 1;
     s->state = ST_OPEN;
     f->s = s;
-    if (s->trace)
-        fprintf(stderr, "memvfd %p open %s flags %#x\n", (void *)s, name ? name : "", flags);
+    if (s->trace) fprintf(stderr, "memvfd %p open %s flags %#x\n", (void *)s, name ? name : "", flags);
     return (H5FD_t *)f; /* pub is the first member */
 }
 
@@ -340,15 +322,13 @@ static herr_t cb_close(H5FD_t *file)
     if (s->trace)
         fprintf(stderr, "memvfd %p close eoa %llu eof %llu pieces %zu meta %llu allocs %zu raw %zu dropped %llu\n",
                 (void *)s, (unsigned long long)s->eoa, (unsigned long long)s->eof, s->npc,
-                (unsigned long long)s->meta_bytes, s->nal, s->nraw,
-                (unsigned long long)s->dropped_bytes);
+                (unsigned long long)s->meta_bytes, s->nal, s->nraw, (unsigned long long)s->dropped_bytes);
     s->state = ST_CLOSED;
     if (s->failed) {
-        rc = -1; /* the capture is incomplete: no image */
+        rc = -1;              /* the capture is incomplete: no image */
     } else if (s->refs > 1) { /* someone holds the session */
         s->img = build_image(s);
-        if (!s->img)
-            rc = -1;
+        if (!s->img) rc = -1;
     }
     session_free_capture(s);
     free(f);
@@ -376,11 +356,9 @@ static haddr_t cb_alloc(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, hsize_t size)
     uint64_t extra = 0;
     if (!file->paged_aggr && file->alignment > 1 && eoa % file->alignment) {
         uint64_t e = file->alignment - eoa % file->alignment;
-        if (size > e && size - e >= file->threshold)
-            extra = e;
+        if (size > e && size - e >= file->threshold) extra = e;
     }
-    if (size == 0 || size > MEMVFD_MAXADDR - eoa)
-        return HADDR_UNDEF;
+    if (size == 0 || size > MEMVFD_MAXADDR - eoa) return HADDR_UNDEF;
     if (h5l_grow((void **)&s->al, &s->capal, s->nal + 1, sizeof *s->al) ||
         (type == H5FD_MEM_DRAW && h5l_grow((void **)&s->raw, &s->capraw, s->nraw + 1, sizeof *s->raw))) {
         s->failed = true;
@@ -390,14 +368,12 @@ static haddr_t cb_alloc(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, hsize_t size)
     if (type == H5FD_MEM_DRAW && s->windowed && s->depth == 0)
         fl = HFS_MEMVFD_ALLOC_META; /* libhdf5's own raw-typed object */
     s->al[s->nal] = (hfs_memvfd_alloc_t){eoa + extra, size - extra, (int)type, fl};
-    if (type == H5FD_MEM_DRAW)
-        s->raw[s->nraw++] = s->nal;
+    if (type == H5FD_MEM_DRAW) s->raw[s->nraw++] = s->nal;
     s->nal++;
     s->eoa = eoa + size;
     if (s->trace)
-        fprintf(stderr, "memvfd %p alloc type %d addr %llu size %llu (extra %llu)\n",
-                (void *)s, (int)type, (unsigned long long)(eoa + extra),
-                (unsigned long long)(size - extra), (unsigned long long)extra);
+        fprintf(stderr, "memvfd %p alloc type %d addr %llu size %llu (extra %llu)\n", (void *)s, (int)type,
+                (unsigned long long)(eoa + extra), (unsigned long long)(size - extra), (unsigned long long)extra);
     return eoa;
 }
 
@@ -407,9 +383,8 @@ static herr_t cb_free(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, h
     memfile_t *f = (memfile_t *)file;
     hfs_memvfd_t *s = f->s;
     if (s->trace)
-        fprintf(stderr, "memvfd %p free type %d addr %llu size %llu eoa %llu\n", (void *)s,
-                (int)type, (unsigned long long)addr, (unsigned long long)size,
-                (unsigned long long)s->eoa);
+        fprintf(stderr, "memvfd %p free type %d addr %llu size %llu eoa %llu\n", (void *)s, (int)type,
+                (unsigned long long)addr, (unsigned long long)size, (unsigned long long)s->eoa);
     if (addr + size == s->eoa) {
         /* What H5FD_free does without a free callback. */
         s->eoa = addr;
@@ -419,8 +394,7 @@ static herr_t cb_free(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, h
     size_t k = al_find(s, addr);
     if (k != SIZE_MAX && !(s->al[k].flags & HFS_MEMVFD_ALLOC_FREED)) {
         s->al[k].flags |= HFS_MEMVFD_ALLOC_FREED;
-        if (s->al[k].type == H5FD_MEM_DRAW)
-            s->raw_freed++;
+        if (s->al[k].type == H5FD_MEM_DRAW) s->raw_freed++;
     }
     return 0;
 }
@@ -435,11 +409,10 @@ static herr_t cb_set_eoa(H5FD_t *file, H5FD_mem_t type, haddr_t addr)
 {
     memfile_t *f = (memfile_t *)file;
     hfs_memvfd_t *s = f->s;
-    if (addr > MEMVFD_MAXADDR)
-        return -1;
+    if (addr > MEMVFD_MAXADDR) return -1;
     if (s->trace)
-        fprintf(stderr, "memvfd %p set_eoa type %d %llu -> %llu\n", (void *)s, (int)type,
-                (unsigned long long)s->eoa, (unsigned long long)addr);
+        fprintf(stderr, "memvfd %p set_eoa type %d %llu -> %llu\n", (void *)s, (int)type, (unsigned long long)s->eoa,
+                (unsigned long long)addr);
     if (addr > s->eoa && s->nal > 0) {
         /* H5FD_try_extend: the block ending at the EOA grows in place. */
         hfs_memvfd_alloc_t *r = &s->al[s->nal - 1];
@@ -463,20 +436,17 @@ static haddr_t cb_get_eof(const H5FD_t *file, H5FD_mem_t type)
 static herr_t cb_get_handle(H5FD_t *file, hid_t fapl, void **handle)
 {
     (void)fapl;
-    if (!handle)
-        return -1;
+    if (!handle) return -1;
     *handle = file;
     return 0;
 }
 
-static herr_t cb_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
-                      void *buf)
+static herr_t cb_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, void *buf)
 {
     (void)type;
     (void)dxpl;
     hfs_memvfd_t *s = ((memfile_t *)file)->s;
-    if (addr == HADDR_UNDEF || addr > MEMVFD_MAXADDR || size > MEMVFD_MAXADDR - addr)
-        return -1;
+    if (addr == HADDR_UNDEF || addr > MEMVFD_MAXADDR || size > MEMVFD_MAXADDR - addr) return -1;
     pc_read(s->pc, s->npc, addr, size, buf);
     return 0;
 }
@@ -497,20 +467,14 @@ static bool keep_draw_write(hfs_memvfd_t *s, haddr_t addr, size_t size, const un
         else
             e = m;
     }
-    if (a == 0)
-        return false;
+    if (a == 0) return false;
     hfs_memvfd_alloc_t *r = &s->al[a - 1];
-    if (addr + size > r->addr + r->size)
-        return false;
-    if (r->type == H5FD_MEM_GHEAP)
-        return true;
-    if (r->type == H5FD_MEM_DRAW && r->addr == addr && size >= 16 &&
-        memcmp(b, "GCOL", 4) == 0 && b[4] == 1) {
+    if (addr + size > r->addr + r->size) return false;
+    if (r->type == H5FD_MEM_GHEAP) return true;
+    if (r->type == H5FD_MEM_DRAW && r->addr == addr && size >= 16 && memcmp(b, "GCOL", 4) == 0 && b[4] == 1) {
         uint64_t v8 = 0, v4 = 0;
-        for (int i = 7; i >= 0; i--)
-            v8 = (v8 << 8) | b[8 + i];
-        for (int i = 3; i >= 0; i--)
-            v4 = (v4 << 8) | b[8 + i];
+        for (int i = 7; i >= 0; i--) v8 = (v8 << 8) | b[8 + i];
+        for (int i = 3; i >= 0; i--) v4 = (v4 << 8) | b[8 + i];
         if (v8 == size || v4 == size) {
             r->flags |= HFS_MEMVFD_ALLOC_GHEAP;
             r->type = H5FD_MEM_GHEAP;
@@ -520,20 +484,16 @@ static bool keep_draw_write(hfs_memvfd_t *s, haddr_t addr, size_t size, const un
     return (r->flags & HFS_MEMVFD_ALLOC_META) != 0;
 }
 
-static herr_t cb_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
-                       const void *buf)
+static herr_t cb_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, const void *buf)
 {
     (void)dxpl;
     hfs_memvfd_t *s = ((memfile_t *)file)->s;
-    if (addr == HADDR_UNDEF || addr > MEMVFD_MAXADDR || size > MEMVFD_MAXADDR - addr)
-        return -1;
+    if (addr == HADDR_UNDEF || addr > MEMVFD_MAXADDR || size > MEMVFD_MAXADDR - addr) return -1;
     if (s->trace)
-        fprintf(stderr, "memvfd %p write type %d addr %llu size %zu\n", (void *)s, (int)type,
-                (unsigned long long)addr, size);
-    if (addr + size > s->eof)
-        s->eof = addr + size;
-    if (size == 0)
-        return 0;
+        fprintf(stderr, "memvfd %p write type %d addr %llu size %zu\n", (void *)s, (int)type, (unsigned long long)addr,
+                size);
+    if (addr + size > s->eof) s->eof = addr + size;
+    if (size == 0) return 0;
     if (type == H5FD_MEM_DRAW && !keep_draw_write(s, addr, size, buf)) {
         s->dropped_writes++;
         s->dropped_bytes += size;
@@ -552,8 +512,8 @@ static herr_t cb_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
     (void)closing;
     hfs_memvfd_t *s = ((memfile_t *)file)->s;
     if (s->trace)
-        fprintf(stderr, "memvfd %p truncate eof %llu -> eoa %llu closing %d\n", (void *)s,
-                (unsigned long long)s->eof, (unsigned long long)s->eoa, (int)closing);
+        fprintf(stderr, "memvfd %p truncate eof %llu -> eoa %llu closing %d\n", (void *)s, (unsigned long long)s->eof,
+                (unsigned long long)s->eoa, (int)closing);
     s->eof = s->eoa;
     return 0;
 }
@@ -609,8 +569,7 @@ hid_t hfs_memvfd_driver_id(void)
      * number a re-initialised library may give to another driver) is never
      * used. (H5Iobject_verify cannot check the class: it refuses H5I_VFL,
      * a library type.) */
-    if (g_driver >= 0 && H5Iis_valid(g_driver) > 0 && H5Iget_type(g_driver) == H5I_VFL)
-        return g_driver;
+    if (g_driver >= 0 && H5Iis_valid(g_driver) > 0 && H5Iget_type(g_driver) == H5I_VFL) return g_driver;
     g_driver = H5FDregister(&memvfd_class);
     return g_driver;
 }
@@ -618,11 +577,9 @@ hid_t hfs_memvfd_driver_id(void)
 hid_t hfs_memvfd_fapl(void)
 {
     hid_t id = hfs_memvfd_driver_id();
-    if (id < 0)
-        return H5I_INVALID_HID;
+    if (id < 0) return H5I_INVALID_HID;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0)
-        return H5I_INVALID_HID;
+    if (fapl < 0) return H5I_INVALID_HID;
     if (H5Pset_driver(fapl, id, NULL) < 0) {
         H5Pclose(fapl);
         return H5I_INVALID_HID;
@@ -633,15 +590,12 @@ hid_t hfs_memvfd_fapl(void)
 hfs_memvfd_t *hfs_memvfd_get(hid_t file)
 {
     hid_t fapl = H5Fget_access_plist(file);
-    if (fapl < 0)
-        return NULL;
+    if (fapl < 0) return NULL;
     hid_t drv = H5Pget_driver(fapl);
     H5Pclose(fapl);
-    if (drv < 0 || drv != hfs_memvfd_driver_id())
-        return NULL;
+    if (drv < 0 || drv != hfs_memvfd_driver_id()) return NULL;
     void *h = NULL;
-    if (H5Fget_vfd_handle(file, H5P_DEFAULT, &h) < 0 || !h)
-        return NULL;
+    if (H5Fget_vfd_handle(file, H5P_DEFAULT, &h) < 0 || !h) return NULL;
     hfs_memvfd_t *s = ((memfile_t *)h)->s;
     s->refs++;
     return s;
@@ -649,8 +603,7 @@ hfs_memvfd_t *hfs_memvfd_get(hid_t file)
 
 hfs_memvfd_t *hfs_memvfd_get_vfd(H5FD_t *fd)
 {
-    if (!fd || !fd->cls || fd->cls->open != cb_open)
-        return NULL;
+    if (!fd || !fd->cls || fd->cls->open != cb_open) return NULL;
     hfs_memvfd_t *s = ((memfile_t *)fd)->s;
     s->refs++;
     return s;
@@ -658,66 +611,53 @@ hfs_memvfd_t *hfs_memvfd_get_vfd(H5FD_t *fd)
 
 void hfs_memvfd_use_windows(hfs_memvfd_t *s)
 {
-    if (s)
-        s->windowed = true;
+    if (s) s->windowed = true;
 }
 
 size_t hfs_memvfd_raw_begin(hfs_memvfd_t *s)
 {
-    if (!s)
-        return 0;
-    if (s->state == ST_OPEN)
-        s->depth++;
+    if (!s) return 0;
+    if (s->state == ST_OPEN) s->depth++;
     return hfs_memvfd_raw_count(s);
 }
 
 size_t hfs_memvfd_raw_end(hfs_memvfd_t *s)
 {
-    if (!s)
-        return 0;
-    if (s->state == ST_OPEN && s->depth > 0)
-        s->depth--;
+    if (!s) return 0;
+    if (s->state == ST_OPEN && s->depth > 0) s->depth--;
     return hfs_memvfd_raw_count(s);
 }
 
 size_t hfs_memvfd_raw_count(const hfs_memvfd_t *s)
 {
-    if (!s)
-        return 0;
-    if (s->state == ST_OPEN)
-        return s->nraw;
+    if (!s) return 0;
+    if (s->state == ST_OPEN) return s->nraw;
     return s->img ? s->img->n_raw : 0;
 }
 
 int hfs_memvfd_raw_get(const hfs_memvfd_t *s, size_t i, hfs_memvfd_alloc_t *out)
 {
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (s->state == ST_OPEN) {
-        if (i >= s->nraw)
-            return -1;
+        if (i >= s->nraw) return -1;
         *out = s->al[s->raw[i]];
         return 0;
     }
-    if (!s->img || i >= s->img->n_raw)
-        return -1;
+    if (!s->img || i >= s->img->n_raw) return -1;
     *out = s->img->raw[i];
     return 0;
 }
 
 uint64_t hfs_memvfd_meta_bytes(const hfs_memvfd_t *s)
 {
-    if (!s)
-        return 0;
-    if (s->state == ST_OPEN)
-        return s->meta_bytes;
+    if (!s) return 0;
+    if (s->state == ST_OPEN) return s->meta_bytes;
     return s->img ? s->img->meta_bytes : 0;
 }
 
 hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s)
 {
-    if (!s)
-        return NULL;
+    if (!s) return NULL;
     hfs_memvfd_image_t *img = NULL;
     if (s->state == ST_CLOSED && s->img) {
         img = s->img;
@@ -730,16 +670,14 @@ hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s)
 
 void hfs_memvfd_put(hfs_memvfd_t *s)
 {
-    if (s)
-        session_unref(s);
+    if (s) session_unref(s);
 }
 
 void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t len, void *buf)
 {
     unsigned char *out = buf;
     memset(out, 0, len);
-    if (!img || len == 0)
-        return;
+    if (!img || len == 0) return;
     uint64_t hi = off + len < off ? UINT64_MAX : off + len;
     const hfs_memvfd_extent_t *e = img->extents;
     size_t a = 0, b = img->n_extents;
@@ -760,11 +698,9 @@ void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t l
 
 void hfs_memvfd_image_free(hfs_memvfd_image_t *img)
 {
-    if (!img)
-        return;
+    if (!img) return;
     if (img->extents)
-        for (size_t i = 0; i < img->n_extents; i++)
-            free(img->extents[i].bytes);
+        for (size_t i = 0; i < img->n_extents; i++) free(img->extents[i].bytes);
     free(img->extents);
     free(img->allocs);
     free(img->raw);

@@ -114,10 +114,12 @@ typedef struct hfs_memvfd_extent {
 /* hfs_memvfd_alloc_t.flags */
 #define HFS_MEMVFD_ALLOC_EXTENDED 0x1u /* grown in place at EOA (H5MF try_extend) */
 #define HFS_MEMVFD_ALLOC_FREED 0x2u    /* released to the driver (not at EOA) */
-#define HFS_MEMVFD_ALLOC_GHEAP 0x4u    /* H5FD_MEM_DRAW allocation found to hold
+#define HFS_MEMVFD_ALLOC_GHEAP                                                                                         \
+    0x4u /* H5FD_MEM_DRAW allocation found to hold
                                         * a global heap collection (type says
                                         * H5FD_MEM_GHEAP); its bytes are kept */
-#define HFS_MEMVFD_ALLOC_META 0x8u     /* windowed mode: DRAW allocation made
+#define HFS_MEMVFD_ALLOC_META                                                                                          \
+    0x8u /* windowed mode: DRAW allocation made
                                         * outside every window: libhdf5's own
                                         * object (e.g. a huge attribute); kept */
 
@@ -141,27 +143,27 @@ typedef struct hfs_memvfd_image {
                                    * coalesced (no two touch) */
     uint64_t meta_bytes;          /* sum of extents[].len */
     size_t n_allocs;
-    hfs_memvfd_alloc_t *allocs;   /* every allocation that reached the
+    hfs_memvfd_alloc_t *allocs; /* every allocation that reached the
                                    * driver and was not given back at the
                                    * EOA, in allocation order, which is also
                                    * address order */
     size_t n_raw;
-    hfs_memvfd_alloc_t *raw;      /* the H5FD_MEM_DRAW allocations, in
+    hfs_memvfd_alloc_t *raw; /* the H5FD_MEM_DRAW allocations, in
                                    * allocation order; index i is the same i
                                    * hfs_memvfd_raw_get saw while open.
                                    * Entries flagged HFS_MEMVFD_ALLOC_GHEAP
                                    * or _META are metadata (their bytes are
                                    * in extents), not dataset regions. */
-    uint64_t raw_bytes;           /* sum of raw[].size of dataset regions
+    uint64_t raw_bytes;      /* sum of raw[].size of dataset regions
                                    * (GHEAP and META excluded) */
-    uint64_t dropped_writes;      /* H5FD_MEM_DRAW writes not stored ... */
-    uint64_t dropped_bytes;       /* ... and their bytes: those of the
+    uint64_t dropped_writes; /* H5FD_MEM_DRAW writes not stored ... */
+    uint64_t dropped_bytes;  /* ... and their bytes: those of the
                                    * skeleton's H5Dwrite_chunk calls (one
                                    * chunk each); beyond them, the image
                                    * lacks bytes libhdf5 wrote: fill values,
                                    * H5Dwrite data, or (default mode) a huge
                                    * dense-storage attribute. */
-    uint64_t raw_freed;           /* raw records the driver saw freed or
+    uint64_t raw_freed;      /* raw records the driver saw freed or
                                    * removed (EOA shrink) while the file was
                                    * open: 0 in a proper skeleton; nonzero
                                    * means indices may have shifted. Most
@@ -235,8 +237,7 @@ void hfs_memvfd_put(hfs_memvfd_t *s);
  * present, zeros elsewhere (raw regions, holes, past EOF). Never fails; a
  * pure function of the immutable image, safe from any thread. O(log n +
  * extents touched + len). */
-void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off,
-                           size_t len, void *buf);
+void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t len, void *buf);
 
 /* Free an image. NULL is ignored. */
 void hfs_memvfd_image_free(hfs_memvfd_image_t *img);

@@ -56,8 +56,7 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
         double t = sec ? atof(sec) : 3.0;
         for (double slept = 0; slept < t && !atomic_load(&g_cancel); slept += 0.01) { /* cancellable */
             struct timespec ts = {0, 10000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
         }
     }
     if (fail && *fail && strstr(path, fail))
@@ -113,8 +112,10 @@ size_t hfs_skel_find(const hfs_skel_t *k, uint64_t off)
     size_t lo = 0, hi = k->nregions;
     while (lo < hi) { /* first region whose end is past off */
         size_t mid = (lo + hi) / 2;
-        if (k->regions[mid].addr + k->regions[mid].len <= off) lo = mid + 1;
-        else hi = mid;
+        if (k->regions[mid].addr + k->regions[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -128,10 +129,10 @@ typedef struct build {
     size_t raw_seen;
     size_t cap_regions;
     h5l_err_t *err;
-    uint64_t *coords;       /* chunk coordinates of the variable being built */
+    uint64_t *coords; /* chunk coordinates of the variable being built */
     size_t ncoords, capcoords;
     uint32_t ndims;
-    void *zero;             /* chunk-sized zeros for H5Dwrite_chunk (never stored) */
+    void *zero; /* chunk-sized zeros for H5Dwrite_chunk (never stored) */
     size_t zero_len;
 } build_t;
 
@@ -147,8 +148,7 @@ static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uin
 static int add_coord(void *ctx, const uint64_t *coord)
 {
     build_t *b = ctx;
-    if (h5l_grow((void **)&b->coords, &b->capcoords, b->ncoords + 1, b->ndims * sizeof *b->coords))
-        return H5L_ENOMEM;
+    if (h5l_grow((void **)&b->coords, &b->capcoords, b->ncoords + 1, b->ndims * sizeof *b->coords)) return H5L_ENOMEM;
     memcpy(b->coords + b->ncoords++ * b->ndims, coord, b->ndims * sizeof *coord);
     return H5L_OK;
 }
@@ -340,10 +340,12 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
         }
         free(b.coords);
         free(b.zero);
-        if (rc) h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
-                            (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
+        if (rc)
+            h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
+                        (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
     }
-    if (file >= 0 && H5Fclose(file) < 0 && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: closing the skeleton failed", h5l_reader_path(r));
+    if (file >= 0 && H5Fclose(file) < 0 && !rc)
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: closing the skeleton failed", h5l_reader_path(r));
     if (cap) {
         k->img = hfs_memvfd_take(cap);
         if (!k->img && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: skeleton image not available", h5l_reader_path(r));

@@ -28,8 +28,8 @@ typedef struct hfs_svar {
     uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
     uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
     uint64_t nblocks;
-    int sparse;                   /* chunked, only the chunks holding data allocated */
-    struct hfs_cds *cds;          /* its chunk-cache index (set by lfile.c) */
+    int sparse;          /* chunked, only the chunks holding data allocated */
+    struct hfs_cds *cds; /* its chunk-cache index (set by lfile.c) */
 } hfs_svar_t;
 
 typedef struct hfs_region {
@@ -40,14 +40,14 @@ typedef struct hfs_region {
 
 typedef struct hfs_skel {
     atomic_int refs;
-    uint64_t version;   /* newest tick <= the snapshot's that changed schema or extents */
-    uint64_t eof;       /* st_size of the canonical file */
+    uint64_t version; /* newest tick <= the snapshot's that changed schema or extents */
+    uint64_t eof;     /* st_size of the canonical file */
     hfs_memvfd_image_t *img;
     hfs_svar_t *vars;
     size_t nvars;
     hfs_region_t *regions; /* sorted by addr, disjoint */
     size_t nregions;
-    uint64_t build_ns;     /* time the build took */
+    uint64_t build_ns; /* time the build took */
 } hfs_skel_t;
 
 /* The tick <= tick of the newest change of schema, extents or the set of

@@ -34,7 +34,7 @@ void *hfs_tbuf(int slot, size_t n)
     }
     if (t->cap[slot] >= n && t->p[slot]) return t->p[slot];
     size_t cap = n < ((size_t)1 << 20) ? (size_t)1 << 20 : n; /* a FUSE reply at least */
-    void *p = malloc(cap); /* not realloc: the old contents are not needed */
+    void *p = malloc(cap);                                    /* not realloc: the old contents are not needed */
     if (!p) return NULL;
     free(t->p[slot]);
     t->p[slot] = p;

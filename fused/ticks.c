@@ -76,7 +76,7 @@ static int lookup_in_dir(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_in
 }
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
-static hfs_snap_t *slot;     /* the last old-tick snapshot taken */
+static hfs_snap_t *slot; /* the last old-tick snapshot taken */
 static dev_t slot_dev;
 static ino_t slot_ino;
 

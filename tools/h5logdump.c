@@ -37,8 +37,13 @@ static void print_attr_value(const h5l_attr_t *a)
         for (int k = 0; k < a->type.size; k++) u |= (uint64_t)p[a->type.order ? a->type.size - 1 - k : k] << (8 * k);
         if (a->type.cls == H5L_CLASS_FLOAT) {
             double d;
-            if (a->type.size == 4) { uint32_t w = (uint32_t)u; float fl; memcpy(&fl, &w, 4); d = fl; }
-            else memcpy(&d, &u, 8);
+            if (a->type.size == 4) {
+                uint32_t w = (uint32_t)u;
+                float fl;
+                memcpy(&fl, &w, 4);
+                d = fl;
+            } else
+                memcpy(&d, &u, 8);
             printf("%s%g", i ? ", " : "", d);
         } else if (a->type.sign) {
             int64_t v = (int64_t)(u << (64 - 8 * a->type.size)) >> (64 - 8 * a->type.size);
@@ -113,8 +118,8 @@ static void print_records(h5l_reader_t *r, const h5l_tick_info_t *t)
             const h5l_obj_t *o = &s->objs[objid];
             uint32_t nd = o->ndims;
             uint64_t bytes = 0;
-            printf("    seq (%llu,%u,%llu) %s off %llu", (unsigned long long)t->tick, k, (unsigned long long)i,
-                   o->path, (unsigned long long)off);
+            printf("    seq (%llu,%u,%llu) %s off %llu", (unsigned long long)t->tick, k, (unsigned long long)i, o->path,
+                   (unsigned long long)off);
             for (uint32_t bx = 0; bx < nb && !c.bad; bx++) {
                 uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], n = 1;
                 for (uint32_t d = 0; d < nd; d++) st[d] = h5l_cur_varint(&c);
@@ -144,9 +149,12 @@ int main(int argc, char **argv)
 {
     int check = 0, records = 0, quiet = 0, a = 1;
     for (; a < argc && argv[a][0] == '-'; a++) {
-        if (!strcmp(argv[a], "--check")) check = 1;
-        else if (!strcmp(argv[a], "--records")) records = 1;
-        else if (!strcmp(argv[a], "--quiet") || !strcmp(argv[a], "-q")) quiet = 1;
+        if (!strcmp(argv[a], "--check"))
+            check = 1;
+        else if (!strcmp(argv[a], "--records"))
+            records = 1;
+        else if (!strcmp(argv[a], "--quiet") || !strcmp(argv[a], "-q"))
+            quiet = 1;
         else if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
             printf("usage: h5logdump [--check] [--records] [--quiet] FILE\n");
             return 0;
@@ -183,18 +191,20 @@ int main(int argc, char **argv)
             h5l_tick_info_t ti;
             h5l_reader_tick_info(r, t, &ti);
             printf("tick %llu: ranks %u, data %llu bytes at %llu, table %llu bytes at %llu, %llu records\n",
-                   (unsigned long long)t, ti.nranks, (unsigned long long)ti.data_size,
-                   (unsigned long long)ti.data_off, (unsigned long long)ti.table_size,
-                   (unsigned long long)ti.table_off, (unsigned long long)ti.nrecords);
+                   (unsigned long long)t, ti.nranks, (unsigned long long)ti.data_size, (unsigned long long)ti.data_off,
+                   (unsigned long long)ti.table_size, (unsigned long long)ti.table_off,
+                   (unsigned long long)ti.nrecords);
             if (records) print_records(r, &ti);
         }
     }
     int bad = 0;
     if (dmg) {
         fprintf(stderr, "h5logdump: %s\n", de.msg);
-        if (damaged) printf("CORRUPT: tick %llu: %s (ticks 1..%llu are intact)\n", (unsigned long long)damaged, de.msg,
-                            (unsigned long long)n);
-        else printf("CORRUPT: %s\n", de.msg);
+        if (damaged)
+            printf("CORRUPT: tick %llu: %s (ticks 1..%llu are intact)\n", (unsigned long long)damaged, de.msg,
+                   (unsigned long long)n);
+        else
+            printf("CORRUPT: %s\n", de.msg);
         bad = 1;
     }
     if (check) {

@@ -88,8 +88,10 @@ static int check_unlocked(const char *path)
     int rc = 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
-            fprintf(stderr, "h5logrecover: %s: a process holds its lock (its writer is still running?): "
-                            "not recovered\n", path);
+            fprintf(stderr,
+                    "h5logrecover: %s: a process holds its lock (its writer is still running?): "
+                    "not recovered\n",
+                    path);
             rc = -1;
         } /* a file system without flock: nothing to learn */
     } else {
@@ -106,8 +108,8 @@ static int finalize_closed(const char *path, h5l_reader_t *r)
     uint8_t b[H5L_UB_LEN];
     h5l_ub_t ub;
     h5l_err_t e = {0};
-    int bad = fd < 0 || h5l_fd_read_all(fd, b, sizeof b, 0, path, &e) != H5L_OK ||
-              h5l_ub_decode(b, &ub, path, &e) != H5L_OK;
+    int bad =
+        fd < 0 || h5l_fd_read_all(fd, b, sizeof b, 0, path, &e) != H5L_OK || h5l_ub_decode(b, &ub, path, &e) != H5L_OK;
     if (fd >= 0) close(fd);
     if (bad) {
         fprintf(stderr, "h5logrecover: %s: cannot read its user block%s%s\n", path, e.msg[0] ? ": " : "", e.msg);
@@ -183,8 +185,8 @@ static int recover(const char *path)
     /* the schema for the anchors' extents is the reader's (used only
      * without finalizing; finalizing reads its own) */
     h5l_anchor_t *a = NULL;
-    if (!rc && h5l_anchor_recreate(path, id, from == UINT64_MAX ? 0 : from, from == UINT64_MAX ? 0 : (uint64_t)st.st_size,
-                                   &a, &e)) {
+    if (!rc && h5l_anchor_recreate(path, id, from == UINT64_MAX ? 0 : from,
+                                   from == UINT64_MAX ? 0 : (uint64_t)st.st_size, &a, &e)) {
         fprintf(stderr, "h5logrecover: %s\n", e.msg);
         rc = 1;
     }
@@ -196,12 +198,16 @@ static int recover(const char *path)
         h5l_reader_unlock(r);
         closed = !c;
         if (!c && !final) {
-            fprintf(stderr, "h5logrecover: %s\nh5logrecover: %s: closed at tick %llu but not finalized: "
-                            "run h5logrecover again once there is room\n", e.msg, path, (unsigned long long)tick);
+            fprintf(stderr,
+                    "h5logrecover: %s\nh5logrecover: %s: closed at tick %llu but not finalized: "
+                    "run h5logrecover again once there is room\n",
+                    e.msg, path, (unsigned long long)tick);
             rc = 1;
         } else if (c) {
-            fprintf(stderr, "h5logrecover: %s\nh5logrecover: %s: not recovered; it stays readable from its journal %s "
-                            "by h5logfs, h5logreplay and h5logdump\n", e.msg, path, side);
+            fprintf(stderr,
+                    "h5logrecover: %s\nh5logrecover: %s: not recovered; it stays readable from its journal %s "
+                    "by h5logfs, h5logreplay and h5logdump\n",
+                    e.msg, path, side);
             rc = 1;
         }
     }

@@ -72,18 +72,18 @@ static const char LOG_MAGIC[8] = {'\x89', 'H', '5', 'L', 'O', 'G', '\r', '\n'};
 /* options, state */
 
 typedef struct opts {
-    double interval;   /* seconds between polls */
-    int dim;           /* -1: first unlimited dimension, else 0 */
-    int64_t from;      /* >= 0: first record to print */
-    int64_t last;      /* >= 0: print the last N existing records first */
-    int width;         /* 0: no wrapping */
-    int labels;        /* 1: VAR[INDEX]: (text) / the header line (csv) */
+    double interval; /* seconds between polls */
+    int dim;         /* -1: first unlimited dimension, else 0 */
+    int64_t from;    /* >= 0: first record to print */
+    int64_t last;    /* >= 0: print the last N existing records first */
+    int width;       /* 0: no wrapping */
+    int labels;      /* 1: VAR[INDEX]: (text) / the header line (csv) */
     int csv;
     int follow;
-    double idle;       /* < 0: never */
-    int precision;     /* <= 0: shortest round-trip */
-    double wait;       /* seconds to wait for a missing file or variable; < 0: forever */
-    uint64_t tick;     /* > 0: print the records as of this tick and exit */
+    double idle;   /* < 0: never */
+    int precision; /* <= 0: shortest round-trip */
+    double wait;   /* seconds to wait for a missing file or variable; < 0: forever */
+    uint64_t tick; /* > 0: print the records as of this tick and exit */
 } opts_t;
 
 enum { E_INT = 1, E_FLOAT = 2, E_STR = 3, E_VSTR = 4 };
@@ -97,14 +97,14 @@ typedef struct etype {
 } etype_t;
 
 typedef struct tvar {
-    char *name;       /* absolute path, normalized */
+    char *name; /* absolute path, normalized */
     int resolved;
     int ndims, dim;
     uint64_t shape[H5L_MAX_DIMS];
     etype_t et;
-    uint64_t next;    /* next record to print */
-    uint64_t seen;    /* length at the previous poll (libhdf5: a shrink means a new file) */
-    int started;      /* next has been set from --from / -n */
+    uint64_t next; /* next record to print */
+    uint64_t seen; /* length at the previous poll (libhdf5: a shrink means a new file) */
+    int started;   /* next has been set from --from / -n */
     /* libcore */
     uint32_t objid;
     /* libhdf5 */
@@ -123,41 +123,40 @@ static void on_signal(int sig)
 
 static void usage(FILE *o)
 {
-    fprintf(o,
-        "usage: " PROG " [options] FILE.h5/path/to/var [FILE.h5/var ...]\n"
-        "       " PROG " [options] FILE VAR [VAR ...]\n"
-        "Print the new records of growing variables as they arrive, until the writer\n"
-        "closes the file (log-layout files) or until interrupted.\n\n"
-        "options:\n"
-        "  -i, --interval SECONDS  polling interval (default 0.5)\n"
-        "  -d, --dim N             dimension to follow (default: the first unlimited one, else 0)\n"
-        "  -n, --lines N           start with the last N existing records (default 10);\n"
-        "                          -n +N is --from N\n"
-        "      --from N            start at record N (0: everything)\n"
-        "  -w, --width COLS        wrap text lines at COLS columns (default 0: never)\n"
-        "  -l, --labels            label lines VAR[INDEX]: / print the CSV header (default)\n"
-        "  -L, --no-labels         text: values only; CSV: no header line\n"
-        "      --format FMT        text (default) or csv: one row per value,\n"
-        "                          variable,index,element,value\n"
-        "  -p, --precision N       significant digits of floats (default: shortest exact)\n"
-        "      --idle SECONDS      exit 0 after SECONDS without new records\n"
-        "      --tick N            the records as of committed tick N (log-layout file: the\n"
-        "                          same numbers as h5logreplay --tick and the mount's\n"
-        "                          .h5logfs-ticks/PATH/N.h5), then exit; waits for tick N\n"
-        "      --wait-timeout SECONDS  give up (exit 1) when the file or a variable has not\n"
-        "                          appeared after SECONDS (default: wait forever;\n"
-        "                          0: do not wait)\n"
-        "  -f, -F, --follow        never exit by itself: after the writer closes, keep\n"
-        "                          watching the name for a new file\n"
-        "  -h, --help              this text\n"
-        "  -V, --version           version\n\n"
-        "A log-layout file is read through libcore and " PROG " exits 0 once its writer has\n"
-        "closed it and every record is printed. Any other HDF5 file (e.g. one seen through\n"
-        "an h5logfs mount) is reopened at every poll. Through a mount, " PROG " also exits\n"
-        "once the writer closed the file (the file's user.h5logfs.closed attribute); a\n"
-        "plain HDF5 file is followed until interrupted or until --idle expires.\n"
-        "A file or variable that does not exist yet is waited for, like tail -F.\n"
-        "Exit status: 0 done or interrupted, 1 error, 2 usage.\n");
+    fprintf(o, "usage: " PROG " [options] FILE.h5/path/to/var [FILE.h5/var ...]\n"
+               "       " PROG " [options] FILE VAR [VAR ...]\n"
+               "Print the new records of growing variables as they arrive, until the writer\n"
+               "closes the file (log-layout files) or until interrupted.\n\n"
+               "options:\n"
+               "  -i, --interval SECONDS  polling interval (default 0.5)\n"
+               "  -d, --dim N             dimension to follow (default: the first unlimited one, else 0)\n"
+               "  -n, --lines N           start with the last N existing records (default 10);\n"
+               "                          -n +N is --from N\n"
+               "      --from N            start at record N (0: everything)\n"
+               "  -w, --width COLS        wrap text lines at COLS columns (default 0: never)\n"
+               "  -l, --labels            label lines VAR[INDEX]: / print the CSV header (default)\n"
+               "  -L, --no-labels         text: values only; CSV: no header line\n"
+               "      --format FMT        text (default) or csv: one row per value,\n"
+               "                          variable,index,element,value\n"
+               "  -p, --precision N       significant digits of floats (default: shortest exact)\n"
+               "      --idle SECONDS      exit 0 after SECONDS without new records\n"
+               "      --tick N            the records as of committed tick N (log-layout file: the\n"
+               "                          same numbers as h5logreplay --tick and the mount's\n"
+               "                          .h5logfs-ticks/PATH/N.h5), then exit; waits for tick N\n"
+               "      --wait-timeout SECONDS  give up (exit 1) when the file or a variable has not\n"
+               "                          appeared after SECONDS (default: wait forever;\n"
+               "                          0: do not wait)\n"
+               "  -f, -F, --follow        never exit by itself: after the writer closes, keep\n"
+               "                          watching the name for a new file\n"
+               "  -h, --help              this text\n"
+               "  -V, --version           version\n\n"
+               "A log-layout file is read through libcore and " PROG " exits 0 once its writer has\n"
+               "closed it and every record is printed. Any other HDF5 file (e.g. one seen through\n"
+               "an h5logfs mount) is reopened at every poll. Through a mount, " PROG " also exits\n"
+               "once the writer closed the file (the file's user.h5logfs.closed attribute); a\n"
+               "plain HDF5 file is followed until interrupted or until --idle expires.\n"
+               "A file or variable that does not exist yet is waited for, like tail -F.\n"
+               "Exit status: 0 done or interrupted, 1 error, 2 usage.\n");
 }
 
 /* One message line on stderr, after whatever output is pending. */
@@ -202,8 +201,7 @@ static void nap(double s)
     ts.tv_sec = (time_t)s;
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
     if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
-    while (!g_stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (!g_stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* ------------------------------------------------------------------------ */
@@ -231,8 +229,10 @@ static void await(const char *file, const char *var, int final, const char *why)
             var ? " in " : "", var ? file : "", why);
     if (!g_wait_noted) {
         g_wait_noted = 1;
-        if (var) note("waiting for %s to appear in %s", var, file);
-        else note("waiting for %s to appear", file);
+        if (var)
+            note("waiting for %s to appear in %s", var, file);
+        else
+            note("waiting for %s to appear", file);
     }
 }
 
@@ -395,11 +395,16 @@ static void fmt_elem(sbuf_t *b, const uint8_t *p, const etype_t *t)
         sb_putn(b, "\"", 1);
         for (size_t i = 0; i < n; i++) {
             unsigned char c = p[i];
-            if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
-            else if (c == '\n') sb_puts(b, "\\n");
-            else if (c == '\t') sb_puts(b, "\\t");
-            else if (c < 0x20 || c == 0x7f) sb_printf(b, "\\x%02x", c);
-            else sb_putn(b, (const char *)&c, 1);
+            if (c == '"' || c == '\\')
+                sb_printf(b, "\\%c", c);
+            else if (c == '\n')
+                sb_puts(b, "\\n");
+            else if (c == '\t')
+                sb_puts(b, "\\t");
+            else if (c < 0x20 || c == 0x7f)
+                sb_printf(b, "\\x%02x", c);
+            else
+                sb_putn(b, (const char *)&c, 1);
         }
         sb_putn(b, "\"", 1);
     }
@@ -480,7 +485,8 @@ static void start_at(tvar_t *v, uint64_t len)
 {
     if (v->started) return;
     v->started = 1;
-    if (O.from >= 0) v->next = (uint64_t)O.from;
+    if (O.from >= 0)
+        v->next = (uint64_t)O.from;
     else {
         uint64_t last = O.last >= 0 ? (uint64_t)O.last : DEFAULT_LAST;
         v->next = len > last ? len - last : 0;
@@ -634,8 +640,7 @@ static int core_resolve(core_t *c, tvar_t *vars, int nvars)
         }
         v->objid = (uint32_t)id;
         v->ndims = (int)o->ndims;
-        v->et = (etype_t){o->type.cls == H5L_CLASS_INT ? E_INT : E_FLOAT, o->type.size, o->type.sign,
-                          o->type.order};
+        v->et = (etype_t){o->type.cls == H5L_CLASS_INT ? E_INT : E_FLOAT, o->type.size, o->type.sign, o->type.order};
         if (v->ndims == 0) {
             h5l_reader_unlock(c->r);
             die("%s: %s is a scalar: it has no dimension to follow", c->file, v->name);
@@ -802,8 +807,9 @@ static int h5_read(void *ctx, tvar_t *v, uint64_t a, uint64_t n, void *buf, char
         H5Dread(c->ds, v->memtype, ms, c->fspace, H5P_DEFAULT, buf) >= 0)
         rc = 0;
     if (ms >= 0) H5Sclose(ms);
-    if (rc) snprintf(e, elen, "%s: cannot read records %llu..%llu", v->name, (unsigned long long)a,
-                     (unsigned long long)(a + n - 1));
+    if (rc)
+        snprintf(e, elen, "%s: cannot read records %llu..%llu", v->name, (unsigned long long)a,
+                 (unsigned long long)(a + n - 1));
     return rc;
 }
 
@@ -852,11 +858,13 @@ static const char *h5_settype(tvar_t *v, hid_t ds)
     const char *why = NULL;
     if (cls == H5T_INTEGER) {
         int sign = H5Tget_sign(ft) == H5T_SGN_2;
-        hid_t m = size == 1 ? (sign ? H5T_NATIVE_INT8 : H5T_NATIVE_UINT8)
-                : size == 2 ? (sign ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16)
-                : size == 4 ? (sign ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT32)
-                : size == 8 ? (sign ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64) : -1;
-        if (m < 0) why = "unsupported integer size";
+        hid_t m = size == 1   ? (sign ? H5T_NATIVE_INT8 : H5T_NATIVE_UINT8)
+                  : size == 2 ? (sign ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16)
+                  : size == 4 ? (sign ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT32)
+                  : size == 8 ? (sign ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64)
+                              : -1;
+        if (m < 0)
+            why = "unsupported integer size";
         else {
             v->memtype = H5Tcopy(m);
             v->et = (etype_t){E_INT, size, sign, host_big()};
@@ -910,7 +918,8 @@ static int h5_resolve(const char *file, hid_t f, tvar_t *v)
         die("%s: %s has %d dimension%s; --dim %d is out of range", file, v->name, nd, nd == 1 ? "" : "s", O.dim);
     v->ndims = nd;
     v->dim = 0;
-    if (O.dim >= 0) v->dim = O.dim;
+    if (O.dim >= 0)
+        v->dim = O.dim;
     else
         for (int d = 0; d < nd; d++)
             if (maxd[d] == H5S_UNLIMITED) {
@@ -945,7 +954,8 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
         char xc[4] = {0};
         int writer_closed = getxattr(file, "user.h5logfs.closed", xc, sizeof xc - 1) == 1 && xc[0] == '1';
         /* a tick file of MNT/.h5logfs-ticks never changes either */
-        if (!writer_closed) writer_closed = getxattr(file, "user.h5logfs.final", xc, sizeof xc - 1) == 1 && xc[0] == '1';
+        if (!writer_closed)
+            writer_closed = getxattr(file, "user.h5logfs.final", xc, sizeof xc - 1) == 1 && xc[0] == '1';
         hid_t f = h5_open(file, fapl);
         if (f < 0) {
             if (first) die("%s: cannot open as an HDF5 file", file);
@@ -967,8 +977,7 @@ static int run_h5(const char *file, tvar_t *vars, int nvars)
             if (nd < 0 || H5Sget_simple_extent_dims(cx[i].fspace, dims, NULL) < 0)
                 snprintf(problem, sizeof problem, "%s: cannot open dataset %s", file, v->name);
             else if (nd != v->ndims)
-                snprintf(problem, sizeof problem, "%s: %s changed its rank from %d to %d", file, v->name,
-                         v->ndims, nd);
+                snprintf(problem, sizeof problem, "%s: %s changed its rank from %d to %d", file, v->name, v->ndims, nd);
             else
                 for (int d = 0; d < nd; d++) v->shape[d] = dims[d];
         }
@@ -1059,8 +1068,10 @@ bad:
 static const char *opt_name(const struct option *lo, int idx, int c)
 {
     static char b[64];
-    if (idx >= 0) snprintf(b, sizeof b, "--%s", lo[idx].name);
-    else snprintf(b, sizeof b, "-%c", c);
+    if (idx >= 0)
+        snprintf(b, sizeof b, "--%s", lo[idx].name);
+    else
+        snprintf(b, sizeof b, "-%c", c);
     return b;
 }
 
@@ -1147,8 +1158,10 @@ static int parse_args(int argc, char **argv, char ***posp)
             O.labels = 0;
             break;
         case O_FORMAT:
-            if (!strcmp(optarg, "csv")) O.csv = 1;
-            else if (!strcmp(optarg, "text")) O.csv = 0;
+            if (!strcmp(optarg, "csv"))
+                O.csv = 1;
+            else if (!strcmp(optarg, "text"))
+                O.csv = 0;
             else {
                 fprintf(stderr, PROG ": --format: unknown format '%s' (text or csv)\n", optarg);
                 exit(2);
@@ -1331,8 +1344,8 @@ int main(int argc, char **argv)
         if (g_stop) break;
     }
     if (!g_stop && O.tick && !is_log)
-        die("%s: --tick needs the log-layout file itself; through a mount, read MNT/.h5logfs-ticks/PATH/%llu.h5",
-            file, (unsigned long long)O.tick);
+        die("%s: --tick needs the log-layout file itself; through a mount, read MNT/.h5logfs-ticks/PATH/%llu.h5", file,
+            (unsigned long long)O.tick);
     int rc = 0; /* interrupted while waiting: done */
     if (!g_stop) rc = is_log ? run_core(file, vars, nvars) : run_h5(file, vars, nvars);
     for (int i = 0; i < nvars; i++) free(vars[i].name);

@@ -32,10 +32,10 @@ enum h5l_sync {
 };
 
 typedef struct h5l_opts {
-    size_t buffer_limit; /* bytes h5l_put may buffer per rank; default 1 GiB */
-    int sync;            /* enum h5l_sync */
-    int check_collective;/* verify ranks made identical definitions; default 1 */
-    int no_finalize;     /* 0 (default): h5l_close lays the newest tick's data
+    size_t buffer_limit;  /* bytes h5l_put may buffer per rank; default 1 GiB */
+    int sync;             /* enum h5l_sync */
+    int check_collective; /* verify ranks made identical definitions; default 1 */
+    int no_finalize;      /* 0 (default): h5l_close lays the newest tick's data
                           * into the file's datasets, so plain libhdf5 readers
                           * (h5py, netCDF, ncdump) read the right values
                           * without h5logfs. 1: a cheaper close, and plain
@@ -56,8 +56,7 @@ H5L_API void h5l_opts_init(h5l_opts_t *o);
 
 /* Collective. Create (truncate) `path` and its journal sidecar `path.h5lj`.
  * On failure *f is NULL and h5l_errmsg(NULL) tells why (per thread). */
-H5L_API int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts,
-               h5l_file_t **f);
+H5L_API int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **f);
 
 /* Collective. Define a dimension; len may be H5L_UNLIMITED (starts at 0). */
 H5L_API int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid);
@@ -70,8 +69,8 @@ H5L_API int h5l_def_grp(h5l_file_t *f, const char *path, int *grpid);
  * needed). `type` is an HDF5 integer or IEEE float type; the data passed to
  * h5l_put is in this type. chunk NULL means contiguous (a variable with an
  * unlimited dimension gets a default chunk shape). */
-H5L_API int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
-                const int *dimids, const uint64_t *chunk, int *varid);
+H5L_API int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims, const int *dimids,
+                        const uint64_t *chunk, int *varid);
 
 /* Collective. Set the fill value (one element of the variable's type): what
  * never-written elements read as. The canonical file shows it as the HDF5
@@ -94,28 +93,24 @@ H5L_API int h5l_def_var_nofill(h5l_file_t *f, int varid);
  * scales and netCDF-4 reserve (DIMENSION_LIST, REFERENCE_LIST, CLASS, NAME,
  * _Netcdf4Dimid, _Netcdf4Coordinates, _NCProperties, _nc3_strict, ...) are
  * refused with H5L_EINVAL; _FillValue sets the fill (h5l_def_var_fill). */
-H5L_API int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type,
-                size_t n, const void *value);
-H5L_API int h5l_put_att_text(h5l_file_t *f, int objid, const char *name,
-                     const char *text);
+H5L_API int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type, size_t n, const void *value);
+H5L_API int h5l_put_att_text(h5l_file_t *f, int objid, const char *name, const char *text);
 
 /* Independent. Buffer a write of the box (start, count) of `varid`; copies
  * `buf` (row-major, the variable's type) and returns. Past the current length
  * of an unlimited dimension the dimension grows at the next flush. On any
  * error nothing is buffered and what was buffered before stays. */
-H5L_API int h5l_put(h5l_file_t *f, int varid, const uint64_t *start,
-            const uint64_t *count, const void *buf);
+H5L_API int h5l_put(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf);
 
 /* Independent. As h5l_put, but does not copy: `buf` must stay unchanged until
  * a flush that publishes it succeeds (a failed flush keeps referring to it)
  * or h5l_close returns. Does not count against the limit. */
-H5L_API int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start,
-             const uint64_t *count, const void *buf);
+H5L_API int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf);
 
 /* Independent. As h5l_put, converting from `memtype` to the variable's type
  * with libhdf5 (e.g. double data into a float variable). */
-H5L_API int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype,
-                 const uint64_t *start, const uint64_t *count, const void *buf);
+H5L_API int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start, const uint64_t *count,
+                         const void *buf);
 
 /* Collective. Write everything buffered and publish one tick.
  *

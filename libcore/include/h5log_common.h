@@ -25,22 +25,22 @@ extern "C" {
 
 enum h5l_error {
     H5L_OK = 0,
-    H5L_EINVAL = -1,    /* bad argument */
-    H5L_EBADID = -2,    /* unknown variable, group or dimension id */
-    H5L_ERANGE = -3,    /* selection outside a fixed dimension */
-    H5L_ETYPE = -4,     /* unsupported or mismatched datatype */
-    H5L_ENOBUFS = -5,   /* write buffer limit reached: flush first */
-    H5L_EIO = -6,       /* an operating-system I/O call failed */
-    H5L_ENOMEM = -7,    /* out of memory */
-    H5L_EHDF5 = -8,     /* libhdf5 failed */
-    H5L_EMPI = -9,      /* an MPI call failed */
-    H5L_ECORRUPT = -10, /* on-file data fails its checksum or is inconsistent */
-    H5L_EFORMAT = -11,  /* not a log-layout file, or unsupported version */
-    H5L_ESTATE = -12,   /* call not allowed now (e.g. after close) */
-    H5L_EMISMATCH = -13,/* ranks passed different arguments to a collective */
-    H5L_ENOTFOUND = -14,/* no such tick, object or attribute */
-    H5L_EEXIST = -15,   /* name already defined */
-    H5L_ETORN = -16     /* (reader) data not complete yet: try again */
+    H5L_EINVAL = -1,     /* bad argument */
+    H5L_EBADID = -2,     /* unknown variable, group or dimension id */
+    H5L_ERANGE = -3,     /* selection outside a fixed dimension */
+    H5L_ETYPE = -4,      /* unsupported or mismatched datatype */
+    H5L_ENOBUFS = -5,    /* write buffer limit reached: flush first */
+    H5L_EIO = -6,        /* an operating-system I/O call failed */
+    H5L_ENOMEM = -7,     /* out of memory */
+    H5L_EHDF5 = -8,      /* libhdf5 failed */
+    H5L_EMPI = -9,       /* an MPI call failed */
+    H5L_ECORRUPT = -10,  /* on-file data fails its checksum or is inconsistent */
+    H5L_EFORMAT = -11,   /* not a log-layout file, or unsupported version */
+    H5L_ESTATE = -12,    /* call not allowed now (e.g. after close) */
+    H5L_EMISMATCH = -13, /* ranks passed different arguments to a collective */
+    H5L_ENOTFOUND = -14, /* no such tick, object or attribute */
+    H5L_EEXIST = -15,    /* name already defined */
+    H5L_ETORN = -16      /* (reader) data not complete yet: try again */
 };
 
 /* A fixed description of an error code. Cannot fail. */

@@ -44,17 +44,17 @@ enum { H5L_FILL_DEFAULT = 0, H5L_FILL_USER = 1, H5L_FILL_NONE = 2 };
 
 /* A group or variable. Index in h5l_schema_t.objs is its object id. */
 typedef struct h5l_obj {
-    int kind;       /* H5L_OBJ_GROUP or H5L_OBJ_VAR; 0 = unused slot */
-    char *path;     /* absolute path, "/" for the root */
-    uint64_t tick;  /* tick that defined it (0 for the root) */
+    int kind;      /* H5L_OBJ_GROUP or H5L_OBJ_VAR; 0 = unused slot */
+    char *path;    /* absolute path, "/" for the root */
+    uint64_t tick; /* tick that defined it (0 for the root) */
     /* variables only */
     h5l_type_t type;
-    int chunked;        /* 1: HDF5 chunk shape in chunk[]; 0: index slabs */
+    int chunked; /* 1: HDF5 chunk shape in chunk[]; 0: index slabs */
     uint32_t ndims;
-    uint32_t *dimids;   /* ndims */
-    uint64_t *chunk;    /* ndims: chunk shape or index slab shape */
-    void *fill;         /* type.size bytes: what unwritten elements read as */
-    int fill_mode;      /* H5L_FILL_DEFAULT, H5L_FILL_USER or H5L_FILL_NONE */
+    uint32_t *dimids; /* ndims */
+    uint64_t *chunk;  /* ndims: chunk shape or index slab shape */
+    void *fill;       /* type.size bytes: what unwritten elements read as */
+    int fill_mode;    /* H5L_FILL_DEFAULT, H5L_FILL_USER or H5L_FILL_NONE */
 } h5l_obj_t;
 
 typedef struct h5l_dimlen {
@@ -73,9 +73,9 @@ typedef struct h5l_attr {
     uint32_t objid;
     char *name;
     h5l_type_t type;
-    uint64_t n;     /* elements (characters for strings) */
-    void *value;    /* n * type.size bytes */
-    uint64_t tick;  /* tick that set it */
+    uint64_t n;    /* elements (characters for strings) */
+    void *value;   /* n * type.size bytes */
+    uint64_t tick; /* tick that set it */
 } h5l_attr_t;
 
 /* The schema's name indexes: opaque, owned by the schema. */
@@ -83,17 +83,19 @@ struct h5l_schema_ix;
 
 /* All definitions ever made, stamped with the tick that made them. */
 typedef struct h5l_schema {
-    h5l_obj_t *objs;   size_t nobjs, cap_objs;
-    h5l_dim_t *dims;   size_t ndims, cap_dims;
-    h5l_attr_t *attrs; size_t nattrs, cap_attrs; /* definition order */
-    struct h5l_schema_ix *index;                  /* names to ids (opaque) */
+    h5l_obj_t *objs;
+    size_t nobjs, cap_objs;
+    h5l_dim_t *dims;
+    size_t ndims, cap_dims;
+    h5l_attr_t *attrs;
+    size_t nattrs, cap_attrs;    /* definition order */
+    struct h5l_schema_ix *index; /* names to ids (opaque) */
 } h5l_schema_t;
 
 /* Length of dimension dimid as of tick (0 if defined later). */
 H5L_API uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
 /* Shape of variable objid as of tick into shape[ndims]. Returns 0 or error. */
-H5L_API int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
-                     uint64_t *shape);
+H5L_API int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick, uint64_t *shape);
 /* 1 if attrs[i] is the value of its (object, name) as of tick. */
 H5L_API int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick);
 /* Bytes of one element of type t. Cannot fail. */
@@ -155,9 +157,8 @@ H5L_API const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
 /* Read box (start, count) of variable objid as of tick into buf (row-major,
  * the variable's type). The box must lie inside the shape at that tick.
  * Every log byte used is verified (H5L_ECORRUPT if it fails). */
-H5L_API int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
-                    const uint64_t *start, const uint64_t *count, void *buf,
-                    h5l_err_t *err);
+H5L_API int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start,
+                            const uint64_t *count, void *buf, h5l_err_t *err);
 
 /* What the records of one index chunk look like as of a tick, for a cache
  * of assembled chunks and its skip path. */
@@ -169,7 +170,7 @@ typedef struct h5l_chunk_info {
     uint64_t direct_off;  /* then: absolute offset of the box's first element */
     uint64_t direct_tick; /* then: the record's tick and rank (h5l_reader_pread) */
     uint32_t direct_rank;
-    int disjoint;         /* 1: no element of the box is written by two
+    int disjoint; /* 1: no element of the box is written by two
                            * records (so reading any part of it reads each
                            * log byte once); only decided for chunks of at
                            * most H5L_CHUNK_INFO_SCAN records, else 0 */
@@ -180,10 +181,8 @@ typedef struct h5l_chunk_info {
  * (start, count) is the chunk's box clipped to the variable's shape. The
  * content of the box is a function of the variable, the box and ver: equal
  * versions mean equal bytes. */
-H5L_API int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
-                          const uint64_t *coord, const uint64_t *start,
-                          const uint64_t *count, h5l_chunk_info_t *out,
-                          h5l_err_t *err);
+H5L_API int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord,
+                                  const uint64_t *start, const uint64_t *count, h5l_chunk_info_t *out, h5l_err_t *err);
 
 /* Call fn(ctx, coord) once for every index chunk of variable objid
  * (chunk coordinates) that holds a record of tick <= tick, in no
@@ -205,7 +204,7 @@ H5L_API uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick);
  * the file, tick, rank and byte range); H5L_EIO; H5L_EINVAL if the range is
  * not inside that data. */
 H5L_API int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
-                     h5l_err_t *err);
+                             h5l_err_t *err);
 
 /* Read and verify every data byte of tick t (h5logdump --check). *bad gets
  * the number of segments that fail their checksum; H5L_ECORRUPT (message:

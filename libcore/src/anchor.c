@@ -52,9 +52,9 @@
 
 /* I/O errors of one anchor's driver: the first since the last reset. */
 typedef struct vio {
-    int closing;     /* our H5Fclose is running: report nothing to libhdf5 */
-    int err;         /* errno of the first failure, 0 if none */
-    const char *op;  /* what failed: "writing", "reading", ... */
+    int closing;    /* our H5Fclose is running: report nothing to libhdf5 */
+    int err;        /* errno of the first failure, 0 if none */
+    const char *op; /* what failed: "writing", "reading", ... */
     uint64_t off, len;
 } vio_t;
 
@@ -206,7 +206,7 @@ static herr_t v_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
     (void)dxpl;
     vfile_t *v = (vfile_t *)file;
     if (addr == HADDR_UNDEF || addr > VFD_MAXADDR || size > VFD_MAXADDR - addr) return -1;
-    if (v->io->closing && v->io->err) return 0; /* closing after a failure: drop, let the close finish */
+    if (v->io->closing && v->io->err) return 0;             /* closing after a failure: drop, let the close finish */
     if (h5l_fd_write(v->fd, buf, size, addr, NULL, NULL)) { /* every byte, or errno says why */
         vio_note(v->io, errno, "writing", addr, size);
         return v->io->closing ? 0 : -1;
@@ -366,8 +366,7 @@ static int ub_close(h5l_anchor_t *a, uint64_t joff, uint64_t jlen, uint64_t flag
 
 static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anchor_t **out, h5l_err_t *err);
 
-int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out,
-                      h5l_err_t *err)
+int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err)
 {
     return anchor_new(path, id, 0, out, err);
 }
@@ -420,7 +419,6 @@ static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anch
     *out = a;
     return H5L_OK;
 }
-
 
 /* A contiguous byte dataset of n bytes at path, allocated now and never
  * filled: the HDF5 object that holds log bytes (a log extent, or the whole
@@ -483,8 +481,7 @@ static int op_apply(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const
     }
 }
 
-int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                  const h5l_op_t *op, h5l_err_t *err)
+int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     memset(&a->io, 0, sizeof a->io);
     return with_reason(a, op_apply(a, s, tick, op, err), err);
@@ -511,13 +508,13 @@ static int alloc_ext(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t 
     }
     haddr_t addr = byte_dataset(a->file, path, size);
     if (addr == HADDR_UNDEF)
-        return h5l_err_set(err, H5L_EHDF5, "%s: cannot allocate %s (%llu bytes)", a->path, path, (unsigned long long)size);
+        return h5l_err_set(err, H5L_EHDF5, "%s: cannot allocate %s (%llu bytes)", a->path, path,
+                           (unsigned long long)size);
     *off = addr;
     return H5L_OK;
 }
 
-int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
-                     uint64_t *off, h5l_err_t *err)
+int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err)
 {
     memset(&a->io, 0, sizeof a->io);
     return with_reason(a, alloc_ext(a, name, size, off, err), err);
@@ -542,7 +539,6 @@ static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5
     }
     return H5L_OK;
 }
-
 
 /* ------------------------------------------------------------------ */
 /* finalizing: the canonical objects with their data (format.md 1)     */
@@ -613,8 +609,8 @@ static int add_coord(void *ctx, const uint64_t *coord)
  * A whole chunk goes in with H5Dwrite_chunk (no selection, no conversion:
  * the reader returns the file type's bytes); an edge chunk or a slab with
  * H5Dwrite of its box. buf holds a whole block. */
-static int put_block(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt,
-                     hid_t fs, const uint64_t *coord, void *buf, h5l_err_t *err)
+static int put_block(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt, hid_t fs,
+                     const uint64_t *coord, void *buf, h5l_err_t *err)
 {
     uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS], n = v->type.size;
     hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
@@ -658,9 +654,11 @@ static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_
     hid_t fs = ds < 0 ? -1 : H5Dget_space(ds);
     void *buf = malloc(bytes ? bytes : 1);
     int rc = H5L_OK;
-    if (ds < 0 || mt < 0 || fs < 0) rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot open '%s'", a->path, v->path);
-    else if (!buf) rc = h5l_err_set(err, H5L_ENOMEM, "%s: finalizing '%s': out of memory (%llu bytes)", a->path,
-                                    v->path, (unsigned long long)bytes);
+    if (ds < 0 || mt < 0 || fs < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot open '%s'", a->path, v->path);
+    else if (!buf)
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: finalizing '%s': out of memory (%llu bytes)", a->path, v->path,
+                         (unsigned long long)bytes);
     if (v->sparse) {
         for (size_t i = 0; !rc && i < v->ncoords; i++)
             rc = put_block(a, r, tick, v, ds, mt, fs, v->coords + i * v->ndims, buf, err);
@@ -738,8 +736,10 @@ static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *e
     if (!ok) return H5L_OK; /* cannot tell: try */
     uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize;
     if (room < need)
-        return h5l_err_set(err, H5L_EIO, "%s: finalizing needs about %llu bytes, the file system has %llu free: "
-                           "No space left on device", a->path, (unsigned long long)need, (unsigned long long)room);
+        return h5l_err_set(err, H5L_EIO,
+                           "%s: finalizing needs about %llu bytes, the file system has %llu free: "
+                           "No space left on device",
+                           a->path, (unsigned long long)need, (unsigned long long)room);
     return H5L_OK;
 }
 
@@ -803,8 +803,8 @@ static int unfinalize(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick)
     return rc;
 }
 
-int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, int sync, int *final, h5l_err_t *err)
+int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const void *journal, size_t jlen, int sync,
+                      int *final, h5l_err_t *err)
 {
     uint64_t joff = 0;
     memset(&a->io, 0, sizeof a->io);
@@ -843,7 +843,6 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
     return rc;
 }
 
-
 int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_from, uint64_t keep_to,
                         h5l_anchor_t **out, h5l_err_t *err)
 {
@@ -864,8 +863,8 @@ int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_fr
         else if (addr > keep_from)
             rc = h5l_err_set(err, H5L_EFORMAT,
                              "%s: its log starts at byte %llu, before where a new HDF5 file can keep it "
-                             "(%llu): cannot rebuild it in place", path, (unsigned long long)keep_from,
-                             (unsigned long long)addr);
+                             "(%llu): cannot rebuild it in place",
+                             path, (unsigned long long)keep_from, (unsigned long long)addr);
     }
     if (rc) {
         h5l_anchor_abort(a);
@@ -901,8 +900,7 @@ int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, 
     return H5L_OK;
 }
 
-int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync,
-                               h5l_err_t *err)
+int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync, h5l_err_t *err)
 {
     memset(&a->io, 0, sizeof a->io);
     a->was = (h5l_ub_t){.jr_off = joff, .jr_len = jlen, .flags = H5L_UB_CLOSED};

@@ -16,19 +16,16 @@
 typedef struct h5l_anchor h5l_anchor_t;
 
 /* Create (truncate) path with a live user block for id. */
-int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out,
-                      h5l_err_t *err);
+int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err);
 
 /* Mirror an op (already applied to s at tick) into the file. Idempotent, so
  * a retried flush may apply it again. */
-int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                  const h5l_op_t *op, h5l_err_t *err);
+int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err);
 
 /* An early-allocated, never-filled 1-D byte dataset /_h5log/NAME of size
  * bytes; *off gets its absolute offset. One of that name and size made
  * before (by a flush that then failed) is reused; another is replaced. */
-int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
-                     uint64_t *off, h5l_err_t *err);
+int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err);
 
 /* Close: with final, the anchors are replaced by the canonical objects
  * of tick (groups, datasets with fill values and dimension scales,
@@ -46,8 +43,8 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size,
  * *final: in, whether to finalize; out, whether the file was finalized.
  * If finalizing fails (a full disk), anchors are put back and the close
  * goes on unfinalized: H5L_OK with *final 0 and err saying why. */
-int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick,
-                      const void *journal, size_t jlen, int sync, int *final, h5l_err_t *err);
+int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const void *journal, size_t jlen, int sync,
+                      int *final, h5l_err_t *err);
 
 /* For h5logrecover: a new HDF5 file written over path's existing bytes,
  * whose libhdf5 metadata (a crashed writer's, never trusted) it replaces;
@@ -66,8 +63,7 @@ int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_fr
  * file stays readable by the project's readers; some anchors may then be
  * canonical datasets already). Frees a. */
 int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err);
-int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync,
-                               h5l_err_t *err);
+int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync, h5l_err_t *err);
 
 /* Error-path close: close the HDF5 file (its I/O errors ignored), leave the
  * user block live (the sidecar journal stays the truth). Frees a. Accepts

@@ -1,9 +1,8 @@
 /* box.c — N-d box arithmetic (see box.h). */
 #include "box.h"
 
-int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac,
-                      const uint64_t *bs, const uint64_t *bc, uint64_t *os,
-                      uint64_t *oc)
+int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs, const uint64_t *bc,
+                      uint64_t *os, uint64_t *oc)
 {
     for (uint32_t i = 0; i < nd; i++) {
         uint64_t lo = as[i] > bs[i] ? as[i] : bs[i];
@@ -16,8 +15,7 @@ int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac,
     return 1;
 }
 
-uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c,
-                        const uint64_t *p)
+uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *p)
 {
     uint64_t off = 0;
     for (uint32_t i = 0; i < nd; i++) off = off * c[i] + (p[i] - s[i]);
@@ -34,9 +32,8 @@ uint64_t h5l_box_nelem(uint32_t nd, const uint64_t *c)
     return n;
 }
 
-int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
-                 const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
-                 const uint64_t *bc, h5l_run_fn fn, void *ctx)
+int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint64_t *as, const uint64_t *ac,
+                 const uint64_t *bs, const uint64_t *bc, h5l_run_fn fn, void *ctx)
 {
     if (nd == 0) return fn(ctx, 0, 0, 1);
     /* Merge trailing dims: dims k..nd-1 form one run when for every d > k X

@@ -9,13 +9,11 @@
 #include <stdint.h>
 
 /* Intersect (as, ac) with (bs, bc) into (os, oc). Returns 1 if not empty. */
-int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac,
-                      const uint64_t *bs, const uint64_t *bc, uint64_t *os,
-                      uint64_t *oc);
+int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs, const uint64_t *bc,
+                      uint64_t *os, uint64_t *oc);
 
 /* Element offset of point p inside the row-major box (s, c). */
-uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c,
-                        const uint64_t *p);
+uint64_t h5l_box_offset(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *p);
 
 /* Number of elements of a box (saturates at UINT64_MAX). */
 uint64_t h5l_box_nelem(uint32_t nd, const uint64_t *c);
@@ -27,9 +25,8 @@ uint64_t h5l_box_nelem(uint32_t nd, const uint64_t *c);
  * are merged, so a fully contiguous copy is a single run. Stops and returns
  * fn's value at the first non-zero. */
 typedef int (*h5l_run_fn)(void *ctx, uint64_t src, uint64_t dst, uint64_t n);
-int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc,
-                 const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
-                 const uint64_t *bc, h5l_run_fn fn, void *ctx);
+int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint64_t *as, const uint64_t *ac,
+                 const uint64_t *bs, const uint64_t *bc, h5l_run_fn fn, void *ctx);
 
 /* Elements [e0, e1) of a box of shape sh, in row-major order, as at most
  * 2*nd boxes (rs, rc) relative to the box, each of whose own row-major order

@@ -88,8 +88,7 @@ int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
     at = sp < 0 ? -1 : H5Acreate2(obj, a->name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
     const char *empty = "";
     const void *val = a->type.cls == H5L_CLASS_STRING && a->n == 0 ? (const void *)empty : a->value;
-    if (at < 0 || H5Awrite(at, t, val) < 0)
-        rc = h5l_err_set(err, H5L_EHDF5, "cannot write attribute '%s'", a->name);
+    if (at < 0 || H5Awrite(at, t, val) < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot write attribute '%s'", a->name);
     if (at >= 0) H5Aclose(at);
     if (sp >= 0) H5Sclose(sp);
     H5Tclose(t);
@@ -114,8 +113,8 @@ static int sparse_shape(uint32_t ndims, const hsize_t *dims, const hsize_t *chun
     return 0;
 }
 
-int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
-                      uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err)
+int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
+                      h5l_err_t *err)
 {
     const h5l_obj_t *o = &s->objs[objid];
     hsize_t dims[H5L_MAX_DIMS], maxd[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
@@ -384,8 +383,10 @@ static int make_objects(cbuild_t *b)
             const h5l_obj_t *o = &s->objs[i];
             wrote = (long)i == coord;
             if (!o->kind || o->tick > b->tick) continue;
-            if (o->kind == H5L_OBJ_GROUP) rc = h5l_canon_group(b->file, o->path, b->err);
-            else rc = make_var(b, i);
+            if (o->kind == H5L_OBJ_GROUP)
+                rc = h5l_canon_group(b->file, o->path, b->err);
+            else
+                rc = make_var(b, i);
         }
     }
     return rc;
@@ -400,7 +401,8 @@ static int attach_scales(cbuild_t *b)
     size_t *nref = calloc(s->ndims + 1, sizeof *nref);
     ds_ref_t **lists = calloc(s->ndims + 1, sizeof *lists);
     hid_t cmp = H5Tcreate(H5T_COMPOUND, sizeof(ds_ref_t));
-    if (!nref || !lists) rc = h5l_err_set(b->err, H5L_ENOMEM, "out of memory");
+    if (!nref || !lists)
+        rc = h5l_err_set(b->err, H5L_ENOMEM, "out of memory");
     else if (cmp < 0 || H5Tinsert(cmp, "dataset", HOFFSET(ds_ref_t, ref), H5T_STD_REF_OBJ) < 0 ||
              H5Tinsert(cmp, "dimension", HOFFSET(ds_ref_t, dim_idx), H5T_NATIVE_INT) < 0)
         rc = h5l_err_set(b->err, H5L_EHDF5, "cannot make the dimension scale types");
@@ -469,7 +471,7 @@ static int write_attrs(hid_t file, const h5l_schema_t *s, uint64_t tick, h5l_err
 {
     size_t nslots = 16;
     while (nslots < 2 * s->nattrs + 2) nslots *= 2;
-    aslot_t *tab = calloc(nslots, sizeof *tab);  /* open addressing */
+    aslot_t *tab = calloc(nslots, sizeof *tab);              /* open addressing */
     size_t *order = malloc((s->nattrs + 1) * sizeof *order); /* slots, first definition first */
     size_t norder = 0;
     int rc = H5L_OK;
@@ -502,14 +504,25 @@ static int write_attrs(hid_t file, const h5l_schema_t *s, uint64_t tick, h5l_err
     return rc;
 }
 
-int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
-                    int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
+int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn, void *ctx,
+                    h5l_err_t *err)
 {
     int rc = H5L_OK;
     size_t nd = s->ndims + 1, no = s->nobjs + 1;
-    cbuild_t b = {file, s, tick, alloc, fn, ctx, err,
-                  malloc(nd * sizeof(long)), calloc(nd, 1), calloc(nd, 1), calloc(nd, sizeof(hobj_ref_t)),
-                  calloc(no, sizeof(hobj_ref_t)), calloc(no, 1), H5Tvlen_create(H5T_STD_REF_OBJ)};
+    cbuild_t b = {file,
+                  s,
+                  tick,
+                  alloc,
+                  fn,
+                  ctx,
+                  err,
+                  malloc(nd * sizeof(long)),
+                  calloc(nd, 1),
+                  calloc(nd, 1),
+                  calloc(nd, sizeof(hobj_ref_t)),
+                  calloc(no, sizeof(hobj_ref_t)),
+                  calloc(no, 1),
+                  H5Tvlen_create(H5T_STD_REF_OBJ)};
     if (!b.coord || !b.scalable || !b.have || !b.scale_ref || !b.refs || !b.listed)
         rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
     else if (b.vlt < 0)

@@ -29,8 +29,8 @@ int h5l_canon_group(hid_t file, const char *path, h5l_err_t *err);
 
 /* Create the dataset of variable objid as of tick under file (parents must
  * exist). *dset gets it (caller closes). */
-int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid,
-                      uint64_t tick, int alloc, hid_t *dset, h5l_err_t *err);
+int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
+                      h5l_err_t *err);
 
 /* Set (create or replace) attribute a on object obj. */
 int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
@@ -43,7 +43,7 @@ typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
 /* Build every group, variable, attribute and dimension scale visible at
  * tick into file (created with h5l_canon_fcpl), in the writer's order:
  * dimension scales by dimension id, then objects by id (canon.c). */
-int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick,
-                    int alloc, h5l_canon_var_fn fn, void *ctx, h5l_err_t *err);
+int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn, void *ctx,
+                    h5l_err_t *err);
 
 #endif

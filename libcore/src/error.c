@@ -7,24 +7,42 @@
 const char *h5l_strerror(int code)
 {
     switch (code) {
-    case H5L_OK: return "success";
-    case H5L_EINVAL: return "invalid argument";
-    case H5L_EBADID: return "unknown id";
-    case H5L_ERANGE: return "selection out of range";
-    case H5L_ETYPE: return "unsupported or mismatched datatype";
-    case H5L_ENOBUFS: return "write buffer limit reached";
-    case H5L_EIO: return "I/O error";
-    case H5L_ENOMEM: return "out of memory";
-    case H5L_EHDF5: return "HDF5 library error";
-    case H5L_EMPI: return "MPI error";
-    case H5L_ECORRUPT: return "corrupt data";
-    case H5L_EFORMAT: return "not a log-layout file or unsupported version";
-    case H5L_ESTATE: return "operation not allowed in this state";
-    case H5L_EMISMATCH: return "ranks disagree on a collective call";
-    case H5L_ENOTFOUND: return "not found";
-    case H5L_EEXIST: return "already exists";
-    case H5L_ETORN: return "incomplete data";
-    default: return "unknown error";
+    case H5L_OK:
+        return "success";
+    case H5L_EINVAL:
+        return "invalid argument";
+    case H5L_EBADID:
+        return "unknown id";
+    case H5L_ERANGE:
+        return "selection out of range";
+    case H5L_ETYPE:
+        return "unsupported or mismatched datatype";
+    case H5L_ENOBUFS:
+        return "write buffer limit reached";
+    case H5L_EIO:
+        return "I/O error";
+    case H5L_ENOMEM:
+        return "out of memory";
+    case H5L_EHDF5:
+        return "HDF5 library error";
+    case H5L_EMPI:
+        return "MPI error";
+    case H5L_ECORRUPT:
+        return "corrupt data";
+    case H5L_EFORMAT:
+        return "not a log-layout file or unsupported version";
+    case H5L_ESTATE:
+        return "operation not allowed in this state";
+    case H5L_EMISMATCH:
+        return "ranks disagree on a collective call";
+    case H5L_ENOTFOUND:
+        return "not found";
+    case H5L_EEXIST:
+        return "already exists";
+    case H5L_ETORN:
+        return "incomplete data";
+    default:
+        return "unknown error";
     }
 }
 

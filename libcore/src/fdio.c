@@ -11,8 +11,8 @@
 
 static int io_fail(int e, const char *op, size_t n, uint64_t off, const char *what, h5l_err_t *err)
 {
-    h5l_err_set(err, H5L_EIO, "%s: %s %zu bytes at %llu: %s", what ? what : "(file)", op, n,
-                (unsigned long long)off, strerror(e));
+    h5l_err_set(err, H5L_EIO, "%s: %s %zu bytes at %llu: %s", what ? what : "(file)", op, n, (unsigned long long)off,
+                strerror(e));
     errno = e;
     return H5L_EIO;
 }

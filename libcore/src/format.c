@@ -11,10 +11,7 @@ const uint8_t h5l_ub_magic[8] = {0x89, 'H', '5', 'L', 'O', 'G', '\r', '\n'};
 const uint8_t h5l_jhdr_magic[8] = {0x89, 'H', '5', 'L', 'J', 'N', 'L', '\n'};
 const uint8_t h5l_block_magic[8] = {'H', '5', 'L', 'R', 'E', 'C', 'S', 0};
 
-uint64_t h5l_hash(const void *p, size_t n, uint64_t seed)
-{
-    return XXH3_64bits_withSeed(p, n, seed);
-}
+uint64_t h5l_hash(const void *p, size_t n, uint64_t seed) { return XXH3_64bits_withSeed(p, n, seed); }
 
 /* Streaming over two pieces. The state must be initialised before the
  * reset: xxhash 0.8.1's XXH3_64bits_reset_withSeed skips rebuilding its
@@ -30,10 +27,7 @@ uint64_t h5l_hash2(const void *a, size_t na, const void *b, size_t nb, uint64_t 
     return XXH3_64bits_digest(&st);
 }
 
-uint64_t h5l_seed(const uint8_t id[16])
-{
-    return h5l_get_le64(id) ^ h5l_get_le64(id + 8);
-}
+uint64_t h5l_seed(const uint8_t id[16]) { return h5l_get_le64(id) ^ h5l_get_le64(id + 8); }
 
 struct h5l_hstream {
     XXH3_state_t st;
@@ -67,17 +61,17 @@ void h5l_ub_encode(const h5l_ub_t *ub, uint8_t out[H5L_UB_LEN])
     h5l_put_le64(out + 56, h5l_hash(out, 56, 0));
 }
 
-int h5l_ub_decode(const uint8_t in[H5L_UB_LEN], h5l_ub_t *ub, const char *what,
-                  h5l_err_t *err)
+int h5l_ub_decode(const uint8_t in[H5L_UB_LEN], h5l_ub_t *ub, const char *what, h5l_err_t *err)
 {
     if (memcmp(in, h5l_ub_magic, 8) != 0)
         return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (no h5log user block)", what);
     ub->version = h5l_get_le32(in + 8);
     if (ub->version != H5L_FORMAT_VERSION)
-        return h5l_err_set(err, H5L_EFORMAT,
-                           "%s: unsupported format version %u (%s): this h5logfs reads format %u only", what,
-                           ub->version, ub->version < H5L_FORMAT_VERSION ? "written by an older h5logfs" : "written by a newer h5logfs",
-                           H5L_FORMAT_VERSION);
+        return h5l_err_set(
+            err, H5L_EFORMAT, "%s: unsupported format version %u (%s): this h5logfs reads format %u only", what,
+            ub->version,
+            ub->version < H5L_FORMAT_VERSION ? "written by an older h5logfs" : "written by a newer h5logfs",
+            H5L_FORMAT_VERSION);
     if (h5l_get_le32(in + 12) != H5L_UB_LEN || h5l_get_le64(in + 56) != h5l_hash(in, 56, 0))
         return h5l_err_set(err, H5L_ECORRUPT, "%s: user block checksum mismatch", what);
     memcpy(ub->id, in + 16, 16);
@@ -99,8 +93,7 @@ void h5l_jhdr_encode(const h5l_jhdr_t *h, uint8_t out[H5L_JHDR_LEN])
     h5l_put_le64(out + 56, h5l_hash(out, 56, 0));
 }
 
-int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
-                    const char *what, h5l_err_t *err)
+int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h, const char *what, h5l_err_t *err)
 {
     if (memcmp(in, h5l_jhdr_magic, 8) != 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal header magic missing", what);
@@ -119,8 +112,7 @@ int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
     return H5L_OK;
 }
 
-void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
-                      uint32_t len, uint64_t seed)
+void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload, uint32_t len, uint64_t seed)
 {
     uint8_t h[H5L_FRAME_LEN];
     h5l_put_le32(h, len);
@@ -253,8 +245,7 @@ static int op_body(h5l_cur_t *c, h5l_op_t *op)
         op->type = h5l_type_decode(c);
         op->flags = h5l_cur_u32(c);
         op->ndims = h5l_cur_u32(c);
-        if (c->bad || op->ndims > H5L_MAX_DIMS || !h5l_type_valid(op->type) ||
-            op->type.cls == H5L_CLASS_STRING)
+        if (c->bad || op->ndims > H5L_MAX_DIMS || !h5l_type_valid(op->type) || op->type.cls == H5L_CLASS_STRING)
             return H5L_ECORRUPT;
         op->dimids = calloc(op->ndims + 1, sizeof *op->dimids);
         op->chunk = calloc(op->ndims + 1, sizeof *op->chunk);
@@ -271,8 +262,7 @@ static int op_body(h5l_cur_t *c, h5l_op_t *op)
     case H5L_OP_ATTR: {
         op->type = h5l_type_decode(c);
         op->len = h5l_cur_u64(c);
-        if (c->bad || !h5l_type_valid(op->type) || op->len > (c->len - c->pos) / op->type.size)
-            return H5L_ECORRUPT;
+        if (c->bad || !h5l_type_valid(op->type) || op->len > (c->len - c->pos) / op->type.size) return H5L_ECORRUPT;
         op->data_len = (size_t)op->len * op->type.size;
         op->data = malloc(op->data_len + 1);
         if (!op->data) return H5L_ENOMEM;
@@ -360,8 +350,8 @@ uint64_t h5l_block_sum(const uint8_t *block, uint64_t seed, uint64_t tick, uint3
     return h5l_hash(block + 8, 16 + (size_t)p, h5l_block_seed(seed, tick, rank));
 }
 
-void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims,
-                    const uint64_t *start, const uint64_t *count)
+void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims, const uint64_t *start,
+                    const uint64_t *count)
 {
     h5l_buf_varint(b, objid);
     h5l_buf_varint(b, nboxes);

@@ -31,8 +31,7 @@ extern const uint8_t h5l_block_magic[8];
 
 enum { H5L_UB_CLOSED = 1, H5L_UB_FINALIZED = 2 }; /* format.md 2 */
 enum { H5L_REC_TICK = 1, H5L_REC_CLOSE = 2, H5L_REC_OPTIONAL = 0x8000 };
-enum { H5L_OP_GROUP = 1, H5L_OP_DIM = 2, H5L_OP_VAR = 3, H5L_OP_ATTR = 4,
-       H5L_OP_DIMLEN = 5 };
+enum { H5L_OP_GROUP = 1, H5L_OP_DIM = 2, H5L_OP_VAR = 3, H5L_OP_ATTR = 4, H5L_OP_DIMLEN = 5 };
 
 typedef struct h5l_ub {
     uint32_t version;
@@ -57,21 +56,18 @@ uint64_t h5l_hash2(const void *a, size_t na, const void *b, size_t nb, uint64_t 
 void h5l_ub_encode(const h5l_ub_t *ub, uint8_t out[H5L_UB_LEN]);
 /* H5L_EFORMAT if the magic is absent or the version unknown, H5L_ECORRUPT on a
  * bad checksum; `what` names the file in the message. */
-int h5l_ub_decode(const uint8_t in[H5L_UB_LEN], h5l_ub_t *ub, const char *what,
-                  h5l_err_t *err);
+int h5l_ub_decode(const uint8_t in[H5L_UB_LEN], h5l_ub_t *ub, const char *what, h5l_err_t *err);
 void h5l_jhdr_encode(const h5l_jhdr_t *h, uint8_t out[H5L_JHDR_LEN]);
-int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h,
-                    const char *what, h5l_err_t *err);
+int h5l_jhdr_decode(const uint8_t in[H5L_JHDR_LEN], h5l_jhdr_t *h, const char *what, h5l_err_t *err);
 
 /* Append a whole frame (header, payload, padding) to b. */
-void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload,
-                      uint32_t len, uint64_t seed);
+void h5l_frame_encode(h5l_buf_t *b, uint16_t type, const void *payload, uint32_t len, uint64_t seed);
 /* A frame header, decoded (docs/format.md 3.2). */
 typedef struct h5l_frame_hdr {
-    uint32_t len;      /* payload bytes */
+    uint32_t len; /* payload bytes */
     uint16_t type;
     uint16_t version;
-    uint64_t sum;      /* the payload's checksum */
+    uint64_t sum; /* the payload's checksum */
 } h5l_frame_hdr_t;
 
 /* Decode the H5L_FRAME_LEN header bytes at h, next to the encoder so the
@@ -83,23 +79,20 @@ enum { H5L_FRAME_OK = 0, H5L_FRAME_BADSUM = 1, H5L_FRAME_BADVER = 2 };
 int h5l_frame_hdr_decode(const uint8_t h[H5L_FRAME_LEN], uint64_t seed, h5l_frame_hdr_t *out);
 
 /* Bytes a frame of payload length len takes (header and padding). */
-static inline uint64_t h5l_frame_size(uint64_t len)
-{
-    return (H5L_FRAME_LEN + len + 7) & ~(uint64_t)7;
-}
+static inline uint64_t h5l_frame_size(uint64_t len) { return (H5L_FRAME_LEN + len + 7) & ~(uint64_t)7; }
 
 /* A schema op (docs/format.md 3.3). Decoded ops own their pointers. */
 typedef struct h5l_op {
     uint16_t kind;
-    uint32_t id;       /* objid or dimid */
-    char *name;        /* path (GROUP, VAR), name (DIM, ATTR) */
-    h5l_type_t type;   /* VAR, ATTR */
-    uint32_t flags;    /* DIM: unlimited; VAR: chunked */
-    uint64_t len;      /* DIM length, DIMLEN new length, ATTR n */
-    uint32_t ndims;    /* VAR */
-    uint32_t *dimids;  /* VAR */
-    uint64_t *chunk;   /* VAR */
-    void *data;        /* VAR fill, ATTR value */
+    uint32_t id;      /* objid or dimid */
+    char *name;       /* path (GROUP, VAR), name (DIM, ATTR) */
+    h5l_type_t type;  /* VAR, ATTR */
+    uint32_t flags;   /* DIM: unlimited; VAR: chunked */
+    uint64_t len;     /* DIM length, DIMLEN new length, ATTR n */
+    uint32_t ndims;   /* VAR */
+    uint32_t *dimids; /* VAR */
+    uint64_t *chunk;  /* VAR */
+    void *data;       /* VAR fill, ATTR value */
     size_t data_len;
 } h5l_op_t;
 
@@ -141,8 +134,8 @@ uint64_t h5l_hstream_digest(const h5l_hstream_t *h); /* does not end the stream 
 
 /* A record (docs/format.md 4): objid, nboxes, then nboxes boxes of
  * start[ndims], count[ndims], as varints. */
-void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims,
-                    const uint64_t *start, const uint64_t *count);
+void h5l_rec_encode(h5l_buf_t *b, uint32_t objid, uint32_t nboxes, uint32_t ndims, const uint64_t *start,
+                    const uint64_t *count);
 /* Decode a record's objid and number of boxes (the caller knows ndims from
  * objid and reads the boxes with h5l_cur_varint). H5L_ECORRUPT if they run
  * past the end or do not fit 32 bits. */

@@ -17,8 +17,9 @@ int h5l_type_from_hid(hid_t t, h5l_type_t *out)
         d.cls = H5L_CLASS_INT;
         d.sign = H5Tget_sign(t) == H5T_SGN_2;
     } else if (cls == H5T_FLOAT) {
-        hid_t ieee = size == 4 ? (d.order ? H5T_IEEE_F32BE : H5T_IEEE_F32LE)
-                   : size == 8 ? (d.order ? H5T_IEEE_F64BE : H5T_IEEE_F64LE) : -1;
+        hid_t ieee = size == 4   ? (d.order ? H5T_IEEE_F32BE : H5T_IEEE_F32LE)
+                     : size == 8 ? (d.order ? H5T_IEEE_F64BE : H5T_IEEE_F64LE)
+                                 : -1;
         if (ieee < 0 || H5Tequal(t, ieee) <= 0) return H5L_ETYPE;
         d.cls = H5L_CLASS_FLOAT;
     } else {
@@ -34,11 +35,20 @@ hid_t h5l_type_to_hid(h5l_type_t t, size_t n)
     switch (t.cls) {
     case H5L_CLASS_INT:
         switch (t.size) {
-        case 1: base = t.sign ? (t.order ? H5T_STD_I8BE : H5T_STD_I8LE) : (t.order ? H5T_STD_U8BE : H5T_STD_U8LE); break;
-        case 2: base = t.sign ? (t.order ? H5T_STD_I16BE : H5T_STD_I16LE) : (t.order ? H5T_STD_U16BE : H5T_STD_U16LE); break;
-        case 4: base = t.sign ? (t.order ? H5T_STD_I32BE : H5T_STD_I32LE) : (t.order ? H5T_STD_U32BE : H5T_STD_U32LE); break;
-        case 8: base = t.sign ? (t.order ? H5T_STD_I64BE : H5T_STD_I64LE) : (t.order ? H5T_STD_U64BE : H5T_STD_U64LE); break;
-        default: return -1;
+        case 1:
+            base = t.sign ? (t.order ? H5T_STD_I8BE : H5T_STD_I8LE) : (t.order ? H5T_STD_U8BE : H5T_STD_U8LE);
+            break;
+        case 2:
+            base = t.sign ? (t.order ? H5T_STD_I16BE : H5T_STD_I16LE) : (t.order ? H5T_STD_U16BE : H5T_STD_U16LE);
+            break;
+        case 4:
+            base = t.sign ? (t.order ? H5T_STD_I32BE : H5T_STD_I32LE) : (t.order ? H5T_STD_U32BE : H5T_STD_U32LE);
+            break;
+        case 8:
+            base = t.sign ? (t.order ? H5T_STD_I64BE : H5T_STD_I64LE) : (t.order ? H5T_STD_U64BE : H5T_STD_U64LE);
+            break;
+        default:
+            return -1;
         }
         return H5Tcopy(base);
     case H5L_CLASS_FLOAT:

@@ -34,10 +34,10 @@
 #include "h5log_common.h"
 
 #define ARENA_BLOCK (1u << 20)
-#define NARROW_MAX 8  /* a box touching at most this many chunks is listed in each */
+#define NARROW_MAX 8 /* a box touching at most this many chunks is listed in each */
 #define CELLS_LOG 3
 #define CELLS_MAX (1u << CELLS_LOG) /* a wider box touches at most this many cells of its grid */
-#define GRIDS_MAX 16  /* coarse grids per variable, the catch-all included */
+#define GRIDS_MAX 16                /* coarse grids per variable, the catch-all included */
 
 /* An entry of a coarse grid: a record and which of its boxes. */
 typedef struct went {
@@ -81,7 +81,7 @@ typedef struct arena_blk {
 } arena_blk_t;
 
 struct h5l_index {
-    varidx_t **vars; /* by objid; NULL if not a variable */
+    varidx_t **vars;  /* by objid; NULL if not a variable */
     uint64_t *births; /* distinct ticks at which a chunk got its first record, ascending */
     size_t nbirths, capbirths;
     size_t nvars;
@@ -149,8 +149,7 @@ static void *arena_alloc(h5l_index_t *x, size_t n)
     return p;
 }
 
-int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims,
-                      const uint64_t *chunk)
+int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims, const uint64_t *chunk)
 {
     if (ndims > H5L_MAX_DIMS) return H5L_EINVAL;
     for (uint32_t i = 0; i < ndims; i++)
@@ -184,10 +183,7 @@ h5l_rec_t *h5l_index_new_rec(h5l_index_t *x, uint32_t nboxes, uint32_t ndims)
     return r;
 }
 
-static uint64_t coord_hash(const uint64_t *c, uint32_t nd)
-{
-    return XXH3_64bits(c, nd * sizeof *c);
-}
+static uint64_t coord_hash(const uint64_t *c, uint32_t nd) { return XXH3_64bits(c, nd * sizeof *c); }
 
 /* Slot of coord in g: the bucket's slot, or the empty slot where it goes. */
 static size_t find_slot(const grid_t *g, uint32_t nd, const uint64_t *coord)
@@ -280,10 +276,7 @@ static void chunk_range(uint64_t s, uint64_t c, uint64_t ch, uint64_t *lo, uint6
 }
 
 /* Cells of 2^sh chunks the chunk range [lo, hi] touches. */
-static uint64_t cell_span(uint64_t lo, uint64_t hi, unsigned sh)
-{
-    return sh >= 64 ? 1 : (hi >> sh) - (lo >> sh) + 1;
-}
+static uint64_t cell_span(uint64_t lo, uint64_t hi, unsigned sh) { return sh >= 64 ? 1 : (hi >> sh) - (lo >> sh) + 1; }
 
 static uint64_t cell_of(uint64_t c, unsigned sh) { return sh >= 64 ? 0 : c >> sh; }
 
@@ -422,8 +415,10 @@ static size_t tick_prefix(const bucket_t *b, size_t esize, uint64_t tick)
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const h5l_rec_t *r = *(h5l_rec_t *const *)((const char *)b->ents + mid * esize);
-        if (r->tick <= tick) lo = mid + 1;
-        else hi = mid;
+        if (r->tick <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -485,8 +480,10 @@ int h5l_index_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord,
     size_t i = 0, j = 0, k = 0;
     while (i < m || j < n0) {
         h5l_rec_t *r;
-        if (j == n0 || (i < m && scratch->p[i]->seq <= fine[j]->seq)) r = scratch->p[i++];
-        else r = fine[j++];
+        if (j == n0 || (i < m && scratch->p[i]->seq <= fine[j]->seq))
+            r = scratch->p[i++];
+        else
+            r = fine[j++];
         if (!k || out[k - 1] != r) out[k++] = r;
     }
     *list = out;
@@ -517,8 +514,7 @@ static int box_chunks(const varidx_t *v, const uint64_t *bs, const uint64_t *bc,
     }
 }
 
-int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick,
-                     h5l_index_chunk_fn fn, void *ctx)
+int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick, h5l_index_chunk_fn fn, void *ctx)
 {
     if (objid >= x->nvars || !x->vars[objid]) return 0;
     const varidx_t *v = x->vars[objid];
@@ -556,8 +552,10 @@ uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick)
     size_t lo = 0, hi = x->nbirths;
     while (lo < hi) { /* first birth after tick */
         size_t mid = (lo + hi) / 2;
-        if (x->births[mid] <= tick) lo = mid + 1;
-        else hi = mid;
+        if (x->births[mid] <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo ? x->births[lo - 1] : 0;
 }

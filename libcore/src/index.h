@@ -19,12 +19,12 @@
 #include <stdint.h>
 
 typedef struct h5l_rec {
-    uint64_t seq;          /* set by h5l_index_insert: insertion serial (= sequence order) */
+    uint64_t seq; /* set by h5l_index_insert: insertion serial (= sequence order) */
     uint64_t tick, order;
     uint32_t rank, objid;
     uint64_t offset, size; /* absolute file offset of the data, bytes */
     uint32_t nboxes, ndims;
-    uint64_t *boxes;       /* nboxes x (start[ndims], count[ndims]) */
+    uint64_t *boxes; /* nboxes x (start[ndims], count[ndims]) */
 } h5l_rec_t;
 
 typedef struct h5l_index h5l_index_t;
@@ -33,8 +33,7 @@ h5l_index_t *h5l_index_new(void);
 void h5l_index_free(h5l_index_t *x);
 
 /* Register a variable's index chunk shape. 0, or H5L_ENOMEM/H5L_EINVAL. */
-int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims,
-                      const uint64_t *chunk);
+int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims, const uint64_t *chunk);
 
 /* A record with room for its boxes, owned by the index; NULL if out of
  * memory. Fill it, then h5l_index_insert it. */
@@ -57,10 +56,8 @@ void h5l_index_scratch_free(h5l_index_scratch_t *s);
  * objid whose tick <= tick, in sequence order, each once: *n of them at
  * *list, which points into the index or into scratch (valid until the next
  * insert or the next lookup with this scratch). 0, or H5L_ENOMEM. */
-int h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
-                    const uint64_t *coord, uint64_t tick,
-                    h5l_index_scratch_t *scratch, h5l_rec_t *const **list,
-                    size_t *n);
+int h5l_index_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick,
+                    h5l_index_scratch_t *scratch, h5l_rec_t *const **list, size_t *n);
 
 /* Call fn(ctx, coord) for every chunk of objid (chunk coordinates) that
  * holds a record of tick <= tick, in no particular order and possibly more
@@ -69,8 +66,7 @@ int h5l_index_chunk(const h5l_index_t *x, uint32_t objid,
  * Cost: O(chunks that ever held a record), not the chunks of its shape. */
 #define H5L_INDEX_CHUNKS_MAX ((uint64_t)1 << 24)
 typedef int (*h5l_index_chunk_fn)(void *ctx, const uint64_t *coord);
-int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick,
-                     h5l_index_chunk_fn fn, void *ctx);
+int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick, h5l_index_chunk_fn fn, void *ctx);
 
 /* The newest tick <= tick at which some chunk (of any variable) got its
  * first record, or 0: the set h5l_index_chunks enumerates is the same at

@@ -23,8 +23,8 @@
 
 #define WINDOW ((size_t)1 << 20) /* journal bytes read at once */
 
-void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live,
-                    uint64_t seed, const char *what)
+void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live, uint64_t seed,
+                    const char *what)
 {
     memset(s, 0, sizeof *s);
     s->fd = fd;
@@ -80,8 +80,10 @@ static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t en
  * for nothing. */
 static int zero_tail(h5l_jscan_t *s, uint64_t a, uint64_t end, h5l_err_t *err)
 {
-    if (a >= s->zlo && a <= s->zhi) a = s->zhi; /* already known zero */
-    else s->zlo = a;
+    if (a >= s->zlo && a <= s->zhi)
+        a = s->zhi; /* already known zero */
+    else
+        s->zlo = a;
     while (a < end) {
         if (s->fd >= 0) {
             off_t d = lseek(s->fd, (off_t)(s->base + a), SEEK_DATA);
@@ -107,8 +109,8 @@ static int zero_tail(h5l_jscan_t *s, uint64_t a, uint64_t end, h5l_err_t *err)
 static int torn(h5l_jscan_t *s, uint64_t pos, uint64_t need, const char *why, h5l_err_t *err)
 {
     if (!s->live)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal ends inside a frame at offset %llu (%s)",
-                           s->what, (unsigned long long)(s->base + pos), why);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal ends inside a frame at offset %llu (%s)", s->what,
+                           (unsigned long long)(s->base + pos), why);
     s->need = need;
     return 0;
 }
@@ -132,12 +134,12 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
         int z = zero_tail(s, pos, end, err);
         if (z < 0) return z;
         if (z) return torn(s, pos, end + 1, "zero-filled tail", err);
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: header fails its checksum",
-                           s->what, (unsigned long long)(s->base + pos));
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: header fails its checksum", s->what,
+                           (unsigned long long)(s->base + pos));
     }
     if (hs == H5L_FRAME_BADVER)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: version %u, length %u",
-                           s->what, (unsigned long long)(s->base + pos), fh.version, fh.len);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu: version %u, length %u", s->what,
+                           (unsigned long long)(s->base + pos), fh.version, fh.len);
     uint32_t len = fh.len;
     uint16_t type = fh.type;
     uint64_t sum = fh.sum;
@@ -149,8 +151,8 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
         int z = zero_tail(s, pos + flen, end, err);
         if (z < 0) return z;
         if (z) return torn(s, pos, end + 1, "last frame incomplete", err);
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu fails its checksum",
-                           s->what, (unsigned long long)(s->base + pos));
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu fails its checksum", s->what,
+                           (unsigned long long)(s->base + pos));
     }
     fr->type = type;
     fr->payload = p + H5L_FRAME_LEN;
@@ -160,12 +162,11 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
     return 1;
 }
 
-int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns,
-                       uint32_t seglog, int *fd, h5l_buf_t *copy, h5l_err_t *err)
+int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns, uint32_t seglog, int *fd,
+                       h5l_buf_t *copy, h5l_err_t *err)
 {
     int d = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (d < 0)
-        return h5l_err_set(err, H5L_EIO, "%s: cannot create journal: %s", path, strerror(errno));
+    if (d < 0) return h5l_err_set(err, H5L_EIO, "%s: cannot create journal: %s", path, strerror(errno));
     h5l_jhdr_t h = {.version = H5L_FORMAT_VERSION, .ctime_ns = ctime_ns, .seglog = seglog};
     memcpy(h.id, id, 16);
     uint8_t hdr[H5L_JHDR_LEN];
@@ -186,8 +187,8 @@ int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns
     return H5L_OK;
 }
 
-int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync,
-                      const char *what, h5l_buf_t *copy, h5l_err_t *err)
+int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync, const char *what, h5l_buf_t *copy,
+                      h5l_err_t *err)
 {
     /* room in the copy first: once the frame is on disk nothing may fail */
     if (copy && h5l_buf_reserve(copy, n)) {
@@ -207,10 +208,8 @@ int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sy
     return H5L_OK;
 }
 
-int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
-                       const void *payload, uint32_t len, uint64_t seed,
-                       int sync, const char *what, h5l_buf_t *copy,
-                       h5l_err_t *err)
+int h5l_journal_append(int fd, uint64_t *off, uint16_t type, const void *payload, uint32_t len, uint64_t seed, int sync,
+                       const char *what, h5l_buf_t *copy, h5l_err_t *err)
 {
     if (len > H5L_FRAME_MAX)
         return h5l_err_set(err, H5L_EINVAL, "%s: a journal frame of %u bytes exceeds the %u-byte limit", what, len,

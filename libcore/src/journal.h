@@ -22,26 +22,26 @@ typedef struct h5l_frame {
     uint16_t type;
     const uint8_t *payload; /* valid until the next h5l_jscan_next */
     uint32_t len;
-    uint64_t pos, next;     /* journal offsets of this frame and of the next */
+    uint64_t pos, next; /* journal offsets of this frame and of the next */
 } h5l_frame_t;
 
 typedef struct h5l_jscan {
-    int fd;              /* journal bytes are at fd offsets base.., or: */
-    const uint8_t *mem;  /* (fd < 0) all journal bytes in memory */
+    int fd;             /* journal bytes are at fd offsets base.., or: */
+    const uint8_t *mem; /* (fd < 0) all journal bytes in memory */
     uint64_t base;
-    int live;            /* 1: the journal may still grow (sidecar) */
+    int live; /* 1: the journal may still grow (sidecar) */
     uint64_t seed;
-    const char *what;    /* names the file in messages */
-    uint64_t need;       /* a retry needs the journal to reach this length */
-    uint64_t zlo, zhi;   /* journal bytes [zlo, zhi) are known to be zero */
-    uint8_t *buf;        /* the window: journal bytes [wpos, wpos + wlen) */
+    const char *what;  /* names the file in messages */
+    uint64_t need;     /* a retry needs the journal to reach this length */
+    uint64_t zlo, zhi; /* journal bytes [zlo, zhi) are known to be zero */
+    uint8_t *buf;      /* the window: journal bytes [wpos, wpos + wlen) */
     size_t cap, wlen;
     uint64_t wpos;
 } h5l_jscan_t;
 
 /* Set up a scanner (no I/O). For memory, fd = -1 and mem holds the bytes. */
-void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live,
-                    uint64_t seed, const char *what);
+void h5l_jscan_init(h5l_jscan_t *s, int fd, const uint8_t *mem, uint64_t base, int live, uint64_t seed,
+                    const char *what);
 void h5l_jscan_free(h5l_jscan_t *s);
 
 /* The frame at journal offset pos, with end bytes of journal available.
@@ -57,8 +57,8 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
  * O_WRONLY descriptor; the next frame goes at H5L_JHDR_LEN. If copy is not
  * NULL the header bytes are appended to it (the writer keeps every journal
  * byte, to embed an identical copy at close). */
-int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns,
-                       uint32_t seglog, int *fd, h5l_buf_t *copy, h5l_err_t *err);
+int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns, uint32_t seglog, int *fd,
+                       h5l_buf_t *copy, h5l_err_t *err);
 
 /* Append one frame at *off (updated), with one write. With sync, fdatasync
  * after. If copy is not NULL the frame's bytes are appended to it; on
@@ -66,14 +66,12 @@ int h5l_journal_create(const char *path, const uint8_t id[16], uint64_t ctime_ns
  * reached the file: readers take it for a torn tail, and may have read it,
  * so the next frame written at *off must begin with the same bytes — the
  * writer keeps the frame and writes it again unchanged (h5l_journal_write). */
-int h5l_journal_append(int fd, uint64_t *off, uint16_t type,
-                       const void *payload, uint32_t len, uint64_t seed,
-                       int sync, const char *what, h5l_buf_t *copy,
-                       h5l_err_t *err);
+int h5l_journal_append(int fd, uint64_t *off, uint16_t type, const void *payload, uint32_t len, uint64_t seed, int sync,
+                       const char *what, h5l_buf_t *copy, h5l_err_t *err);
 
 /* Write an encoded frame (n bytes) at *off as h5l_journal_append does:
  * one write, fdatasync with sync, *off and copy advanced only on success. */
-int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync,
-                      const char *what, h5l_buf_t *copy, h5l_err_t *err);
+int h5l_journal_write(int fd, uint64_t *off, const void *frame, size_t n, int sync, const char *what, h5l_buf_t *copy,
+                      h5l_err_t *err);
 
 #endif

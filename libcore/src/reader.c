@@ -37,11 +37,11 @@
 #include "journal.h"
 #include "schema.h"
 
-#define SPAN_MAX (4u << 20)          /* read a record's span at once up to this size */
-#define TABLE_MAX ((uint64_t)1 << 30) /* largest record table a reader loads */
+#define SPAN_MAX (4u << 20)                 /* read a record's span at once up to this size */
+#define TABLE_MAX ((uint64_t)1 << 30)       /* largest record table a reader loads */
 #define HOLE_CHECK_MIN ((uint64_t)64 << 10) /* tables from this size are checked for holes first */
-#define TWIN_TICK ((uint64_t)32 << 10)    /* ticks smaller than this read their tables through: */
-#define TWIN ((size_t)256 << 10)          /* a window of the file, so one pread serves many */
+#define TWIN_TICK ((uint64_t)32 << 10)      /* ticks smaller than this read their tables through: */
+#define TWIN ((size_t)256 << 10)            /* a window of the file, so one pread serves many */
 
 /* Where each rank's data of a tick lies and its segment checksums: a view
  * of the tick's part of the reader's pool (tx_of). All ticks share one
@@ -56,9 +56,9 @@ typedef struct tickx {
 
 struct h5l_reader {
     char *path, *jpath;
-    int fd;        /* the HDF5 file */
-    int jfd;       /* where the journal is read: sidecar, or fd when embedded */
-    int live;      /* journal read from the sidecar */
+    int fd;                 /* the HDF5 file */
+    int jfd;                /* where the journal is read: sidecar, or fd when embedded */
+    int live;               /* journal read from the sidecar */
     uint64_t jbase, jlimit; /* journal start in jfd; bytes (embedded only) */
     uint64_t jpos;          /* next frame, relative to jbase */
     h5l_jscan_t scan;
@@ -68,21 +68,21 @@ struct h5l_reader {
     h5l_schema_t schema;
     h5l_index_t *index;
     h5l_tick_info_t *ticks;
-    uint64_t *pool;   /* every tick's rstart, segbase and sums, back to back */
+    uint64_t *pool; /* every tick's rstart, segbase and sums, back to back */
     size_t pool_len, pool_cap;
-    uint64_t *txoff;  /* tick t's part starts at pool[txoff[t - 1]] */
+    uint64_t *txoff; /* tick t's part starts at pool[txoff[t - 1]] */
     size_t nticks, cap_ticks;
-    h5l_rec_t **pend;       /* a tick's records, checked, before they are indexed (kept: one */
-    size_t cap_pend;        /* allocation for all ticks, not one per tick) */
-    uint64_t fsize;         /* the HDF5 file's size as last seen (fstat again when a tick points past it) */
-    uint8_t *twin;          /* the table window: file bytes [twin_off, twin_off + twin_len) */
+    h5l_rec_t **pend; /* a tick's records, checked, before they are indexed (kept: one */
+    size_t cap_pend;  /* allocation for all ticks, not one per tick) */
+    uint64_t fsize;   /* the HDF5 file's size as last seen (fstat again when a tick points past it) */
+    uint8_t *twin;    /* the table window: file bytes [twin_off, twin_off + twin_len) */
     size_t twin_cap, twin_len;
     uint64_t twin_off;
     int closed;
     int failed;
     uint64_t damaged_tick; /* the tick that failed to load (0: none, or not a tick) */
     h5l_err_t ferr;
-    pthread_rwlock_t lock;     /* schema, index, ticks */
+    pthread_rwlock_t lock;      /* schema, index, ticks */
     pthread_mutex_t refresh_mu; /* one refresh at a time */
     _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
@@ -102,8 +102,7 @@ static int read_ub(int fd, const char *path, h5l_ub_t *ub, h5l_err_t *err)
     size_t n;
     int rc = h5l_fd_read(fd, b, sizeof b, 0, &n, path, err);
     if (rc) return rc;
-    if (n < sizeof b)
-        return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
+    if (n < sizeof b) return h5l_err_set(err, H5L_EFORMAT, "%s: not a log-layout file (too short)", path);
     return h5l_ub_decode(b, ub, path, err);
 }
 
@@ -150,12 +149,11 @@ static int attach_journal(h5l_reader_t *r, h5l_err_t *err)
             r->jlimit = 0;
             return H5L_OK;
         }
-        if (errno != ENOENT)
-            return h5l_err_set(err, H5L_EIO, "%s: %s", r->jpath, strerror(errno));
+        if (errno != ENOENT) return h5l_err_set(err, H5L_EIO, "%s: %s", r->jpath, strerror(errno));
         /* sidecar gone: the writer may have closed meanwhile; look again */
     }
-    return h5l_err_set(err, H5L_ECORRUPT, "%s: file is open for writing but its journal %s is missing",
-                       r->path, r->jpath);
+    return h5l_err_set(err, H5L_ECORRUPT, "%s: file is open for writing but its journal %s is missing", r->path,
+                       r->jpath);
 }
 
 static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
@@ -165,8 +163,7 @@ static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
     size_t n;
     int rc = h5l_fd_read(r->jfd, b, sizeof b, r->jbase, &n, what, err);
     if (rc) return rc;
-    if (n < sizeof b)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: journal shorter than its header", what);
+    if (n < sizeof b) return h5l_err_set(err, H5L_ECORRUPT, "%s: journal shorter than its header", what);
     h5l_jhdr_t h;
     rc = h5l_jhdr_decode(b, &h, what, err);
     if (rc) return rc;
@@ -250,14 +247,15 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
             uint64_t len = h5l_schema_dimlen(&r->schema, o->dimids[d], t->tick);
             if (c[d] == 0 || s[d] > len || c[d] > len - s[d])
                 return h5l_err_set(err, H5L_ECORRUPT,
-                                   "%s: tick %llu: record of '%s' selects outside its shape (dim %u: start %llu count %llu length %llu)",
-                                   r->path, (unsigned long long)t->tick, o->path, d,
-                                   (unsigned long long)s[d], (unsigned long long)c[d], (unsigned long long)len);
+                                   "%s: tick %llu: record of '%s' selects outside its shape (dim %u: start %llu count "
+                                   "%llu length %llu)",
+                                   r->path, (unsigned long long)t->tick, o->path, d, (unsigned long long)s[d],
+                                   (unsigned long long)c[d], (unsigned long long)len);
         }
         uint64_t ne = h5l_box_nelem(o->ndims, c); /* saturates at UINT64_MAX */
         if (ne > (UINT64_MAX - nbytes) / o->type.size)
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' is larger than 2^64 bytes",
-                               r->path, (unsigned long long)t->tick, o->path);
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record of '%s' is larger than 2^64 bytes", r->path,
+                               (unsigned long long)t->tick, o->path);
         nbytes += ne * o->type.size;
     }
     rec->size = nbytes;
@@ -291,14 +289,14 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
                                r->path, (unsigned long long)t->tick, rank);
         h5l_block_decode(tab + pos, &blk);
         if (blk.payload > t->table_size - pos - H5L_BLOCK_LEN)
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u runs past its table",
-                               r->path, (unsigned long long)t->tick, rank);
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u runs past its table", r->path,
+                               (unsigned long long)t->tick, rank);
         if (h5l_block_sum(tab + pos, r->seed, t->tick, rank) != blk.checksum)
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u fails its checksum",
-                               r->path, (unsigned long long)t->tick, rank);
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record block of rank %u fails its checksum", r->path,
+                               (unsigned long long)t->tick, rank);
         if (blk.size > t->data_off + t->data_size - x->rstart[rank])
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u claims more data than the tick has",
-                               r->path, (unsigned long long)t->tick, rank);
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u claims more data than the tick has", r->path,
+                               (unsigned long long)t->tick, rank);
         x->rstart[rank + 1] = x->rstart[rank] + blk.size;
         x->segbase[rank] = nsums;
         uint64_t nseg = (blk.size + seg - 1) / seg;
@@ -309,13 +307,13 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
             uint32_t objid, nboxes;
             if (h5l_rec_head_decode(&c, &objid, &nboxes) || objid >= r->schema.nobjs ||
                 r->schema.objs[objid].kind != H5L_OBJ_VAR || r->schema.objs[objid].tick > t->tick || nboxes == 0)
-                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu is malformed",
-                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu is malformed", r->path,
+                                   (unsigned long long)t->tick, rank, (unsigned long long)i);
             uint32_t nd = r->schema.objs[objid].ndims;
             /* every varint takes a byte: bound the boxes by what is left */
             if (nd == 0 ? nboxes != 1 : nboxes > (c.len - c.pos) / (2 * (uint64_t)nd))
-                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
-                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block", r->path,
+                                   (unsigned long long)t->tick, rank, (unsigned long long)i);
             /* every read visits every box of every record it meets */
             if (nboxes > H5L_REC_MAXBOXES)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu has %u boxes (at most %u)",
@@ -340,20 +338,21 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
             rec->objid = objid;
             for (size_t j = 0; j < (size_t)nboxes * 2 * nd; j++) rec->boxes[j] = h5l_cur_varint(&c);
             if (c.bad)
-                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block",
-                                   r->path, (unsigned long long)t->tick, rank, (unsigned long long)i);
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u record %llu runs past its block", r->path,
+                                   (unsigned long long)t->tick, rank, (unsigned long long)i);
             int rc = check_rec(r, t, rec, err);
             if (rc) return rc;
             if (rec->size > x->rstart[rank + 1] - off)
-                return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records need more data than the rank wrote",
-                                   r->path, (unsigned long long)t->tick, rank);
+                return h5l_err_set(err, H5L_ECORRUPT,
+                                   "%s: tick %llu: rank %u records need more data than the rank wrote", r->path,
+                                   (unsigned long long)t->tick, rank);
             rec->offset = off;
             off += rec->size;
             (*pend)[(*npend)++] = rec;
         }
         if (off != x->rstart[rank + 1])
-            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records do not account for its data",
-                               r->path, (unsigned long long)t->tick, rank);
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u records do not account for its data", r->path,
+                               (unsigned long long)t->tick, rank);
         if (c.len - c.pos != nseg * 8 || nseg > maxsums - nsums) /* the second cannot be, but x ends there */
             return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: rank %u block has %zu bytes for %llu data checksums",
                                r->path, (unsigned long long)t->tick, rank, c.len - c.pos, (unsigned long long)nseg);
@@ -365,8 +364,8 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
     x->segbase[t->nranks] = nsums;
     if (total != t->nrecords || ((pos + 7) & ~(size_t)7) != t->table_size ||
         x->rstart[t->nranks] != t->data_off + t->data_size)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table disagrees with its journal entry",
-                           r->path, (unsigned long long)t->tick);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table disagrees with its journal entry", r->path,
+                           (unsigned long long)t->tick);
     return H5L_OK;
 }
 
@@ -409,8 +408,7 @@ static int table_bytes(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t 
     if (win && r->fsize - off < want) want = (size_t)(r->fsize - off); /* the file holds [off, off + n) */
     uint8_t *b;
     if (win) {
-        if (!r->twin && !(r->twin = malloc(TWIN)))
-            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        if (!r->twin && !(r->twin = malloc(TWIN))) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         r->twin_len = 0;
         b = r->twin;
     } else if (!(b = *own = malloc(n ? (size_t)n : 1))) {
@@ -437,27 +435,25 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     h5l_cur_t c = h5l_cur(payload, len);
     h5l_tick_info_t t;
     uint32_t nops;
-    if (h5l_tick_decode(&c, &t, &nops))
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick record too short", r->path);
+    if (h5l_tick_decode(&c, &t, &nops)) return h5l_err_set(err, H5L_ECORRUPT, "%s: tick record too short", r->path);
     if (t.tick != r->nticks + 1 || t.nranks == 0)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path,
-                           (unsigned long long)t.tick, r->nticks);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path, (unsigned long long)t.tick,
+                           r->nticks);
     /* the size is looked up again only when a tick points past what we saw:
      * one fstat per tick was a third of the time of opening a long log */
     if (t.data_off + t.data_size > r->fsize || t.table_off + t.table_size > r->fsize) r->fsize = file_size(r->fd);
     uint64_t fsize = r->fsize;
     if (t.data_off + t.data_size > fsize || t.data_off + t.data_size < t.data_off ||
         t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)",
-                           r->path, (unsigned long long)t.tick, (unsigned long long)fsize);
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)", r->path,
+                           (unsigned long long)t.tick, (unsigned long long)fsize);
     if (t.table_size > TABLE_MAX)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: record table of %llu bytes (this reader loads at most %llu)",
-                           r->path, (unsigned long long)t.tick, (unsigned long long)t.table_size,
-                           (unsigned long long)TABLE_MAX);
+        return h5l_err_set(err, H5L_ECORRUPT,
+                           "%s: tick %llu: record table of %llu bytes (this reader loads at most %llu)", r->path,
+                           (unsigned long long)t.tick, (unsigned long long)t.table_size, (unsigned long long)TABLE_MAX);
     /* every rank has a block header, every record at least a few bytes of
      * table and one byte of data */
-    if (t.nranks > t.table_size / H5L_BLOCK_LEN || t.nrecords > t.table_size / H5L_REC_MIN ||
-        t.nrecords > t.data_size)
+    if (t.nranks > t.table_size / H5L_BLOCK_LEN || t.nrecords > t.table_size / H5L_REC_MIN || t.nrecords > t.data_size)
         return h5l_err_set(err, H5L_ECORRUPT,
                            "%s: tick %llu: %u ranks and %llu records cannot fit %llu table bytes and %llu data bytes",
                            r->path, (unsigned long long)t.tick, t.nranks, (unsigned long long)t.nrecords,
@@ -472,10 +468,11 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * long log quadratic. A smaller table over a hole is read, and its
      * zeros fail the block checksum. */
     if (t.table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t.table_off, t.table_size, &hole))
-        return h5l_err_set(err, H5L_ECORRUPT,
-                           "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)",
-                           r->path, (unsigned long long)t.tick, (unsigned long long)t.table_off,
-                           (unsigned long long)t.table_size, (unsigned long long)hole);
+        return h5l_err_set(
+            err, H5L_ECORRUPT,
+            "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)", r->path,
+            (unsigned long long)t.tick, (unsigned long long)t.table_off, (unsigned long long)t.table_size,
+            (unsigned long long)hole);
     /* segment checksums: one per started segment of each rank, and 8 table
      * bytes each besides the ranks' block headers (data_size alone may be a
      * hole of terabytes) */
@@ -547,8 +544,10 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
         if (ti) r->ticks = ti;
         uint64_t *tx = ti ? realloc(r->txoff, cap * sizeof *tx) : NULL;
         if (tx) r->txoff = tx;
-        if (!ti || !tx) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        else r->cap_ticks = cap;
+        if (!ti || !tx)
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        else
+            r->cap_ticks = cap;
     }
     if (!rc) { /* the tick becomes visible here */
         r->txoff[r->nticks] = r->pool_len;
@@ -603,8 +602,8 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
         } else if (type == H5L_REC_CLOSE) {
             r->closed = 1;
         } else if (!(type & H5L_REC_OPTIONAL)) {
-            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu has unknown type %u",
-                             r->scan.what, (unsigned long long)fr.pos, type);
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu has unknown type %u", r->scan.what,
+                             (unsigned long long)fr.pos, type);
             break;
         }
         r->jpos = fr.next;
@@ -615,8 +614,10 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
         rc = h5l_err_set(err, H5L_ECORRUPT, "%s: embedded journal has no CLOSE record", r->path);
     if (rc && rc != H5L_EIO && rc != H5L_ENOMEM) {
         r->failed = 1;
-        if (err) r->ferr = *err;
-        else h5l_err_set(&r->ferr, rc, "%s: %s", r->path, h5l_strerror(rc));
+        if (err)
+            r->ferr = *err;
+        else
+            h5l_err_set(&r->ferr, rc, "%s: %s", r->path, h5l_strerror(rc));
     }
 out:
     pthread_mutex_unlock(&r->refresh_mu);
@@ -694,8 +695,7 @@ void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
 static void drop_seg(void *ctx, uint64_t off, uint64_t len)
 {
     h5l_reader_t *r = ctx;
-    if (posix_fadvise(r->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED) == 0)
-        atomic_fetch_add(&r->stat_dropped, len);
+    if (posix_fadvise(r->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED) == 0) atomic_fetch_add(&r->stat_dropped, len);
 }
 
 uint64_t h5l_reader_dropped(h5l_reader_t *r) { return atomic_load(&r->stat_dropped); }
@@ -789,8 +789,7 @@ static int seg_pread(h5l_reader_t *r, void *buf, size_t n, uint64_t off, h5l_err
 
 /* Segment j of (tick, rank) — absolute offset *off, length *len — and its
  * checksum. */
-static uint64_t seg_of(const h5l_reader_t *r, const tickx_t *x, uint32_t rank, uint64_t j, uint64_t *off,
-                       uint64_t *len)
+static uint64_t seg_of(const h5l_reader_t *r, const tickx_t *x, uint32_t rank, uint64_t j, uint64_t *off, uint64_t *len)
 {
     uint64_t seg = (uint64_t)1 << r->seglog, rs = x->rstart[rank], re = x->rstart[rank + 1];
     *off = rs + j * seg;
@@ -800,12 +799,12 @@ static uint64_t seg_of(const h5l_reader_t *r, const tickx_t *x, uint32_t rank, u
 
 /* Read n log bytes at absolute offset off, inside the data of (tick,
  * rank), into dst, verified by whole segments. Call with the read lock. */
-static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off, size_t n, uint8_t *dst,
-                    h5l_err_t *err)
+static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off, size_t n, uint8_t *dst, h5l_err_t *err)
 {
     if (n == 0) return H5L_OK;
     if (tick < 1 || tick > r->nticks || rank >= r->ticks[tick - 1].nranks)
-        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick, rank);
+        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
+                           rank);
     const tickx_t xv = tx_of(r, tick), *x = &xv;
     uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
     if (off < rs || n > re - off)
@@ -889,8 +888,7 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
     return H5L_OK;
 }
 
-int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
-                     h5l_err_t *err)
+int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off, h5l_err_t *err)
 {
     pthread_rwlock_rdlock(&r->lock);
     int rc = log_read(r, tick, rank, off, n, buf, err);
@@ -940,8 +938,8 @@ out:
 typedef struct copy_ctx {
     uint8_t *dst;
     size_t esize;
-    const uint8_t *span;   /* the piece's span of the record, verified */
-    uint64_t span_first;   /* element offset of span[0] in the box */
+    const uint8_t *span; /* the piece's span of the record, verified */
+    uint64_t span_first; /* element offset of span[0] in the box */
 } copy_ctx_t;
 
 static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
@@ -972,10 +970,9 @@ static int vread_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
 
 /* Copy X (inside box B of record rec, whose data starts at box_off, and
  * inside the read box R) from the log. */
-static int copy_piece(h5l_reader_t *r, const h5l_rec_t *rec, const h5l_obj_t *o, uint64_t box_off,
-                      const uint64_t *bs, const uint64_t *bc, const uint64_t *xs, const uint64_t *xc,
-                      const uint64_t *rs, const uint64_t *rc, void *buf, uint8_t **scratch, size_t *scratch_cap,
-                      h5l_err_t *err)
+static int copy_piece(h5l_reader_t *r, const h5l_rec_t *rec, const h5l_obj_t *o, uint64_t box_off, const uint64_t *bs,
+                      const uint64_t *bc, const uint64_t *xs, const uint64_t *xc, const uint64_t *rs,
+                      const uint64_t *rc, void *buf, uint8_t **scratch, size_t *scratch_cap, h5l_err_t *err)
 {
     uint32_t nd = o->ndims;
     size_t es = o->type.size;
@@ -1051,10 +1048,8 @@ static int covered(h5l_rec_t *const *list, size_t n, uint32_t nd, const uint64_t
     return 0;
 }
 
-
-int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
-                    const uint64_t *start, const uint64_t *count, void *buf,
-                    h5l_err_t *err)
+int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
+                    void *buf, h5l_err_t *err)
 {
     int rc = H5L_OK;
     uint8_t *scratch = NULL;
@@ -1062,12 +1057,11 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks) {
-        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path,
-                         (unsigned long long)tick, r->nticks);
+        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path, (unsigned long long)tick,
+                         r->nticks);
         goto out;
     }
-    if (objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR ||
-        r->schema.objs[objid].tick > tick) {
+    if (objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR || r->schema.objs[objid].tick > tick) {
         rc = h5l_err_set(err, H5L_EBADID, "%s: no variable with id %u at tick %llu", r->path, objid,
                          (unsigned long long)tick);
         goto out;
@@ -1078,8 +1072,8 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid,
     h5l_schema_shape(&r->schema, objid, tick, shape);
     for (uint32_t d = 0; d < nd; d++) {
         if (start[d] > shape[d] || count[d] > shape[d] - start[d]) {
-            rc = h5l_err_set(err, H5L_ERANGE, "%s: read of '%s' outside its shape in dimension %u", r->path,
-                             o->path, d);
+            rc =
+                h5l_err_set(err, H5L_ERANGE, "%s: read of '%s' outside its shape in dimension %u", r->path, o->path, d);
             goto out;
         }
     }
@@ -1154,23 +1148,17 @@ int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_
     return h5l_index_chunks(r->index, objid, tick, fn, ctx);
 }
 
-uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
-{
-    return h5l_index_chunks_version(r->index, tick);
-}
+uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick) { return h5l_index_chunks_version(r->index, tick); }
 
-int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid,
-                          const uint64_t *coord, const uint64_t *start,
-                          const uint64_t *count, h5l_chunk_info_t *out,
-                          h5l_err_t *err)
+int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord, const uint64_t *start,
+                          const uint64_t *count, h5l_chunk_info_t *out, h5l_err_t *err)
 {
     memset(out, 0, sizeof *out);
     int rc = H5L_OK;
     h5l_index_scratch_t iscr = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
-        rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid,
-                         (unsigned long long)tick);
+        rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid, (unsigned long long)tick);
         goto out;
     }
     const h5l_obj_t *o = &r->schema.objs[objid];
@@ -1215,4 +1203,3 @@ out:
     h5l_index_scratch_free(&iscr);
     return rc;
 }
-

@@ -13,7 +13,6 @@
 
 #define SLAB_TARGET (1u << 20) /* bytes of an index slab of a contiguous var */
 
-
 #define PNONE UINT32_MAX
 #define IX_HDR 3
 
@@ -214,8 +213,10 @@ uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick)
     size_t lo = 0, hi = d->nlens;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (d->lens[mid].tick <= tick) lo = mid + 1;
-        else hi = mid;
+        if (d->lens[mid].tick <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo ? d->lens[lo - 1].len : 0;
 }
@@ -226,8 +227,7 @@ uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid)
     return s->dims[dimid].lens[s->dims[dimid].nlens - 1].len;
 }
 
-int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick,
-                     uint64_t *shape)
+int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick, uint64_t *shape)
 {
     if (objid >= s->nobjs || s->objs[objid].kind != H5L_OBJ_VAR) return H5L_EBADID;
     const h5l_obj_t *o = &s->objs[objid];
@@ -244,8 +244,7 @@ int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick)
     return next == PNONE || s->attrs[next].tick > tick;
 }
 
-void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
-                           uint64_t *slab)
+void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims, uint64_t *slab)
 {
     /* Trailing dimensions whole while they fit the target, then as many
      * rows of the next one as fit, then 1: each slab is one contiguous byte
@@ -295,11 +294,30 @@ void h5l_schema_default_fill(h5l_type_t t, void *out)
  * bookkeeping: a user attribute of one of these names crashes ncdump and
  * netCDF4-python (DIMENSION_LIST) or breaks them (_Netcdf4Coordinates). */
 static const char *const reserved_attrs[] = {
-    "DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "DIMENSION_LABELS",
-    "_Netcdf4Dimid", "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_IsNetcdf4",
-    "_SuperblockVersion", "_Format", "_NoFill", "_Storage", "_ChunkSizes", "_Endianness",
-    "_Filter", "_Codecs", "_DeflateLevel", "_Shuffle", "_Fletcher32", "_FillValue",
-    "_QuantizeBitGroomNumberOfSignificantDigits", "_QuantizeGranularBitRoundNumberOfSignificantDigits",
+    "DIMENSION_LIST",
+    "REFERENCE_LIST",
+    "CLASS",
+    "NAME",
+    "DIMENSION_LABELS",
+    "_Netcdf4Dimid",
+    "_Netcdf4Coordinates",
+    "_NCProperties",
+    "_nc3_strict",
+    "_IsNetcdf4",
+    "_SuperblockVersion",
+    "_Format",
+    "_NoFill",
+    "_Storage",
+    "_ChunkSizes",
+    "_Endianness",
+    "_Filter",
+    "_Codecs",
+    "_DeflateLevel",
+    "_Shuffle",
+    "_Fletcher32",
+    "_FillValue",
+    "_QuantizeBitGroomNumberOfSignificantDigits",
+    "_QuantizeGranularBitRoundNumberOfSignificantDigits",
     "_QuantizeBitRoundNumberOfSignificantBits",
 };
 
@@ -308,8 +326,8 @@ int h5l_schema_attr_name_ok(const char *name, h5l_err_t *err)
     if (!name || !name[0]) return h5l_err_set(err, H5L_EINVAL, "attribute with an empty name");
     for (size_t i = 0; i < sizeof reserved_attrs / sizeof reserved_attrs[0]; i++)
         if (strcmp(name, reserved_attrs[i]) == 0)
-            return h5l_err_set(err, H5L_EINVAL,
-                               "attribute name '%s' is reserved by HDF5 dimension scales or netCDF-4", name);
+            return h5l_err_set(err, H5L_EINVAL, "attribute name '%s' is reserved by HDF5 dimension scales or netCDF-4",
+                               name);
     return H5L_OK;
 }
 
@@ -344,10 +362,8 @@ static int check_new_obj(h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
 {
     if (op->id != s->nobjs)
         return h5l_err_set(err, H5L_ECORRUPT, "object id %u out of sequence (expected %zu)", op->id, s->nobjs);
-    if (!path_ok(op->name))
-        return h5l_err_set(err, H5L_EINVAL, "invalid object path '%s'", op->name ? op->name : "");
-    if (h5l_schema_find(s, op->name) >= 0)
-        return h5l_err_set(err, H5L_EEXIST, "object '%s' already defined", op->name);
+    if (!path_ok(op->name)) return h5l_err_set(err, H5L_EINVAL, "invalid object path '%s'", op->name ? op->name : "");
+    if (h5l_schema_find(s, op->name) >= 0) return h5l_err_set(err, H5L_EEXIST, "object '%s' already defined", op->name);
     char *par = parent_of(op->name);
     if (!par) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     long pid = h5l_schema_find(s, par);
@@ -382,9 +398,10 @@ static int chunk_ok(const h5l_schema_t *s, const h5l_op_t *op, h5l_err_t *err)
     h5l_schema_slab_shape(op->type, op->ndims, dims, slab);
     for (uint32_t i = 0; i < op->ndims; i++)
         if (op->chunk[i] != slab[i])
-            return h5l_err_set(err, H5L_EINVAL,
-                               "variable '%s': contiguous, but its index slab is %llu in dimension %u where its shape gives %llu",
-                               op->name, (unsigned long long)op->chunk[i], i, (unsigned long long)slab[i]);
+            return h5l_err_set(
+                err, H5L_EINVAL,
+                "variable '%s': contiguous, but its index slab is %llu in dimension %u where its shape gives %llu",
+                op->name, (unsigned long long)op->chunk[i], i, (unsigned long long)slab[i]);
     return H5L_OK;
 }
 
@@ -394,8 +411,7 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     if (rc) return rc;
     if (!h5l_type_valid(op->type) || op->type.cls == H5L_CLASS_STRING)
         return h5l_err_set(err, H5L_ETYPE, "variable '%s': unsupported type", op->name);
-    if (op->ndims > H5L_MAX_DIMS)
-        return h5l_err_set(err, H5L_EINVAL, "variable '%s': too many dimensions", op->name);
+    if (op->ndims > H5L_MAX_DIMS) return h5l_err_set(err, H5L_EINVAL, "variable '%s': too many dimensions", op->name);
     int has_unlim = 0;
     for (uint32_t i = 0; i < op->ndims; i++) {
         if (op->dimids[i] >= s->ndims)
@@ -403,9 +419,10 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         if (s->dims[op->dimids[i]].unlimited) has_unlim = 1;
         if (op->chunk[i] == 0)
             return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u is zero", op->name, i);
-        if ((op->flags & 1) && (op->chunk[i] > UINT32_MAX ||
-            (!s->dims[op->dimids[i]].unlimited && op->chunk[i] > h5l_schema_dimlen_now(s, op->dimids[i]))))
-            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u larger than its dimension", op->name, i);
+        if ((op->flags & 1) && (op->chunk[i] > UINT32_MAX || (!s->dims[op->dimids[i]].unlimited &&
+                                                              op->chunk[i] > h5l_schema_dimlen_now(s, op->dimids[i]))))
+            return h5l_err_set(err, H5L_EINVAL, "variable '%s': chunk dimension %u larger than its dimension", op->name,
+                               i);
     }
     if ((op->flags & ~(uint32_t)7) || ((op->flags & H5L_VAR_FILL_USER) && (op->flags & H5L_VAR_NOFILL)))
         return h5l_err_set(err, H5L_EINVAL, "variable '%s': unknown flags 0x%x", op->name, op->flags);
@@ -418,23 +435,32 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     o.tick = tick;
     o.type = op->type;
     o.chunked = op->flags & H5L_VAR_CHUNKED;
-    o.fill_mode = (op->flags & H5L_VAR_NOFILL) ? H5L_FILL_NONE
-                : (op->flags & H5L_VAR_FILL_USER) ? H5L_FILL_USER : H5L_FILL_DEFAULT;
+    o.fill_mode = (op->flags & H5L_VAR_NOFILL)      ? H5L_FILL_NONE
+                  : (op->flags & H5L_VAR_FILL_USER) ? H5L_FILL_USER
+                                                    : H5L_FILL_DEFAULT;
     o.ndims = op->ndims;
     o.path = strdup(op->name);
     o.dimids = malloc((op->ndims + 1) * sizeof *o.dimids);
     o.chunk = malloc((op->ndims + 1) * sizeof *o.chunk);
     o.fill = malloc(op->type.size);
     if (!o.path || !o.dimids || !o.chunk || !o.fill) {
-        free(o.path); free(o.dimids); free(o.chunk); free(o.fill);
+        free(o.path);
+        free(o.dimids);
+        free(o.chunk);
+        free(o.fill);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     memcpy(o.dimids, op->dimids, op->ndims * sizeof *o.dimids);
     memcpy(o.chunk, op->chunk, op->ndims * sizeof *o.chunk);
-    if (op->data && o.fill_mode != H5L_FILL_NONE) memcpy(o.fill, op->data, op->type.size);
-    else memset(o.fill, 0, op->type.size); /* no fill: zero bytes, as HDF5's own default */
+    if (op->data && o.fill_mode != H5L_FILL_NONE)
+        memcpy(o.fill, op->data, op->type.size);
+    else
+        memset(o.fill, 0, op->type.size); /* no fill: zero bytes, as HDF5's own default */
     if (obj_push(s, &o)) {
-        free(o.path); free(o.dimids); free(o.chunk); free(o.fill);
+        free(o.path);
+        free(o.dimids);
+        free(o.chunk);
+        free(o.fill);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     return H5L_OK;
@@ -442,8 +468,7 @@ static int apply_var(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
 
 static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
-    if (op->id != s->ndims)
-        return h5l_err_set(err, H5L_ECORRUPT, "dimension id %u out of sequence", op->id);
+    if (op->id != s->ndims) return h5l_err_set(err, H5L_ECORRUPT, "dimension id %u out of sequence", op->id);
     if (!op->name || !op->name[0] || strchr(op->name, '/'))
         return h5l_err_set(err, H5L_EINVAL, "invalid dimension name '%s'", op->name ? op->name : "");
     if (h5l_schema_find_dim(s, op->name) >= 0)
@@ -454,7 +479,8 @@ static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
     d.name = strdup(op->name);
     d.lens = malloc(sizeof *d.lens);
     if (!d.name || !d.lens) {
-        free(d.name); free(d.lens);
+        free(d.name);
+        free(d.lens);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     d.unlimited = op->flags & 1;
@@ -473,11 +499,9 @@ static int apply_dimlen(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_
 {
     if (op->id >= s->ndims) return h5l_err_set(err, H5L_EBADID, "unknown dimension id %u", op->id);
     h5l_dim_t *d = &s->dims[op->id];
-    if (!d->unlimited)
-        return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' is fixed but grows", d->name);
+    if (!d->unlimited) return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' is fixed but grows", d->name);
     h5l_dimlen_t *last = &d->lens[d->nlens - 1];
-    if (op->len < last->len)
-        return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' shrinks", d->name);
+    if (op->len < last->len) return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' shrinks", d->name);
     if (last->tick == tick) {
         last->len = op->len;
         return H5L_OK;
@@ -510,7 +534,8 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     a.name = strdup(op->name);
     a.value = malloc(op->data_len + 1);
     if (!a.name || !a.value) {
-        free(a.name); free(a.value);
+        free(a.name);
+        free(a.value);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     if (op->data_len) memcpy(a.value, op->data, op->data_len);
@@ -567,8 +592,7 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
     }
 }
 
-int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
-                     h5l_err_t *err)
+int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     switch (op->kind) {
     case H5L_OP_GROUP: {
@@ -584,10 +608,15 @@ int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
         }
         return H5L_OK;
     }
-    case H5L_OP_DIM: return apply_dim(s, tick, op, err);
-    case H5L_OP_VAR: return apply_var(s, tick, op, err);
-    case H5L_OP_ATTR: return apply_attr(s, tick, op, err);
-    case H5L_OP_DIMLEN: return apply_dimlen(s, tick, op, err);
-    default: return h5l_err_set(err, H5L_ECORRUPT, "unknown schema op kind %u", op->kind);
+    case H5L_OP_DIM:
+        return apply_dim(s, tick, op, err);
+    case H5L_OP_VAR:
+        return apply_var(s, tick, op, err);
+    case H5L_OP_ATTR:
+        return apply_attr(s, tick, op, err);
+    case H5L_OP_DIMLEN:
+        return apply_dimlen(s, tick, op, err);
+    default:
+        return h5l_err_set(err, H5L_ECORRUPT, "unknown schema op kind %u", op->kind);
     }
 }

@@ -14,8 +14,7 @@ void h5l_schema_free(h5l_schema_t *s);
 
 /* Apply op as made at `tick`. On error nothing changes. The op keeps its
  * pointers (the schema copies what it keeps). */
-int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op,
-                     h5l_err_t *err);
+int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err);
 
 /* Remove every definition stamped with a tick >= tick (a tick that failed
  * to load). */
@@ -36,7 +35,6 @@ int h5l_schema_attr_name_ok(const char *name, h5l_err_t *err);
 enum { H5L_VAR_CHUNKED = 1, H5L_VAR_FILL_USER = 2, H5L_VAR_NOFILL = 4 };
 
 /* The index slab shape of a contiguous variable (format.md 3.3). */
-void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims,
-                           uint64_t *slab);
+void h5l_schema_slab_shape(h5l_type_t t, uint32_t ndims, const uint64_t *dims, uint64_t *slab);
 
 #endif

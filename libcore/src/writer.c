@@ -50,9 +50,10 @@
 #include "schema.h"
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
-#define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
+#define MPI_BLOCK_MAX ((size_t)1 << 30)  /* bytes per hindexed block (int counts) */
 #define EXTENT_FIRST ((uint64_t)1 << 20) /* the first log extent */
-#define EXTENT_SLACK ((uint64_t)32 << 20) /* an extent is at most this much larger than its first tick needs:
+#define EXTENT_SLACK                                                                                                   \
+    ((uint64_t)32 << 20)         /* an extent is at most this much larger than its first tick needs:
                                            * bounds the unused (sparse) tail of the last one */
 #define NC_CHUNK_BYTES 4194304.0 /* netCDF-C's default chunk size (4 MiB) */
 #define NC_CHUNK_1D_UNLIM 4096   /* netCDF-C's default for 1-D unlimited variables */
@@ -66,10 +67,10 @@ typedef struct piece {
  * (format.md 6). Its boxes stay open to merging until another variable's
  * put, the box limit or the flush encodes it. */
 typedef struct openrec {
-    int varid;        /* -1: none open */
+    int varid; /* -1: none open */
     uint32_t ndims, nboxes;
-    uint64_t *boxes;  /* nboxes x (start[ndims], count[ndims]) */
-    size_t cap;       /* uint64s */
+    uint64_t *boxes; /* nboxes x (start[ndims], count[ndims]) */
+    size_t cap;      /* uint64s */
 } openrec_t;
 
 enum { ST_OPEN = 0, ST_CLOSED = 1 };
@@ -90,24 +91,24 @@ struct h5l_file {
     uint64_t nrec, data_bytes, nputs;
     /* checksums of this rank's data segments, computed as puts arrive */
     uint32_t seglog;
-    h5l_hstream_t *hs;   /* the segment being filled */
-    uint64_t seg_fill;   /* its bytes so far */
-    uint64_t *sums;      /* finished segments */
+    h5l_hstream_t *hs; /* the segment being filled */
+    uint64_t seg_fill; /* its bytes so far */
+    uint64_t *sums;    /* finished segments */
     size_t nsums, cap_sums;
-    uint64_t sums_tick;  /* the tick the checksums are seeded for */
+    uint64_t sums_tick; /* the tick the checksums are seeded for */
     uint8_t *arena;
     size_t arena_used, arena_cap;
     uint64_t *want; /* per dimension: extent this rank's pending puts need */
     size_t cap_want;
-    uint64_t tick;  /* the last tick placed: committed, or sealed (below) */
-    int sealed;     /* every rank: tick `tick` is written and its frame built,
+    uint64_t tick; /* the last tick placed: committed, or sealed (below) */
+    int sealed;    /* every rank: tick `tick` is written and its frame built,
                      * but appending the frame failed: it is not committed */
     uint8_t id[16];
     uint64_t seed;
     MPI_File fh;
     int fh_open;
-    size_t ndims_committed;   /* dimensions of the last published tick */
-    MPI_Datatype agg_type;    /* flush reduction element (agg_type_for) */
+    size_t ndims_committed; /* dimensions of the last published tick */
+    MPI_Datatype agg_type;  /* flush reduction element (agg_type_for) */
     size_t agg_n;
     /* every rank: the newest log extent (format.md 1), from the same
      * agreed sizes on every rank; only rank 0 creates extents */
@@ -122,8 +123,7 @@ struct h5l_file {
 
 static _Thread_local char create_err[512];
 
-static int fail(h5l_file_t *f, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int fail(h5l_file_t *f, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(h5l_file_t *f, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -309,7 +309,6 @@ static void sums_feed(h5l_file_t *f, const uint8_t *p, size_t n)
     }
 }
 
-
 /* Room for the checksums n more data bytes complete. 0 or -1. */
 static int sums_room(h5l_file_t *f, size_t n)
 {
@@ -327,8 +326,10 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     f->jfd = -1;
     f->comm = MPI_COMM_NULL;
     f->agg_type = MPI_DATATYPE_NULL;
-    if (opts) f->opts = *opts;
-    else h5l_opts_init(&f->opts);
+    if (opts)
+        f->opts = *opts;
+    else
+        h5l_opts_init(&f->opts);
     int rc = H5L_OK;
     if (MPI_Comm_dup(comm, &f->comm) != MPI_SUCCESS) {
         free_file(f);
@@ -349,8 +350,8 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         rc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
     f->recs.len = H5L_BLOCK_LEN;
     if (!rc && f->opts.buffer_limit) {
-        f->arena = mmap(NULL, f->opts.buffer_limit, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        f->arena = mmap(NULL, f->opts.buffer_limit, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
         if (f->arena == MAP_FAILED) {
             f->arena = NULL;
             rc = fail(f, H5L_ENOMEM, "%s: cannot reserve a %zu-byte write buffer", path, f->opts.buffer_limit);
@@ -532,8 +533,8 @@ static void default_chunk(const h5l_schema_t *s, h5l_type_t t, int nd, const int
     }
 }
 
-int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
-                const int *dimids, const uint64_t *chunk, int *varid)
+int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims, const int *dimids, const uint64_t *chunk,
+                int *varid)
 {
     int rc = check_open(f);
     if (rc) return rc;
@@ -566,7 +567,8 @@ int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
              * caller asked for */
             if (!f->schema.dims[dimids[d]].unlimited) {
                 if (dims[d] == 0)
-                    return fail(f, H5L_EINVAL, "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
+                    return fail(f, H5L_EINVAL,
+                                "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
                                 f->path, path);
                 if (ch[d] > dims[d])
                     return fail(f, H5L_EINVAL,
@@ -581,8 +583,9 @@ int h5l_def_var(h5l_file_t *f, const char *path, hid_t type, int ndims,
     } else if (unlim) {
         for (int d = 0; d < ndims; d++)
             if (!f->schema.dims[dimids[d]].unlimited && dims[d] == 0)
-                return fail(f, H5L_EINVAL, "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0",
-                            f->path, path);
+                return fail(f, H5L_EINVAL,
+                            "%s: variable '%s': a chunked variable cannot have a fixed dimension of length 0", f->path,
+                            path);
         default_chunk(&f->schema, t, ndims, dimids, ch);
     } else {
         h5l_schema_slab_shape(t, (uint32_t)ndims, dims, ch);
@@ -628,15 +631,17 @@ static int set_fill(h5l_file_t *f, int varid, int mode, const void *fill, const 
     if (!o) return fail(f, H5L_EBADID, "%s: %s: no variable with id %d", f->path, fn, varid);
     if (mode == H5L_FILL_USER && !fill) return fail(f, H5L_EINVAL, "%s: %s: NULL fill", f->path, fn);
     if (o->tick != f->tick + 1)
-        return fail(f, H5L_ESTATE, "%s: fill value of '%s' must be set before the flush that publishes it",
-                    f->path, o->path);
+        return fail(f, H5L_ESTATE, "%s: fill value of '%s' must be set before the flush that publishes it", f->path,
+                    o->path);
     for (size_t i = 0; i < f->nops; i++) {
         h5l_op_t *op = &f->ops[i];
         if (op->kind != H5L_OP_VAR || op->id != (uint32_t)varid) continue;
         op->flags &= ~(uint32_t)(H5L_VAR_FILL_USER | H5L_VAR_NOFILL);
         op->flags |= mode == H5L_FILL_USER ? H5L_VAR_FILL_USER : H5L_VAR_NOFILL;
-        if (mode == H5L_FILL_USER) memcpy(op->data, fill, o->type.size);
-        else memset(op->data, 0, o->type.size);
+        if (mode == H5L_FILL_USER)
+            memcpy(op->data, fill, o->type.size);
+        else
+            memset(op->data, 0, o->type.size);
         memcpy(o->fill, op->data, o->type.size);
         o->fill_mode = mode;
         return H5L_OK;
@@ -659,8 +664,7 @@ static int same_type(h5l_type_t a, h5l_type_t b)
     return a.cls == b.cls && a.size == b.size && a.sign == b.sign && a.order == b.order;
 }
 
-static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t t, size_t n,
-                          const void *value)
+static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t t, size_t n, const void *value)
 {
     int rc = check_open(f);
     if (rc) return rc;
@@ -675,8 +679,8 @@ static int put_att_common(h5l_file_t *f, int objid, const char *name, h5l_type_t
         const h5l_obj_t *o = get_var(f, objid);
         if (!o) return fail(f, H5L_EINVAL, "%s: _FillValue is a variable attribute", f->path);
         if (n != 1 || !same_type(t, o->type))
-            return fail(f, H5L_EINVAL, "%s: _FillValue of '%s' must be one element of the variable's type",
-                        f->path, o->path);
+            return fail(f, H5L_EINVAL, "%s: _FillValue of '%s' must be one element of the variable's type", f->path,
+                        o->path);
         return h5l_def_var_fill(f, objid, value);
     }
     h5l_err_t ne = {0};
@@ -698,7 +702,8 @@ int h5l_put_att(h5l_file_t *f, int objid, const char *name, hid_t type, size_t n
     if (!f) return H5L_EINVAL;
     h5l_type_t t;
     if (h5l_type_from_hid(type, &t))
-        return fail(f, H5L_ETYPE, "%s: attribute '%s': use h5l_put_att_text for text; other types must be integers or IEEE floats",
+        return fail(f, H5L_ETYPE,
+                    "%s: attribute '%s': use h5l_put_att_text for text; other types must be integers or IEEE floats",
                     f->path, name ? name : "");
     return put_att_common(f, objid, name, t, n, value);
 }
@@ -712,10 +717,7 @@ int h5l_put_att_text(h5l_file_t *f, int objid, const char *name, const char *tex
 }
 
 /* Bytes the open record may take once encoded (every varint at most 10). */
-static size_t openrec_max(const openrec_t *r)
-{
-    return r->varid < 0 ? 0 : 20 + (size_t)r->nboxes * 2 * r->ndims * 10;
-}
+static size_t openrec_max(const openrec_t *r) { return r->varid < 0 ? 0 : 20 + (size_t)r->nboxes * 2 * r->ndims * 10; }
 
 /* Encode the open record into f->recs (room reserved by the caller). */
 static void openrec_close(h5l_file_t *f)
@@ -752,8 +754,7 @@ static int merge_dim(const openrec_t *r, const uint64_t *s, const uint64_t *c)
     return -1;
 }
 
-static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count,
-                      const void *buf, int copy)
+static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf, int copy)
 {
     int rc = check_open(f);
     if (rc) return rc;
@@ -770,15 +771,19 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         uint64_t len = h5l_schema_dimlen_now(&f->schema, o->dimids[d]);
         if (count[d] > UINT64_MAX - start[d] || (!dim->unlimited && start[d] + count[d] > len))
             return fail(f, H5L_ERANGE,
-                        "%s: h5l_put '%s': dimension %u ('%s'): start %llu + count %llu exceeds length %llu",
-                        f->path, o->path, d, dim->name, (unsigned long long)start[d],
-                        (unsigned long long)count[d], (unsigned long long)len);
-        if (count[d] == 0) empty = 1;
-        else if (nelem > UINT64_MAX / count[d]) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
-        else nelem *= count[d];
+                        "%s: h5l_put '%s': dimension %u ('%s'): start %llu + count %llu exceeds length %llu", f->path,
+                        o->path, d, dim->name, (unsigned long long)start[d], (unsigned long long)count[d],
+                        (unsigned long long)len);
+        if (count[d] == 0)
+            empty = 1;
+        else if (nelem > UINT64_MAX / count[d])
+            return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+        else
+            nelem *= count[d];
     }
     if (empty) return H5L_OK; /* nothing to write */
-    if (nelem > SIZE_MAX / o->type.size) return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+    if (nelem > SIZE_MAX / o->type.size)
+        return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
     size_t bytes = (size_t)nelem * o->type.size;
     if (!buf) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL buffer", f->path, o->path);
     if (copy && bytes > f->arena_cap - f->arena_used)
@@ -788,8 +793,8 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
     /* reserve everything first: after this point nothing can fail */
     if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)) ||
         h5l_grow((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
-        h5l_grow((void **)&f->cur.boxes, &f->cur.cap, ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2,
-                 sizeof *f->cur.boxes) ||
+        h5l_grow((void **)&f->cur.boxes, &f->cur.cap,
+                 ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2, sizeof *f->cur.boxes) ||
         sums_room(f, bytes)) {
         f->recs.oom = 0;
         return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
@@ -844,8 +849,7 @@ int h5l_iput(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *co
     return put_common(f, varid, start, count, buf, 0);
 }
 
-int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
-                 const uint64_t *count, const void *buf)
+int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start, const uint64_t *count, const void *buf)
 {
     int rc = check_open(f);
     if (rc) return rc;
@@ -868,7 +872,8 @@ int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
     }
     memcpy(tmp, buf, (size_t)n * ms);
     if (H5Tconvert(memtype, ft, (size_t)n, tmp, NULL, H5P_DEFAULT) < 0)
-        rc = fail(f, H5L_ETYPE, "%s: h5l_put_conv '%s': libhdf5 cannot convert to the variable's type", f->path, o->path);
+        rc = fail(f, H5L_ETYPE, "%s: h5l_put_conv '%s': libhdf5 cannot convert to the variable's type", f->path,
+                  o->path);
     else
         rc = h5l_put(f, varid, start, count, tmp);
     H5Tclose(ft);
@@ -883,7 +888,13 @@ int h5l_put_conv(h5l_file_t *f, int varid, hid_t memtype, const uint64_t *start,
 static const char *short_reason(h5l_file_t *f, int err)
 {
     switch (err) {
-    case ENOSPC: case EDQUOT: case EIO: case EFBIG: case EROFS: case ESTALE: case EREMOTEIO:
+    case ENOSPC:
+    case EDQUOT:
+    case EIO:
+    case EFBIG:
+    case EROFS:
+    case ESTALE:
+    case EREMOTEIO:
         return strerror(err);
     default:
         break;
@@ -906,8 +917,7 @@ static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n
     for (size_t k = i; k < n; k++) nb += (pc[k].len - (k == i ? skip : 0) + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
     if (nb == 0) return MPI_SUCCESS;
     off += (MPI_Offset)from;
-    if (nb == 1)
-        return MPI_File_write_at(f->fh, off, (void *)(pc[i].p + skip), (int)(pc[i].len - skip), MPI_BYTE, st);
+    if (nb == 1) return MPI_File_write_at(f->fh, off, (void *)(pc[i].p + skip), (int)(pc[i].len - skip), MPI_BYTE, st);
     int *lens = malloc(nb * sizeof *lens);
     MPI_Aint *disp = malloc(nb * sizeof *disp);
     if (!lens || !disp) {
@@ -941,8 +951,7 @@ static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n
  * allows a short write that a second call completes); a call that
  * transfers nothing ends it with an error naming the file, what was
  * written, where, and the reason (short_reason). */
-static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const piece_t *pc, size_t n,
-                        uint64_t total)
+static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const piece_t *pc, size_t n, uint64_t total)
 {
     uint64_t done = 0;
     int err = 0;
@@ -979,8 +988,8 @@ static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, siz
     if (len > H5L_FRAME_MAX)
         return fail(f, H5L_EINVAL, "%s: the definitions of one flush take %zu bytes (at most %u): flush more often",
                     f->path, len, H5L_FRAME_MAX);
-    int rc = h5l_journal_append(f->jfd, &f->joff, type, payload, (uint32_t)len, f->seed,
-                                f->opts.sync == H5L_SYNC_TICK, f->jpath, &f->jcopy, &e);
+    int rc = h5l_journal_append(f->jfd, &f->joff, type, payload, (uint32_t)len, f->seed, f->opts.sync == H5L_SYNC_TICK,
+                                f->jpath, &f->jcopy, &e);
     return rc ? fail(f, rc, "%s", e.msg) : H5L_OK;
 }
 
@@ -1061,7 +1070,8 @@ static int finish_block(h5l_file_t *f, uint64_t tick, uint64_t *blen, size_t *rl
     uint64_t payload = (uint64_t)(*rlen - H5L_BLOCK_LEN) + 8 * ((uint64_t)f->nsums + (f->seg_fill ? 1 : 0));
     if (payload > H5L_FRAME_MAX) {
         f->recs.len = *rlen;
-        return fail(f, H5L_EINVAL, "%s: flush %llu: the record block of rank %d takes %llu bytes (at most %u): flush more often",
+        return fail(f, H5L_EINVAL,
+                    "%s: flush %llu: the record block of rank %d takes %llu bytes (at most %u): flush more often",
                     f->path, (unsigned long long)tick, f->rank, (unsigned long long)payload, H5L_FRAME_MAX);
     }
     h5l_block_t blk = {0, (uint32_t)payload, (uint32_t)f->nrec, f->data_bytes};
@@ -1076,17 +1086,17 @@ static int finish_block(h5l_file_t *f, uint64_t tick, uint64_t *blen, size_t *rl
  * h5l_flush: flush_free releases it whatever step failed. */
 typedef struct flush {
     uint64_t tick;
-    size_t nd;          /* dimensions defined when the flush began */
-    h5l_buf_t opsb;     /* the tick's definitions, encoded (TICK payload) */
-    h5l_op_t *grown;    /* DIMLEN ops of the extents this tick grew */
+    size_t nd;       /* dimensions defined when the flush began */
+    h5l_buf_t opsb;  /* the tick's definitions, encoded (TICK payload) */
+    h5l_op_t *grown; /* DIMLEN ops of the extents this tick grew */
     size_t ngrown;
-    uint64_t *want;     /* agreed extent per dimension */
-    uint64_t blen;      /* this rank's record block, padded */
-    uint64_t pre[2];    /* this rank's place: data bytes, block bytes before it */
-    uint64_t tot[3];    /* totals: data bytes, block bytes, records */
-    uint64_t need;      /* the tick's bytes in its extent */
+    uint64_t *want;      /* agreed extent per dimension */
+    uint64_t blen;       /* this rank's record block, padded */
+    uint64_t pre[2];     /* this rank's place: data bytes, block bytes before it */
+    uint64_t tot[3];     /* totals: data bytes, block bytes, records */
+    uint64_t need;       /* the tick's bytes in its extent */
     uint64_t doff, moff; /* where the tick's data and record blocks start */
-    int sealed;         /* built, but the frame append failed */
+    int sealed;          /* built, but the frame append failed */
 } flush_t;
 
 static void flush_free(flush_t *fl)
@@ -1116,8 +1126,13 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
         free(agg);
         agg = NULL; /* a local failure: the collective below is still needed */
     }
-    uint64_t local[AGG_N] = {f->data_bytes, fl->blen, f->nrec, h, ~h,
-                             (fl->opsb.oom || !fl->want || !fl->grown || !agg || lrc) ? 1u : 0u, nd};
+    uint64_t local[AGG_N] = {f->data_bytes,
+                             fl->blen,
+                             f->nrec,
+                             h,
+                             ~h,
+                             (fl->opsb.oom || !fl->want || !fl->grown || !agg || lrc) ? 1u : 0u,
+                             nd};
     if (agg) {
         memcpy(agg, local, sizeof local);
         memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
@@ -1128,8 +1143,10 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
                   : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
     if (mrc != MPI_SUCCESS || !agg) {
         free(agg);
-        return lrc ? lrc : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
-                                (unsigned long long)fl->tick, mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
+        return lrc ? lrc
+                   : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
+                          (unsigned long long)fl->tick,
+                          mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
     }
     if (f->rank == 0) fl->pre[0] = fl->pre[1] = 0; /* Exscan leaves rank 0 undefined */
     memcpy(fl->tot, agg, sizeof fl->tot);
@@ -1137,11 +1154,13 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
     memcpy(fl->want, agg + AGG_N, nold * sizeof *fl->want);
     free(agg);
     if (oom)
-        return lrc ? lrc : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
-                                f->path, (unsigned long long)fl->tick);
+        return lrc ? lrc
+                   : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
+                          f->path, (unsigned long long)fl->tick);
     if (mismatch)
-        return fail(f, H5L_EMISMATCH, "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu",
-                    f->path, (unsigned long long)fl->tick);
+        return fail(f, H5L_EMISMATCH,
+                    "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu", f->path,
+                    (unsigned long long)fl->tick);
     return H5L_OK;
 }
 
@@ -1248,13 +1267,16 @@ static int flush_commit(h5l_file_t *f, flush_t *fl, int wrc)
         const char *k = getenv("H5L_TEST_KILL_BEFORE_COMMIT");
         if (k && strtoull(k, NULL, 10) == fl->tick) raise(SIGKILL);
 #endif
-        h5l_tick_info_t ti = {fl->tick, now_ns(), (uint32_t)f->size, fl->doff, fl->tot[0], fl->moff, fl->tot[1], fl->tot[2]};
+        h5l_tick_info_t ti = {fl->tick,   now_ns(), (uint32_t)f->size, fl->doff,
+                              fl->tot[0], fl->moff, fl->tot[1],        fl->tot[2]};
         h5l_buf_t pl = {0};
         h5l_tick_encode(&pl, &ti, (uint32_t)(f->nops + fl->ngrown));
         h5l_buf_put(&pl, fl->opsb.p, fl->opsb.len);
         if (pl.oom || fl->opsb.oom)
-            st.code = fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)fl->tick);
-        else st.code = seal_frame(f, pl.p, pl.len);
+            st.code =
+                fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)fl->tick);
+        else
+            st.code = seal_frame(f, pl.p, pl.len);
         if (!st.code) {
             st.v[1] = 1; /* sealed: from now on this tick is this frame */
             st.code = put_sealed(f, fl->tick);
@@ -1352,8 +1374,7 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
     int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
     if (c) h5l_err_set(e, c, "%s", f->errmsg);
     int sync = f->opts.sync == H5L_SYNC_TICK;
-    if (!c && sync && fsync(f->jfd) != 0)
-        c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+    if (!c && sync && fsync(f->jfd) != 0) c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
     if (!c) {
         int final = !f->opts.no_finalize;
         c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &final, e);
@@ -1364,8 +1385,10 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
              * caller asked for a file plain readers can read) */
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
-            c = h5l_err_set(e, H5L_EIO, "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
-                            "finalizes it later)", why, f->path);
+            c = h5l_err_set(e, H5L_EIO,
+                            "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
+                            "finalizes it later)",
+                            why, f->path);
         }
     } else {
         h5l_anchor_abort(f->anc);
@@ -1404,8 +1427,10 @@ int h5l_close(h5l_file_t *f)
         st.code = c ? c : worst;
         st.from = c ? 0 : who;
         st.v[0] = (uint64_t)closed;
-        if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
-        else if (worst && who == 0) snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
+        if (c)
+            snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        else if (worst && who == 0)
+            snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
     }
     if (!crc) {
         crc = bcast_status(f, &st);

@@ -53,10 +53,10 @@ typedef ssize_t (*pwritev_fn)(int, const struct iovec *, int, off_t);
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_key[1024];   /* the description the counters belong to */
-static long g_seen;        /* matching calls since the description was set */
-static long g_left;        /* failures still to come after the first (-1: all) */
-static long g_fired;       /* calls failed, over the whole process */
+static char g_key[1024]; /* the description the counters belong to */
+static long g_seen;      /* matching calls since the description was set */
+static long g_left;      /* failures still to come after the first (-1: all) */
+static long g_fired;     /* calls failed, over the whole process */
 
 /* Calls failed so far (for tests). */
 long h5l_fault_fired(void)
@@ -202,8 +202,14 @@ static ssize_t do_pwritev(const char *name, int fd, const struct iovec *iov, int
     return r;
 }
 
-ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) { return do_pwritev("pwritev", fd, iov, cnt, off); }
-ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return do_pwritev("pwritev64", fd, iov, cnt, off); }
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    return do_pwritev("pwritev", fd, iov, cnt, off);
+}
+ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    return do_pwritev("pwritev64", fd, iov, cnt, off);
+}
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {

@@ -122,15 +122,15 @@ static int wait_ge(atomic_int *v, int val, int timeout_ms)
 
 /* The assemble context (ctx argument of hfs_cache_get). */
 typedef struct actx {
-    int salt;                 /* which dataset's bytes to make */
+    int salt; /* which dataset's bytes to make */
     atomic_int calls;
     _Atomic uint64_t bytes;
-    int fail_rc;              /* when set, fail keys with coord[0] == fail_coord (-1: all) */
+    int fail_rc; /* when set, fail keys with coord[0] == fail_coord (-1: all) */
     long fail_coord;
-    atomic_int *arrived;      /* gate: wait until *arrived >= expect ... */
+    atomic_int *arrived; /* gate: wait until *arrived >= expect ... */
     int expect;
-    int sleep_ms;             /* ... then sleep this long */
-    atomic_int started;       /* hold: set on entry, then wait for *go */
+    int sleep_ms;       /* ... then sleep this long */
+    atomic_int started; /* hold: set on entry, then wait for *go */
     atomic_int *go;
 } actx_t;
 
@@ -156,7 +156,7 @@ static int t_assemble(void *ctx, const hfs_ckey_t *key, void *buf, size_t len)
 typedef struct owner {
     atomic_int nevict;
     _Atomic uint64_t evict_bytes;
-    atomic_int bad; /* callback saw a wrong length / a non-resident key */
+    atomic_int bad;                       /* callback saw a wrong length / a non-resident key */
     size_t (*lenof)(const hfs_ckey_t *k); /* expected length per key, if set */
     unsigned char *resident;              /* model residency by coord[0], if set */
     size_t nresident;
@@ -202,8 +202,10 @@ static void t_evicted(void *owner, const hfs_ckey_t *key, size_t len)
     if (o->lenof && o->lenof(key) != len) atomic_fetch_add(&o->bad, 1);
     pthread_mutex_lock(&o->mu);
     if (o->resident) {
-        if (key->coord[0] >= o->nresident || !o->resident[key->coord[0]]) atomic_fetch_add(&o->bad, 1);
-        else o->resident[key->coord[0]] = 0;
+        if (key->coord[0] >= o->nresident || !o->resident[key->coord[0]])
+            atomic_fetch_add(&o->bad, 1);
+        else
+            o->resident[key->coord[0]] = 0;
     }
     if (o->nlog < LOGN) o->log[o->nlog++] = (long)key->coord[0];
     pthread_mutex_unlock(&o->mu);
@@ -227,11 +229,16 @@ static size_t l1_len(const hfs_ckey_t *k)
     uint64_t s = mix(k->coord[0] * 7 + k->ver[0], 99);
     uint64_t h = splitmix(&s);
     switch (h % 20) {
-    case 0: return L1_LIMIT;                              /* exactly the limit */
-    case 1: return L1_LIMIT + 1 + (size_t)(h >> 40) % L1_LIMIT; /* larger */
-    case 2: return 3 * (size_t)L1_LIMIT;
-    case 3: return 0;                                     /* empty chunk */
-    default: return 1 + (size_t)(h >> 32) % 8192;
+    case 0:
+        return L1_LIMIT; /* exactly the limit */
+    case 1:
+        return L1_LIMIT + 1 + (size_t)(h >> 40) % L1_LIMIT; /* larger */
+    case 2:
+        return 3 * (size_t)L1_LIMIT;
+    case 3:
+        return 0; /* empty chunk */
+    default:
+        return 1 + (size_t)(h >> 32) % 8192;
     }
 }
 
@@ -300,8 +307,8 @@ static void test_limit_never_exceeded(void)
     CHECK_EQ(bad_null, 0);
     CHECK_EQ(bad_big, 0);
     hfs_cache_stats_t s = stats(c);
-    CHECK(s.evictions > 0);     /* the workload really was larger than the limit */
-    CHECK(s.uncached > 0);      /* and had chunks larger than it */
+    CHECK(s.evictions > 0); /* the workload really was larger than the limit */
+    CHECK(s.uncached > 0);  /* and had chunks larger than it */
     CHECK(s.peak == L1_LIMIT || s.peak > L1_LIMIT / 2);
     for (int i = 0; i < NHOLD; i++) {
         if (!held[i]) continue;
@@ -376,7 +383,7 @@ static void test_scan_resistance(void)
         }
     }
     CHECK_EQ(atomic_load(&hot.calls), NHOT); /* the hot set was never re-assembled */
-    {   /* while the scan's head is long gone */
+    {                                        /* while the scan's head is long gone */
         hfs_ckey_t k = mkkey(1, 0, 0, 1, 0);
         hfs_centry_t *e = hfs_cache_get(db, &k, sz, &scan, &rc, &hit);
         CHECK(e != NULL);
@@ -589,7 +596,7 @@ static void test_pinned_not_evicted(void)
         CHECK(stats(c).mem <= limit);
     }
     CHECK_EQ(o.nlog, 4);
-    {   /* a chunk as large as the limit pushes every unpinned entry out */
+    { /* a chunk as large as the limit pushes every unpinned entry out */
         hfs_ckey_t k = mkkey(1, 30, 0, 1, 0);
         hfs_centry_t *e = hfs_cache_get(d, &k, limit, &ax, &rc, &hit);
         CHECK(e != NULL);
@@ -644,7 +651,7 @@ static void test_concurrent_miss(void)
     ax.salt = 5;
     ax.arrived = &arrived; /* the loader waits until all 8 called get ... */
     ax.expect = NT;
-    ax.sleep_ms = 20;      /* ... and then 20 ms more */
+    ax.sleep_ms = 20; /* ... and then 20 ms more */
     hfs_cds_t *d = hfs_cds_new(c, &layout, &o);
     hfs_ckey_t k = mkkey(3, 4, 5, 6, 7);
     const size_t len = 50000;
@@ -800,7 +807,7 @@ static void test_stress_threads(void)
     CHECK_EQ(s.mem, 0);
     CHECK_EQ(s.entries, 0);
     uint64_t ne = (uint64_t)atomic_load(&o[0].nevict) + (uint64_t)atomic_load(&o[1].nevict);
-    CHECK_EQ(ne, cached); /* every cached entry dropped exactly once */
+    CHECK_EQ(ne, cached);                     /* every cached entry dropped exactly once */
     CHECK_EQ(s.evictions + s.superseded, ne); /* superseded versions are dropped too */
     CHECK_EQ(atomic_load(&o[0].bad) + atomic_load(&o[1].bad), 0);
     hfs_cache_free(c);
@@ -829,7 +836,7 @@ static void test_assembly_failure(void)
     CHECK_EQ(rc, H5L_EIO);
     CHECK_EQ(hit, 0);
     hfs_cache_stats_t s = stats(c);
-    CHECK_EQ(s.mem, 0);     /* the failed entry is gone, and uncharged */
+    CHECK_EQ(s.mem, 0); /* the failed entry is gone, and uncharged */
     CHECK_EQ(s.entries, 0);
     CHECK_EQ(atomic_load(&o.nevict), 0);
     /* a later get retries */
@@ -949,7 +956,7 @@ static void test_close_pinned(void)
     CHECK_EQ(stats(c).mem, 3 * sz);
     hfs_cds_close(d1); /* ea still pinned */
     hfs_cache_stats_t s = stats(c);
-    CHECK_EQ(s.mem, 2 * sz);  /* kb freed; ka held, still charged */
+    CHECK_EQ(s.mem, 2 * sz); /* kb freed; ka held, still charged */
     CHECK_EQ(s.entries, 2);
     if (ea) {
         CHECK(data_ok(hfs_centry_data(ea), &ka, sz, 1));
@@ -1001,8 +1008,8 @@ static void test_close_pinned(void)
     s = stats(c);
     CHECK_EQ(s.mem, 0);
     CHECK_EQ(s.entries, 0);
-    CHECK_EQ(s.evictions, (uint64_t)atomic_load(&o1.nevict) + (uint64_t)atomic_load(&o2.nevict) +
-                              (uint64_t)atomic_load(&o3.nevict));
+    CHECK_EQ(s.evictions,
+             (uint64_t)atomic_load(&o1.nevict) + (uint64_t)atomic_load(&o2.nevict) + (uint64_t)atomic_load(&o3.nevict));
     hfs_cache_free(c); /* under ASan: nothing of d1/d3 may leak */
     owner_fini(&o1);
     owner_fini(&o2);
@@ -1035,8 +1042,7 @@ static void test_stats_arithmetic(void)
     ax.fail_rc = H5L_EIO;
     ax.fail_coord = 22; /* key 22 never assembles */
     hfs_cds_t *d = hfs_cds_new(c, &layout, &o);
-    uint64_t gets = 0, hits = 0, misses = 0, uncached = 0, asm_bytes = 0, hit_bytes = 0, cached = 0,
-             skipped = 0;
+    uint64_t gets = 0, hits = 0, misses = 0, uncached = 0, asm_bytes = 0, hit_bytes = 0, cached = 0, skipped = 0;
     uint64_t rng = 7;
     int bad_model = 0, bad_stats = 0, bad_data = 0;
     for (int op = 0; op < 3000; op++) {
@@ -1242,8 +1248,8 @@ static void test_superseded(void)
     hfs_cds_t *d = hfs_cds_new(c, &layout, &o), *d2 = hfs_cds_new(c, &layout, &o2);
     const size_t len = 1000;
     int rc, hit;
-    hfs_ckey_t other = mkkey(2, 4, 0, 1, 0);   /* another chunk, same dataset */
-    hfs_ckey_t same2 = mkkey(2, 3, 0, 1, 0);   /* the chunk in another dataset */
+    hfs_ckey_t other = mkkey(2, 4, 0, 1, 0); /* another chunk, same dataset */
+    hfs_ckey_t same2 = mkkey(2, 3, 0, 1, 0); /* the chunk in another dataset */
     hfs_centry_t *e = hfs_cache_get(d, &other, len, &ax, &rc, &hit);
     CHECK(e != NULL);
     if (e) hfs_cache_release(e);
@@ -1254,13 +1260,15 @@ static void test_superseded(void)
     hfs_centry_t *pinned = NULL;
     for (uint64_t t = 1; t <= 100; t++) {
         hfs_ckey_t k = mkkey(2, 3, 0, t, t); /* the extent changes too */
-        if (t == 50) k.ver[1] = 1;            /* another rank's record */
+        if (t == 50) k.ver[1] = 1;           /* another rank's record */
         e = hfs_cache_get(d, &k, len, &ax, &rc, &hit);
         CHECK(e != NULL && !hit);
         if (!e) continue;
         CHECK(data_ok(hfs_centry_data(e), &k, len, 5));
-        if (t == 60) pinned = e; /* a reader still copying version 60 */
-        else hfs_cache_release(e);
+        if (t == 60)
+            pinned = e; /* a reader still copying version 60 */
+        else
+            hfs_cache_release(e);
         hfs_cache_stats_t s = stats(c);
         CHECK_EQ(s.entries, 3 + (t > 60));
         CHECK_EQ(s.superseded, t - 1);
@@ -1306,7 +1314,6 @@ static void test_superseded(void)
     owner_fini(&o2);
 }
 
-TEST_MAIN(T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys),
-          T(test_pinned_not_evicted), T(test_concurrent_miss), T(test_stress_threads),
-          T(test_assembly_failure), T(test_close_pinned), T(test_stats_arithmetic), T(test_peek),
-          T(test_evict_pin_window), T(test_superseded))
+TEST_MAIN(T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys), T(test_pinned_not_evicted),
+          T(test_concurrent_miss), T(test_stress_threads), T(test_assembly_failure), T(test_close_pinned),
+          T(test_stats_arithmetic), T(test_peek), T(test_evict_pin_window), T(test_superseded))

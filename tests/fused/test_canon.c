@@ -38,13 +38,13 @@
 
 static char g_dir[256];
 
-#define W(call)                                                                   \
-    do {                                                                          \
-        if ((call) != 0) {                                                        \
-            fprintf(stderr, "  writer: %s: %s\n", #call, h5l_errmsg(f));          \
-            h5l_close(f);                                                         \
-            return -1;                                                            \
-        }                                                                         \
+#define W(call)                                                                                                        \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            fprintf(stderr, "  writer: %s: %s\n", #call, h5l_errmsg(f));                                               \
+            h5l_close(f);                                                                                              \
+            return -1;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 /* The schema of test 1 (see the top of the file). */
@@ -87,8 +87,8 @@ static void describe(hid_t file, hid_t ds, char *out, size_t cap)
         hid_t ft = H5Aget_type(at), sp = H5Aget_space(at);
         hssize_t np = H5Sget_simple_extent_npoints(sp);
         int nd = H5Sget_simple_extent_ndims(sp);
-        n += (size_t)snprintf(out + n, cap - n, "%s: class %d size %zu rank %d n %lld", names[a],
-                              (int)H5Tget_class(ft), H5Tget_size(ft), nd, (long long)np);
+        n += (size_t)snprintf(out + n, cap - n, "%s: class %d size %zu rank %d n %lld", names[a], (int)H5Tget_class(ft),
+                              H5Tget_size(ft), nd, (long long)np);
         if (a == 0) {
             hid_t vt = H5Tvlen_create(H5T_STD_REF_OBJ);
             hvl_t *v = calloc((size_t)np, sizeof *v);
@@ -104,7 +104,10 @@ static void describe(hid_t file, hid_t ds, char *out, size_t cap)
             free(v);
             H5Tclose(vt);
         } else if (a == 1) {
-            typedef struct { hobj_ref_t ref; int dim; } ent_t;
+            typedef struct {
+                hobj_ref_t ref;
+                int dim;
+            } ent_t;
             hid_t ct = H5Tcreate(H5T_COMPOUND, sizeof(ent_t));
             H5Tinsert(ct, "dataset", HOFFSET(ent_t, ref), H5T_STD_REF_OBJ);
             H5Tinsert(ct, "dimension", HOFFSET(ent_t, dim), H5T_NATIVE_INT);
@@ -171,7 +174,7 @@ static herr_t strip_one(hid_t obj, const char *name, const H5O_info_t *info, voi
 
 static const char *const attached[][4] = {
     /* variable, its dimensions' scales (in canon's creation order) */
-    {"/a", "/time", "/x", NULL}, {"/yy", "/y", "/y", NULL},       {"/g/b", "/time", "/x", "/y"},
+    {"/a", "/time", "/x", NULL}, {"/yy", "/y", "/y", NULL}, {"/g/b", "/time", "/x", "/y"},
     {"/zx", "/z", "/x", NULL},   {"/x1", "/x", NULL, NULL},
 };
 

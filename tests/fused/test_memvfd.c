@@ -27,12 +27,10 @@ static double now_s(void)
 static hid_t skel_dcpl(int rank, const hsize_t *chunk, hid_t type, const void *fill)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (chunk)
-        H5Pset_chunk(dcpl, rank, chunk);
+    if (chunk) H5Pset_chunk(dcpl, rank, chunk);
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    if (fill)
-        H5Pset_fill_value(dcpl, type, fill);
+    if (fill) H5Pset_fill_value(dcpl, type, fill);
     return dcpl;
 }
 
@@ -46,8 +44,7 @@ static void check_image_shape(const hfs_memvfd_image_t *img)
         const hfs_memvfd_extent_t *e = &img->extents[i];
         CHECK(e->len > 0);
         CHECK(e->bytes != NULL);
-        if (i > 0)
-            CHECK(img->extents[i - 1].addr + img->extents[i - 1].len < e->addr);
+        if (i > 0) CHECK(img->extents[i - 1].addr + img->extents[i - 1].len < e->addr);
         sum += e->len;
         CHECK(e->addr + e->len <= img->eof);
     }
@@ -65,10 +62,8 @@ static void check_image_shape(const hfs_memvfd_image_t *img)
             continue; /* libhdf5's own raw-typed objects: bytes are kept */
         CHECK_EQ(a->type, H5FD_MEM_DRAW);
         raw_sum += a->size;
-        while (x < img->n_extents && img->extents[x].addr + img->extents[x].len <= a->addr)
-            x++;
-        if (x < img->n_extents && img->extents[x].addr < a->addr + a->size)
-            overlaps++;
+        while (x < img->n_extents && img->extents[x].addr + img->extents[x].len <= a->addr) x++;
+        if (x < img->n_extents && img->extents[x].addr < a->addr + a->size) overlaps++;
     }
     CHECK_EQ(overlaps, 0);
     CHECK_EQ(raw_sum, img->raw_bytes);
@@ -79,23 +74,20 @@ static void check_image_shape(const hfs_memvfd_image_t *img)
 static int write_image(const hfs_memvfd_image_t *img, const char *path)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     int rc = ftruncate(fd, (off_t)img->eof);
     for (size_t i = 0; rc == 0 && i < img->n_extents; i++)
         if (pwrite(fd, img->extents[i].bytes, img->extents[i].len, (off_t)img->extents[i].addr) !=
             (ssize_t)img->extents[i].len)
             rc = -1;
-    if (close(fd) < 0)
-        rc = -1;
+    if (close(fd) < 0) rc = -1;
     return rc;
 }
 
 static int pwrite_at(const char *path, uint64_t off, const void *buf, size_t len)
 {
     int fd = open(path, O_RDWR);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     ssize_t n = pwrite(fd, buf, len, (off_t)off);
     close(fd);
     return n == (ssize_t)len ? 0 : -1;
@@ -119,33 +111,29 @@ static int host_is_le(void)
  * records [r0, r1) appended while it was created: one record per chunk
  * (v1 B-tree; fixed or extensible array), or one record holding every
  * chunk back to back (1.10 implicit index, single chunk). */
-static int chunk_rec(const hfs_memvfd_alloc_t *recs, size_t nrec, size_t nchunks, size_t k,
-                     uint64_t csize, uint64_t *addr)
+static int chunk_rec(const hfs_memvfd_alloc_t *recs, size_t nrec, size_t nchunks, size_t k, uint64_t csize,
+                     uint64_t *addr)
 {
-    if (k >= nchunks)
-        return -1;
+    if (k >= nchunks) return -1;
     if (nrec == 1 && recs[0].size == nchunks * csize) {
         *addr = recs[0].addr + k * csize;
         return 0;
     }
-    if (nrec != nchunks || recs[k].size != csize)
-        return -1;
+    if (nrec != nchunks || recs[k].size != csize) return -1;
     *addr = recs[k].addr;
     return 0;
 }
 
 /* The same while the file is open. */
-static int live_chunk(const hfs_memvfd_t *s, size_t r0, size_t r1, size_t nchunks, size_t k,
-                      uint64_t csize, uint64_t *addr)
+static int live_chunk(const hfs_memvfd_t *s, size_t r0, size_t r1, size_t nchunks, size_t k, uint64_t csize,
+                      uint64_t *addr)
 {
     hfs_memvfd_alloc_t rec;
     if (r1 - r0 == 1) {
-        if (hfs_memvfd_raw_get(s, r0, &rec) < 0)
-            return -1;
+        if (hfs_memvfd_raw_get(s, r0, &rec) < 0) return -1;
         return chunk_rec(&rec, 1, nchunks, k, csize, addr);
     }
-    if (r1 - r0 != nchunks || hfs_memvfd_raw_get(s, r0 + k, &rec) < 0 || rec.size != csize)
-        return -1;
+    if (r1 - r0 != nchunks || hfs_memvfd_raw_get(s, r0 + k, &rec) < 0 || rec.size != csize) return -1;
     *addr = rec.addr;
     return 0;
 }
@@ -154,8 +142,7 @@ static hsize_t num_chunks(hid_t d)
 {
     hsize_t n = 0;
     hid_t sp = H5Dget_space(d); /* 1.10.8 refuses H5S_ALL here */
-    if (H5Dget_num_chunks(d, sp, &n) < 0)
-        n = 0;
+    if (H5Dget_num_chunks(d, sp, &n) < 0) n = 0;
     H5Sclose(sp);
     return n;
 }
@@ -183,11 +170,9 @@ static void roundtrip(H5F_libver_t low)
     CHECK(f >= 0);
     /* earliest: default mode, bare counting; latest: windowed mode */
     hfs_memvfd_t *s = hfs_memvfd_get(f);
-    if (low == H5F_LIBVER_LATEST)
-        hfs_memvfd_use_windows(s);
+    if (low == H5F_LIBVER_LATEST) hfs_memvfd_use_windows(s);
     CHECK(s != NULL);
-    if (!s)
-        return;
+    if (!s) return;
 
     /* groups and attributes */
     hid_t g1 = H5Gcreate2(f, "/g1", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -302,8 +287,7 @@ static void roundtrip(H5F_libver_t low)
 
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     CHECK_EQ(img->dropped_writes, 0);
     CHECK_EQ(img->dropped_bytes, 0);
@@ -331,8 +315,7 @@ static void roundtrip(H5F_libver_t low)
     unsigned char *whole = malloc(img->eof + 100);
     CHECK(whole != NULL);
     hfs_memvfd_image_read(img, 0, img->eof + 100, whole);
-    for (uint64_t k = img->eof; k < img->eof + 100; k++)
-        CHECK(whole[k] == 0);
+    for (uint64_t k = img->eof; k < img->eof + 100; k++) CHECK(whole[k] == 0);
     for (size_t i = 0; i < img->n_extents; i++)
         CHECK(memcmp(whole + img->extents[i].addr, img->extents[i].bytes, img->extents[i].len) == 0);
     {
@@ -340,17 +323,14 @@ static void roundtrip(H5F_libver_t low)
         size_t bad = 0;
         for (uint64_t off = 0; off < img->eof; off += 4093) {
             size_t len = sizeof part;
-            if (off + len > img->eof + 100)
-                len = (size_t)(img->eof + 100 - off);
+            if (off + len > img->eof + 100) len = (size_t)(img->eof + 100 - off);
             hfs_memvfd_image_read(img, off, len, part);
-            if (memcmp(part, whole + off, len) != 0)
-                bad++;
+            if (memcmp(part, whole + off, len) != 0) bad++;
         }
         CHECK_EQ(bad, 0);
         /* every non-gheap raw region reads as zeros */
         for (size_t i = 0; i < img->n_raw; i++) {
-            if (img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META))
-                continue;
+            if (img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META)) continue;
             for (uint64_t o = img->raw[i].addr; o < img->raw[i].addr + img->raw[i].size; o++)
                 if (whole[o]) {
                     bad++;
@@ -373,23 +353,20 @@ static void roundtrip(H5F_libver_t low)
         const hfs_memvfd_alloc_t *c = &img->raw[contig_idx];
         float *buf = malloc(c->size);
         for (size_t i = 0; i < CN0; i++)
-            for (size_t j = 0; j < CN1; j++)
-                buf[i * CN1 + j] = contig_val(i, j);
+            for (size_t j = 0; j < CN1; j++) buf[i * CN1 + j] = contig_val(i, j);
         CHECK(pwrite_at(path, c->addr, buf, c->size) == 0);
         free(buf);
         int32_t cb[KC0 * KC1];
         for (size_t k = 0; k < nchunks; k++) {
             size_t ci = k / nck1, cj = k % nck1;
             for (size_t a0 = 0; a0 < KC0; a0++)
-                for (size_t a1 = 0; a1 < KC1; a1++)
-                    cb[a0 * KC1 + a1] = chunk_val(ci * KC0 + a0, cj * KC1 + a1);
+                for (size_t a1 = 0; a1 < KC1; a1++) cb[a0 * KC1 + a1] = chunk_val(ci * KC0 + a0, cj * KC1 + a1);
             uint64_t ca = 0;
             CHECK(chunk_rec(img->raw + chunk_idx, chunk_nrec, nchunks, k, csize, &ca) == 0);
             CHECK(pwrite_at(path, ca, cb, sizeof cb) == 0);
         }
         int32_t xb[XN];
-        for (size_t j = 0; j < XN; j++)
-            xb[j] = (int32_t)(j * 10);
+        for (size_t j = 0; j < XN; j++) xb[j] = (int32_t)(j * 10);
         CHECK(pwrite_at(path, img->raw[x_idx].addr, xb, sizeof xb) == 0);
     }
     struct stat st;
@@ -409,8 +386,7 @@ static void roundtrip(H5F_libver_t low)
         size_t bad = 0;
         for (size_t i = 0; i < CN0; i++)
             for (size_t j = 0; j < CN1; j++)
-                if (cv[i * CN1 + j] != contig_val(i, j))
-                    bad++;
+                if (cv[i * CN1 + j] != contig_val(i, j)) bad++;
         CHECK_EQ(bad, 0);
         hid_t pl = H5Dget_create_plist(d);
         float fv = 0;
@@ -429,8 +405,7 @@ static void roundtrip(H5F_libver_t low)
         bad = 0;
         for (size_t i = 0; i < KN0; i++)
             for (size_t j = 0; j < KN1; j++)
-                if (kv[i * KN1 + j] != chunk_val(i, j))
-                    bad++;
+                if (kv[i * KN1 + j] != chunk_val(i, j)) bad++;
         CHECK_EQ(bad, 0);
         CHECK_EQ(H5DSis_attached(d, H5Dopen2(rf, "/g1/g2/x", H5P_DEFAULT), 1), 1);
         pl = H5Dget_create_plist(d);
@@ -446,8 +421,7 @@ static void roundtrip(H5F_libver_t low)
         CHECK(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, xv) >= 0);
         bad = 0;
         for (size_t j = 0; j < XN; j++)
-            if (xv[j] != (int32_t)(j * 10))
-                bad++;
+            if (xv[j] != (int32_t)(j * 10)) bad++;
         CHECK_EQ(bad, 0);
         H5Dclose(d);
 
@@ -481,8 +455,7 @@ static void roundtrip(H5F_libver_t low)
         /* close the x dataset opened for H5DSis_attached */
         hid_t objs[8];
         ssize_t n = H5Fget_obj_ids(rf, H5F_OBJ_DATASET, 8, objs);
-        for (ssize_t i = 0; i < n; i++)
-            H5Dclose(objs[i]);
+        for (ssize_t i = 0; i < n; i++) H5Dclose(objs[i]);
         CHECK(H5Fclose(rf) >= 0);
     }
     if (!(keep && *keep))
@@ -507,27 +480,22 @@ static hfs_memvfd_image_t *small_file(hid_t fapl, int tag, int hold_open_group)
     H5Aclose(a);
     H5Sclose(sp);
     hid_t g = H5Gcreate2(f, "g", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (!hold_open_group)
-        H5Gclose(g);
+    if (!hold_open_group) H5Gclose(g);
     H5Fclose(f);
-    if (hold_open_group)
-        H5Gclose(g);
+    if (hold_open_group) H5Gclose(g);
     return hfs_memvfd_take(s);
 }
 
 static int image_tag(const hfs_memvfd_image_t *img, const char *path)
 {
-    if (write_image(img, path) < 0)
-        return -1;
+    if (write_image(img, path) < 0) return -1;
     int tag = -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f >= 0) {
         hid_t a = H5Aopen(f, "tag", H5P_DEFAULT);
-        if (a < 0 || H5Aread(a, H5T_NATIVE_INT, &tag) < 0)
-            tag = -2;
+        if (a < 0 || H5Aread(a, H5T_NATIVE_INT, &tag) < 0) tag = -2;
         H5Aclose(a);
-        if (H5Oexists_by_name(f, "g", H5P_DEFAULT) <= 0)
-            tag = -3;
+        if (H5Oexists_by_name(f, "g", H5P_DEFAULT) <= 0) tag = -3;
         H5Fclose(f);
     }
     unlink(path);
@@ -545,8 +513,7 @@ static void test_many_files(void)
     int bad = 0;
     for (int i = 0; i < 200; i++) {
         hfs_memvfd_image_t *img = small_file(fapl, i, 0);
-        if (!img || img->dropped_bytes || img->n_raw || (i % 50 == 0 && image_tag(img, path) != i))
-            bad++;
+        if (!img || img->dropped_bytes || img->n_raw || (i % 50 == 0 && image_tag(img, path) != i)) bad++;
         hfs_memvfd_image_free(img);
     }
     double t1 = now_s();
@@ -654,8 +621,7 @@ static void test_raw_never_stored(void)
     H5Pclose(fapl);
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     CHECK_EQ(img->n_raw, 1);
     CHECK(img->dropped_writes >= 2);
@@ -690,8 +656,7 @@ static void test_alignment(void)
         hsize_t sz;
         unsigned m;
         H5Dget_chunk_info_by_coord(ds, off, &m, &addr, &sz);
-        if (rec.addr % 4096 || rec.addr != addr || rec.size != 16 * 10 * 2 || sz != rec.size)
-            bad++;
+        if (rec.addr % 4096 || rec.addr != addr || rec.size != 16 * 10 * 2 || sz != rec.size) bad++;
     }
     CHECK_EQ(bad, 0);
     H5Sclose(sp);
@@ -701,8 +666,7 @@ static void test_alignment(void)
     H5Pclose(fapl);
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     CHECK_EQ(img->dropped_bytes, 0);
     /* a chunk's worth of data round-trips through sec2 */
@@ -710,8 +674,7 @@ static void test_alignment(void)
     tmp_path(path, sizeof path, "aligned");
     CHECK(write_image(img, path) == 0);
     int16_t ch[16 * 10];
-    for (int i = 0; i < 160; i++)
-        ch[i] = (int16_t)(i + 1);
+    for (int i = 0; i < 160; i++) ch[i] = (int16_t)(i + 1);
     const hfs_memvfd_alloc_t *last = &img->raw[r1 - 1]; /* chunk (3,6): edge */
     CHECK(pwrite_at(path, last->addr, ch, sizeof ch) == 0);
     hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -720,7 +683,7 @@ static void test_alignment(void)
         int16_t all[64 * 64];
         hid_t rd = H5Dopen2(rf, "a", H5P_DEFAULT);
         CHECK(H5Dread(rd, H5T_NATIVE_INT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) >= 0);
-        CHECK_EQ(all[48 * 64 + 60], 1);  /* chunk origin (48, 60) */
+        CHECK_EQ(all[48 * 64 + 60], 1); /* chunk origin (48, 60) */
         CHECK_EQ(all[63 * 64 + 63], 15 * 10 + 3 + 1);
         CHECK_EQ(all[0], 0);
         H5Dclose(rd);
@@ -749,8 +712,7 @@ static void test_store_model(void)
     hid_t fapl = hfs_memvfd_fapl();
     H5FD_t *fd = H5FDopen("model", H5F_ACC_RDWR | H5F_ACC_CREAT | H5F_ACC_TRUNC, fapl, HADDR_UNDEF);
     CHECK(fd != NULL);
-    if (!fd)
-        return;
+    if (!fd) return;
     hfs_memvfd_t *s = hfs_memvfd_get_vfd(fd);
     CHECK(s != NULL);
     /* records: A, B, C raw; C freed at EOA (removed), A freed (flagged),
@@ -772,22 +734,17 @@ static void test_store_model(void)
     for (int it = 0; it < 20000; it++) {
         uint64_t lo = rng() % SPAN;
         size_t len = 1 + (size_t)(rng() % ((it % 10) ? 64 : 3000));
-        if (lo + len > SPAN)
-            len = (size_t)(SPAN - lo);
+        if (lo + len > SPAN) len = (size_t)(SPAN - lo);
         if (rng() % 4 == 0) {
-            if (H5FDread(fd, H5FD_MEM_OHDR, H5P_DEFAULT, lo, len, got) < 0)
-                bad++;
+            if (H5FDread(fd, H5FD_MEM_OHDR, H5P_DEFAULT, lo, len, got) < 0) bad++;
             for (size_t i = 0; i < len; i++)
-                if (got[i] != (have[lo + i] ? model[lo + i] : 0))
-                    bad++;
+                if (got[i] != (have[lo + i] ? model[lo + i] : 0)) bad++;
             continue;
         }
-        for (size_t i = 0; i < len; i++)
-            buf[i] = (unsigned char)rng();
+        for (size_t i = 0; i < len; i++) buf[i] = (unsigned char)rng();
         /* a DRAW write outside any raw record is dropped: model untouched */
         H5FD_mem_t ty = (it % 97 == 0 && lo >= 200) ? H5FD_MEM_DRAW : H5FD_MEM_BTREE;
-        if (H5FDwrite(fd, ty, H5P_DEFAULT, lo, len, buf) < 0)
-            bad++;
+        if (H5FDwrite(fd, ty, H5P_DEFAULT, lo, len, buf) < 0) bad++;
         if (ty != H5FD_MEM_DRAW)
             for (size_t i = 0; i < len; i++) {
                 model[lo + i] = buf[i];
@@ -796,15 +753,13 @@ static void test_store_model(void)
     }
     CHECK_EQ(bad, 0);
     uint64_t live = hfs_memvfd_meta_bytes(s), want = 0;
-    for (size_t i = 0; i < SPAN; i++)
-        want += have[i];
+    for (size_t i = 0; i < SPAN; i++) want += have[i];
     CHECK_EQ(live, want);
     CHECK(H5FDclose(fd) >= 0);
     H5Pclose(fapl);
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     CHECK_EQ(img->eof, SPAN);
     CHECK_EQ(img->meta_bytes, want);
     CHECK(img->dropped_writes > 0);
@@ -818,25 +773,20 @@ static void test_store_model(void)
     /* extents are exactly the written runs */
     size_t runs = 0;
     for (size_t i = 0; i < SPAN; i++)
-        if (have[i] && (i == 0 || !have[i - 1]))
-            runs++;
+        if (have[i] && (i == 0 || !have[i - 1])) runs++;
     CHECK_EQ(img->n_extents, runs);
     for (size_t i = 0; i < img->n_extents; i++) {
         const hfs_memvfd_extent_t *e = &img->extents[i];
-        if (e->addr > 0)
-            CHECK(!have[e->addr - 1]);
-        if (e->addr + e->len < SPAN)
-            CHECK(!have[e->addr + e->len]);
+        if (e->addr > 0) CHECK(!have[e->addr - 1]);
+        if (e->addr + e->len < SPAN) CHECK(!have[e->addr + e->len]);
         for (uint64_t k = 0; k < e->len; k++)
-            if (!have[e->addr + k] || e->bytes[k] != model[e->addr + k])
-                bad++;
+            if (!have[e->addr + k] || e->bytes[k] != model[e->addr + k]) bad++;
     }
     CHECK_EQ(bad, 0);
     static unsigned char all[SPAN + 10];
     hfs_memvfd_image_read(img, 0, SPAN + 10, all);
     for (size_t i = 0; i < SPAN + 10; i++)
-        if (all[i] != (i < SPAN && have[i] ? model[i] : 0))
-            bad++;
+        if (all[i] != (i < SPAN && have[i] ? model[i] : 0)) bad++;
     CHECK_EQ(bad, 0);
     hfs_memvfd_image_read(img, UINT64_MAX - 5, 3, buf); /* no overflow */
     CHECK(buf[0] == 0 && buf[2] == 0);
@@ -886,12 +836,10 @@ static void test_windows_exclude_gheap(void)
     H5Pclose(fapl);
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     CHECK_EQ(img->n_raw, 3);
-    if (img->n_raw == 3)
-        CHECK_EQ(img->raw[a1].flags, HFS_MEMVFD_ALLOC_META | HFS_MEMVFD_ALLOC_GHEAP);
+    if (img->n_raw == 3) CHECK_EQ(img->raw[a1].flags, HFS_MEMVFD_ALLOC_META | HFS_MEMVFD_ALLOC_GHEAP);
     CHECK_EQ(img->raw_bytes, 800);
     CHECK_EQ(img->dropped_writes, 0);
     hfs_memvfd_image_free(img);
@@ -908,8 +856,7 @@ static void huge_attrs(int mode, int *nmeta, uint64_t *dropped, int *readback_ok
     H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
     hid_t f = H5Fcreate("huge", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     hfs_memvfd_t *s = hfs_memvfd_get(f);
-    if (mode)
-        hfs_memvfd_use_windows(s);
+    if (mode) hfs_memvfd_use_windows(s);
     static unsigned char buf[ALEN];
     hsize_t n = ALEN;
     hid_t sp = H5Screate_simple(1, &n, NULL);
@@ -919,8 +866,7 @@ static void huge_attrs(int mode, int *nmeta, uint64_t *dropped, int *readback_ok
         for (int i = 0; i < NATT; i++) {
             char nm[16];
             snprintf(nm, sizeof nm, "att%d", i);
-            for (size_t j = 0; j < ALEN; j++)
-                buf[j] = (unsigned char)(i * 31 + j);
+            for (size_t j = 0; j < ALEN; j++) buf[j] = (unsigned char)(i * 31 + j);
             hid_t a = H5Acreate2(g, nm, H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT);
             H5Awrite(a, H5T_NATIVE_UCHAR, buf);
             H5Aclose(a);
@@ -942,13 +888,11 @@ static void huge_attrs(int mode, int *nmeta, uint64_t *dropped, int *readback_ok
     H5Pclose(fapl);
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     *nmeta = 0;
     for (size_t i = 0; i < img->n_raw; i++)
-        if (img->raw[i].flags & HFS_MEMVFD_ALLOC_META)
-            (*nmeta)++;
+        if (img->raw[i].flags & HFS_MEMVFD_ALLOC_META) (*nmeta)++;
     *dropped = img->dropped_writes;
     if (mode)
         CHECK_EQ(img->raw_bytes, 4000); /* the dataset only */
@@ -968,8 +912,7 @@ static void huge_attrs(int mode, int *nmeta, uint64_t *dropped, int *readback_ok
             unsigned char in[ALEN];
             hid_t a = H5Aopen_by_name(rf, "g", nm, H5P_DEFAULT, H5P_DEFAULT);
             int ok = a >= 0 && H5Aread(a, H5T_NATIVE_UCHAR, in) >= 0;
-            for (size_t j = 0; ok && j < ALEN; j++)
-                ok = in[j] == (unsigned char)(i * 31 + j);
+            for (size_t j = 0; ok && j < ALEN; j++) ok = in[j] == (unsigned char)(i * 31 + j);
             good += ok;
             H5Aclose(a);
         }
@@ -1047,8 +990,7 @@ static void big_chunks(H5F_libver_t low, int unlimited, const char *label)
     hfs_memvfd_image_t *img = hfs_memvfd_take(s);
     double t5 = now_s();
     CHECK(img != NULL);
-    if (!img)
-        return;
+    if (!img) return;
     check_image_shape(img);
     CHECK_EQ(img->dropped_bytes, 0);
     CHECK_EQ(img->raw_freed, 0);
@@ -1057,8 +999,7 @@ static void big_chunks(H5F_libver_t low, int unlimited, const char *label)
     uint64_t prev_end = 0;
     for (size_t k = 0; k < nchunks; k++) {
         uint64_t ca = 0;
-        if (chunk_rec(img->raw + r0, r1 - r0, nchunks, k, csize, &ca) < 0 || ca < prev_end)
-            bad++;
+        if (chunk_rec(img->raw + r0, r1 - r0, nchunks, k, csize, &ca) < 0 || ca < prev_end) bad++;
         prev_end = ca + csize;
     }
     CHECK_EQ(bad, 0);
@@ -1067,8 +1008,8 @@ static void big_chunks(H5F_libver_t low, int unlimited, const char *label)
            "%zu by_coord checks %.2f ms each; metadata %llu B (%.1f B/chunk) in %zu extents, "
            "eof %llu\n",
            label, r1 - r0, (t1 - t0) * 1e3, (t5 - t4) * 1e3, nprobe, (t3 - t2) * 1e3 / (double)nprobe,
-           (unsigned long long)img->meta_bytes, (double)img->meta_bytes / (double)nchunks,
-           img->n_extents, (unsigned long long)img->eof);
+           (unsigned long long)img->meta_bytes, (double)img->meta_bytes / (double)nchunks, img->n_extents,
+           (unsigned long long)img->eof);
 
     /* the metadata alone makes a valid sparse file whose index names the
      * same addresses; one chunk's data reads back */
@@ -1077,8 +1018,7 @@ static void big_chunks(H5F_libver_t low, int unlimited, const char *label)
     CHECK(write_image(img, path) == 0);
     size_t k = 54321;
     float cb[100 * 10];
-    for (int i = 0; i < 1000; i++)
-        cb[i] = (float)i;
+    for (int i = 0; i < 1000; i++) cb[i] = (float)i;
     uint64_t ca = 0;
     CHECK(chunk_rec(img->raw + r0, r1 - r0, nchunks, k, csize, &ca) == 0);
     CHECK(pwrite_at(path, ca, cb, sizeof cb) == 0);
@@ -1110,7 +1050,6 @@ static void test_100k_chunks_earray(void)
     big_chunks(H5F_LIBVER_LATEST, 1, "extensible array (latest, unlimited dim 0)");
 }
 
-TEST_MAIN(T(test_roundtrip_earliest), T(test_roundtrip_latest), T(test_many_files),
-          T(test_raw_never_stored), T(test_store_model), T(test_windows_exclude_gheap),
-          T(test_huge_attributes), T(test_alignment), T(test_100k_chunks_v1btree),
-          T(test_100k_chunks_implicit), T(test_100k_chunks_earray))
+TEST_MAIN(T(test_roundtrip_earliest), T(test_roundtrip_latest), T(test_many_files), T(test_raw_never_stored),
+          T(test_store_model), T(test_windows_exclude_gheap), T(test_huge_attributes), T(test_alignment),
+          T(test_100k_chunks_v1btree), T(test_100k_chunks_implicit), T(test_100k_chunks_earray))

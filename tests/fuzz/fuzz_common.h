@@ -183,7 +183,7 @@ static FZ_UNUSED void fz_fix_tick(fz_file_t *f, const uint8_t *p, size_t len, ui
  * frame checksums (fix_frames) and, for TICK frames, the tick's tables in f
  * (tables, data: see fz_fix_tick). A frame running past n is left alone. */
 static FZ_UNUSED void fz_fix_journal(uint8_t *j, size_t n, uint64_t seed, unsigned seglog, int fix_frames, fz_file_t *f,
-                           int tables, int data)
+                                     int tables, int data)
 {
     size_t pos = H5L_JHDR_LEN;
     while (pos + H5L_FRAME_LEN <= n) {
@@ -264,8 +264,11 @@ static FZ_UNUSED void fz_exercise(const char *path)
                     if (c > n) c = n;
                     cn[d] = c;
                     budget = c ? budget / c : budget;
-                    st[d] = k == 0 ? 0 : k == 1 ? n - c : k == 2 ? (n - c) / 2
-                                                        : ch[d] <= n - c ? ch[d] - (ch[d] > 0) : n - c;
+                    st[d] = k == 0           ? 0
+                            : k == 1         ? n - c
+                            : k == 2         ? (n - c) / 2
+                            : ch[d] <= n - c ? ch[d] - (ch[d] > 0)
+                                             : n - c;
                     if (k == 4 && d == 0) st[d] = n; /* one past the end, count >= 1 */
                     if (k == 4 && d == 0 && cn[d] == 0) cn[d] = 1;
                 }

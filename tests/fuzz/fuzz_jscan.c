@@ -18,11 +18,11 @@
 #define MAXFR 4096
 
 typedef struct {
-    int k;          /* the last h5l_jscan_next result */
-    size_t n;       /* frames before it */
+    int k;    /* the last h5l_jscan_next result */
+    size_t n; /* frames before it */
     uint64_t pos[MAXFR], next[MAXFR];
     uint16_t type[MAXFR];
-    uint64_t stop;  /* position of the call that ended the scan */
+    uint64_t stop; /* position of the call that ended the scan */
 } scan_t;
 
 /* Decode a frame's payload as the reader does and apply TICK ops to a
@@ -75,7 +75,7 @@ static void scan(int fd, const uint8_t *j, uint64_t end, int live, uint64_t seed
         if (sch) decode(&fr, sch);
         pos = fr.next;
     }
-    if (out->k == 0 && !live && pos < end) abort(); /* an embedded journal has no torn tail */
+    if (out->k == 0 && !live && pos < end) abort();                 /* an embedded journal has no torn tail */
     if (out->k == 0 && pos < end && live && s.need <= end) abort(); /* a retry needs more bytes */
     h5l_jscan_free(&s);
 }

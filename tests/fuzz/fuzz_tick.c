@@ -59,8 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h5l_buf_put(&jr, hdr, sizeof hdr);
     static const uint8_t none[1];
     const uint8_t *pay0 = pays.p ? pays.p : none; /* every payload empty: nothing was put */
-    for (size_t i = 0; i < npay; i++)
-        h5l_frame_encode(&jr, H5L_REC_TICK, pay0 + starts[i], (uint32_t)lens[i], seed);
+    for (size_t i = 0; i < npay; i++) h5l_frame_encode(&jr, H5L_REC_TICK, pay0 + starts[i], (uint32_t)lens[i], seed);
     if (flags & 8) {
         uint8_t cl[16] = {0};
         h5l_put_le64(cl, npay);
@@ -74,8 +73,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(f.b + H5L_USERBLOCK_SIZE, data + p, rlen);
     size_t jat = (H5L_USERBLOCK_SIZE + rlen + 7) & ~(size_t)7;
     if (flags & 4) memcpy(f.b + jat, jr.p, jr.len);
-    if (flags & 16) fz_holes(&f, hole, 1);
-    else fz_holes(&f, hole, 0);
+    if (flags & 16)
+        fz_holes(&f, hole, 1);
+    else
+        fz_holes(&f, hole, 0);
     for (size_t i = 0; i < npay; i++)
         if (flags & 3) fz_fix_tick(&f, pay0 + starts[i], lens[i], seed, seglog, flags & 2);
     h5l_ub_t ub = {.version = H5L_FORMAT_VERSION};
@@ -87,8 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     h5l_ub_encode(&ub, f.b);
     fz_write(&f, fz_path(0));
-    if (flags & 4) unlink(fz_path(1));
-    else fz_write_bytes(fz_path(1), jr.p, jr.len);
+    if (flags & 4)
+        unlink(fz_path(1));
+    else
+        fz_write_bytes(fz_path(1), jr.p, jr.len);
     fz_exercise(fz_path(0));
     free(f.b);
     h5l_buf_free(&jr);

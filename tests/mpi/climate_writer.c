@@ -39,14 +39,14 @@ enum { NLAT = 8, NLON = 12, NLEV = 3, NPART = 16, MAXTICKS = 64 };
 static int g_rank, g_size;
 
 /* Abort the whole job with a message naming the call and the reason. */
-#define CHECK(call, f)                                                                     \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != H5L_OK) {                                                               \
-            fprintf(stderr, "climate_writer rank %d: %s:%d: %s failed: %s (%s)\n", g_rank, \
-                    __FILE__, __LINE__, #call, h5l_errmsg(f), h5l_strerror(rc_));          \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                  \
-        }                                                                                  \
+#define CHECK(call, f)                                                                                                 \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != H5L_OK) {                                                                                           \
+            fprintf(stderr, "climate_writer rank %d: %s:%d: %s failed: %s (%s)\n", g_rank, __FILE__, __LINE__, #call,  \
+                    h5l_errmsg(f), h5l_strerror(rc_));                                                                 \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 
 /* ---- the content (mirrored by tests/e2e/clients_ref.py) ---------------- */
@@ -61,7 +61,10 @@ static int is_land(int j, int i) { return (3 * i + 5 * j) % 7 < 3; }
 static int precip_written(int t, int j, int i) { return !(j == 0 && i == 0) && (i + j + t) % 3 != 0; }
 static double v_precip(int t, int j, int i) { return 1.0 + t + 0.5 * j + 0.25 * i; }
 static int32_t v_counts(int t, int p) { return 100 * t + p; }
-static int64_t v_overlap(int tick, int rank, int j, int i) { return (int64_t)tick * 1000000 + rank * 10000 + j * 100 + i; }
+static int64_t v_overlap(int tick, int rank, int j, int i)
+{
+    return (int64_t)tick * 1000000 + rank * 10000 + j * 100 + i;
+}
 static double v_sst(int t, int j, int i) { return 270.0 + 0.5 * t + 0.25 * j - 0.125 * i; } /* ocean cells only */
 static int16_t v_flux(int t, int j, int i) { return (int16_t)(100 * t + 12 * j + i - 500); }
 static double v_wind(int t, int j, int i) { return 0.5 * t + 0.125 * (i - j); } /* from time index 1 on */
@@ -77,8 +80,12 @@ static void band(int rank, int *j0, int *j1)
 static void swap4(void *p)
 {
     uint8_t *b = p, x;
-    x = b[0]; b[0] = b[3]; b[3] = x;
-    x = b[1]; b[1] = b[2]; b[2] = x;
+    x = b[0];
+    b[0] = b[3];
+    b[3] = x;
+    x = b[1];
+    b[1] = b[2];
+    b[2] = x;
 }
 
 typedef struct {
@@ -165,8 +172,8 @@ static void define(h5l_file_t *f, ids_t *id)
 
 /* Row j of a (time, lat, lon) variable at time index t, run by run: only
  * the cells where keep() holds, as doubles converted by libhdf5. */
-static void put_row_runs(h5l_file_t *f, int var, int t, int j, int (*keep)(int, int, int),
-                         double (*val)(int, int, int), hid_t memtype)
+static void put_row_runs(h5l_file_t *f, int var, int t, int j, int (*keep)(int, int, int), double (*val)(int, int, int),
+                         hid_t memtype)
 {
     int i = 0;
     while (i < NLON) {
@@ -185,7 +192,11 @@ static void put_row_runs(h5l_file_t *f, int var, int t, int j, int (*keep)(int, 
     }
 }
 
-static int is_ocean(int t, int j, int i) { (void)t; return !is_land(j, i); }
+static int is_ocean(int t, int j, int i)
+{
+    (void)t;
+    return !is_land(j, i);
+}
 
 /* The puts of one rank for time index t (published by tick t+1). */
 static void write_tick(h5l_file_t *f, const ids_t *id, int t, int32_t *counts_keep)
@@ -237,8 +248,10 @@ static void write_tick(h5l_file_t *f, const ids_t *id, int t, int32_t *counts_ke
             for (int j = j0; j < j1; j++)
                 for (int i = 0; i < NLON; i++, e++) td[e] = v_temp(t, k, j, i), tf[e] = (float)td[e];
         uint64_t st[4] = {tt, 0, (uint64_t)j0, 0}, ct[4] = {1, NLEV, (uint64_t)nj, NLON};
-        if (g_rank % 2 == 0) CHECK(h5l_put(f, id->temp, st, ct, tf), f);
-        else CHECK(h5l_put_conv(f, id->temp, H5T_NATIVE_DOUBLE, st, ct, td), f);
+        if (g_rank % 2 == 0)
+            CHECK(h5l_put(f, id->temp, st, ct, tf), f);
+        else
+            CHECK(h5l_put_conv(f, id->temp, H5T_NATIVE_DOUBLE, st, ct, td), f);
         free(tf);
         free(td);
 
@@ -335,10 +348,13 @@ static void reserved_names(const char *dir)
                            : h5l_put_att(f, obj, R[k].name, H5T_NATIVE_INT32, 1, &one);
         if (g_rank == 0) {
             const char *on = R[k].on == 0 ? "/v" : R[k].on == 1 ? "/" : "/g";
-            if (rc == H5L_EINVAL) printf("reserved %s on %s: refused: %s\n", R[k].name, on, h5l_errmsg(f));
-            else if (rc == H5L_OK) printf("reserved %s on %s: ACCEPTED\n", R[k].name, on);
-            else printf("reserved %s on %s: failed with %d (%s), not H5L_EINVAL: %s\n", R[k].name, on, rc,
-                        h5l_strerror(rc), h5l_errmsg(f));
+            if (rc == H5L_EINVAL)
+                printf("reserved %s on %s: refused: %s\n", R[k].name, on, h5l_errmsg(f));
+            else if (rc == H5L_OK)
+                printf("reserved %s on %s: ACCEPTED\n", R[k].name, on);
+            else
+                printf("reserved %s on %s: failed with %d (%s), not H5L_EINVAL: %s\n", R[k].name, on, rc,
+                       h5l_strerror(rc), h5l_errmsg(f));
         }
     }
     CHECK(h5l_put_att_text(f, v, "units", "1"), f); /* an ordinary name still works */

@@ -47,8 +47,7 @@ static void sleep_seconds(double s)
     ts.tv_sec = (time_t)s;
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
     if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* [lo, hi) of `total` items owned by `rank` of `size`. */
@@ -61,7 +60,8 @@ static void share(uint64_t total, int rank, int size, uint64_t *lo, uint64_t *hi
 static void usage(void)
 {
     if (g_rank == 0)
-        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R] [--hold SECONDS] [--first-delay SECONDS]\n");
+        fprintf(stderr, "usage: live_writer FILE --ticks N --interval SECONDS [--rows-per-tick R] [--hold SECONDS] "
+                        "[--first-delay SECONDS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -79,15 +79,22 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) usage();
         char *end = NULL;
-        if (!strcmp(argv[i], "--ticks")) ticks = strtol(argv[i + 1], &end, 10);
-        else if (!strcmp(argv[i], "--interval")) interval = strtod(argv[i + 1], &end);
-        else if (!strcmp(argv[i], "--rows-per-tick")) rows = strtol(argv[i + 1], &end, 10);
-        else if (!strcmp(argv[i], "--hold")) hold = strtod(argv[i + 1], &end);
-        else if (!strcmp(argv[i], "--first-delay")) first_delay = strtod(argv[i + 1], &end);
-        else usage();
+        if (!strcmp(argv[i], "--ticks"))
+            ticks = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--interval"))
+            interval = strtod(argv[i + 1], &end);
+        else if (!strcmp(argv[i], "--rows-per-tick"))
+            rows = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--hold"))
+            hold = strtod(argv[i + 1], &end);
+        else if (!strcmp(argv[i], "--first-delay"))
+            first_delay = strtod(argv[i + 1], &end);
+        else
+            usage();
         if (!end || *end) usage();
     }
-    if (ticks < 1 || interval < 0 || hold < 0 || first_delay < 0 || rows < 0 || rows > 1000000) usage(); /* 0: data-only ticks */
+    if (ticks < 1 || interval < 0 || hold < 0 || first_delay < 0 || rows < 0 || rows > 1000000)
+        usage(); /* 0: data-only ticks */
 
     h5l_file_t *f;
     int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);

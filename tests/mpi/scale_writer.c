@@ -17,12 +17,12 @@
 #include <mpi.h>
 #include "h5log.h"
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        if ((call) != 0) {                                                            \
-            fprintf(stderr, "scale_writer: %s: %s\n", #call, h5l_errmsg(f));          \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                             \
-        }                                                                             \
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        if ((call) != 0) {                                                                                             \
+            fprintf(stderr, "scale_writer: %s: %s\n", #call, h5l_errmsg(f));                                           \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 
 static int many(h5l_file_t *f, long n)
@@ -86,8 +86,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "scale_writer: %s: %s\n", argv[3], h5l_errmsg(NULL));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    int rc = !strcmp(argv[1], "many") ? many(f, strtol(argv[2], NULL, 10))
-                                      : sparse(f, strtoull(argv[2], NULL, 10));
+    int rc = !strcmp(argv[1], "many") ? many(f, strtol(argv[2], NULL, 10)) : sparse(f, strtoull(argv[2], NULL, 10));
     CHECK(h5l_flush(f));
     if (h5l_close(f) != 0) {
         fprintf(stderr, "scale_writer: close: %s\n", h5l_errmsg(NULL));

@@ -213,11 +213,12 @@ static int parse_u64(const char *s, uint64_t *v)
 /* Outcome of one line: done (call succeeded or skipped on this rank),
  * refused by the library (rc), or a spec error (bad line). */
 typedef struct {
-    int rc;         /* the library's return code, H5L_OK if none was made */
-    const char *why;/* a spec error, else NULL */
+    int rc;          /* the library's return code, H5L_OK if none was made */
+    const char *why; /* a spec error, else NULL */
 } res_t;
 
-#define SPEC_ERR(msg) return (res_t){0, msg}
+#define SPEC_ERR(msg)                                                                                                  \
+    return (res_t) { 0, msg }
 
 /* Perform one call (tokens tok[0..n)); f may be updated by create/close. */
 static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
@@ -240,8 +241,10 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
     if (!strcmp(cmd, "dim")) {
         uint64_t len;
         if (n != 3) SPEC_ERR("dim NAME LEN");
-        if (!strcmp(tok[2], "U")) len = H5L_UNLIMITED;
-        else if (parse_u64(tok[2], &len)) SPEC_ERR("bad LEN");
+        if (!strcmp(tok[2], "U"))
+            len = H5L_UNLIMITED;
+        else if (parse_u64(tok[2], &len))
+            SPEC_ERR("bad LEN");
         if (g_ndims == MAXDIM) SPEC_ERR("too many dimensions");
         int id, rc = h5l_def_dim(*f, tok[1], len, &id);
         if (!rc) g_dimids[g_ndims++] = id;
@@ -256,8 +259,7 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
     if (!strcmp(cmd, "var")) {
         uint64_t nd, chunk[H5L_MAX_DIMS];
         int dimids[H5L_MAX_DIMS];
-        if (n < 5 || parse_type(tok[2], &vt) || parse_u64(tok[4], &nd) || nd > H5L_MAX_DIMS ||
-            n != 5 + (int)nd)
+        if (n < 5 || parse_type(tok[2], &vt) || parse_u64(tok[4], &nd) || nd > H5L_MAX_DIMS || n != 5 + (int)nd)
             SPEC_ERR("var PATH TYPE CHUNK NDIMS DIMS...");
         for (uint64_t d = 0; d < nd; d++) {
             uint64_t k;
@@ -403,8 +405,7 @@ int main(int argc, char **argv)
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         char *copy = strdup(line), *tok[MAXTOK], *save = NULL;
         int n = 0;
-        for (char *t = strtok_r(line, " \t", &save); t && n < MAXTOK; t = strtok_r(NULL, " \t", &save))
-            tok[n++] = t;
+        for (char *t = strtok_r(line, " \t", &save); t && n < MAXTOK; t = strtok_r(NULL, " \t", &save)) tok[n++] = t;
         if (n == 0 || tok[0][0] == '#') {
             free(copy);
             continue;
@@ -413,23 +414,26 @@ int main(int argc, char **argv)
         char **call = tok + expect_fail;
         int ncall = n - expect_fail;
         res_t r = {0, NULL};
-        if (closed) r.why = "a call after close";
-        else if (ncall == 0) r.why = "fail: no call";
+        if (closed)
+            r.why = "a call after close";
+        else if (ncall == 0)
+            r.why = "fail: no call";
         else if (expect_fail && (!strcmp(call[0], "create") || !strcmp(call[0], "close")))
             r.why = "fail: create and close cannot be expected to fail";
-        else r = do_call(&f, call, ncall, argv[2]);
+        else
+            r = do_call(&f, call, ncall, argv[2]);
         if (r.why) {
             fprintf(stderr, "spec_writer rank %d: %s:%d: '%s': %s\n", g_rank, g_spec, lineno, copy, r.why);
             status = 2;
         } else if (expect_fail && r.rc == H5L_OK) {
             /* go on: the next fail lines are checked too (one run lists
              * every call that should have been refused) */
-            fprintf(stderr, "spec_writer rank %d: %s:%d: '%s': succeeded, but must be refused\n", g_rank,
-                    g_spec, lineno, copy);
+            fprintf(stderr, "spec_writer rank %d: %s:%d: '%s': succeeded, but must be refused\n", g_rank, g_spec,
+                    lineno, copy);
             accepted = 1;
         } else if (!expect_fail && r.rc != H5L_OK) {
-            fprintf(stderr, "spec_writer rank %d: %s:%d: '%s': error %d: %s\n", g_rank, g_spec, lineno, copy,
-                    r.rc, h5l_errmsg(f));
+            fprintf(stderr, "spec_writer rank %d: %s:%d: '%s': error %d: %s\n", g_rank, g_spec, lineno, copy, r.rc,
+                    h5l_errmsg(f));
             status = 1;
         }
         if (!strcmp(call[0], "close") && !expect_fail) closed = 1;
@@ -446,8 +450,9 @@ int main(int argc, char **argv)
     if (status) MPI_Abort(MPI_COMM_WORLD, status);
     if (accepted) status = 1;
     for (int i = 0; i < g_nobjs; i++) free(g_objs[i].path);
-    if (!g_rank) printf("spec_writer: %s: %d lines done on %d ranks%s\n", g_spec, lineno, g_size,
-                        accepted ? ", some calls were not refused" : "");
+    if (!g_rank)
+        printf("spec_writer: %s: %d lines done on %d ranks%s\n", g_spec, lineno, g_size,
+               accepted ? ", some calls were not refused" : "");
     MPI_Finalize();
     return status;
 }

@@ -51,24 +51,25 @@
 static int g_pass, g_fail, g_rank, g_size;
 static const char *g_dir, *g_snap;
 
-#define EXPECT(c, ...)                                                           \
-    do {                                                                         \
-        if (c) g_pass++;                                                         \
-        else {                                                                   \
-            g_fail++;                                                            \
-            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
+#define EXPECT(c, ...)                                                                                                 \
+    do {                                                                                                               \
+        if (c)                                                                                                         \
+            g_pass++;                                                                                                  \
+        else {                                                                                                         \
+            g_fail++;                                                                                                  \
+            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 /* ------------------------------------------------------------------ */
 /* the data                                                             */
 
 typedef struct geom {
-    uint64_t x, w;   /* lengths of /v's row and of /w (multiples of P) */
-    int v_id, w_id;  /* variable ids (= object ids in the reader) */
-    double **wbufs;  /* h5l_iput buffers, kept until the end (a failed
+    uint64_t x, w;  /* lengths of /v's row and of /w (multiples of P) */
+    int v_id, w_id; /* variable ids (= object ids in the reader) */
+    double **wbufs; /* h5l_iput buffers, kept until the end (a failed
                       * flush still refers to them) */
     int nwbufs;
 } geom_t;
@@ -76,10 +77,7 @@ typedef struct geom {
 static double vval(uint64_t t, uint64_t j) { return (double)t * 1e6 + (double)j; }
 static double wval(uint64_t t, uint64_t j) { return (double)t * 1e5 + (double)j; }
 
-static void path_of(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_dir, name);
-}
+static void path_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", g_dir, name); }
 
 /* Collective: create name in DIR with /v and /w. */
 static h5l_file_t *make_file(const char *name, geom_t *g, uint64_t x, uint64_t w)
@@ -148,8 +146,8 @@ static int has(const char *msg, const char *word) { return !word || strcasestr(m
 
 /* Every rank: rc failed, with the same code on every rank, and msg names
  * the file (name) and every word given. */
-static void expect_fail(const char *step, int rc, const char *msg, const char *name, const char *w1,
-                        const char *w2, const char *w3)
+static void expect_fail(const char *step, int rc, const char *msg, const char *name, const char *w1, const char *w2,
+                        const char *w3)
 {
     int lo = rc, hi = rc;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -157,8 +155,8 @@ static void expect_fail(const char *step, int rc, const char *msg, const char *n
     EXPECT(rc != 0, "%s: succeeded, expected a failure", step);
     EXPECT(lo == hi, "%s: ranks returned different codes (%d..%d)", step, lo, hi);
     EXPECT(has(msg, name) && has(msg, w1) && has(msg, w2) && has(msg, w3),
-           "%s: message does not name '%s', '%s', '%s', '%s': %s", step, name, w1 ? w1 : "", w2 ? w2 : "",
-           w3 ? w3 : "", msg);
+           "%s: message does not name '%s', '%s', '%s', '%s': %s", step, name, w1 ? w1 : "", w2 ? w2 : "", w3 ? w3 : "",
+           msg);
 }
 
 static long file_size(const char *p)
@@ -175,8 +173,8 @@ static void check_reader(h5l_reader_t *r, const char *path, const geom_t *g, uin
 {
     h5l_err_t e = {0};
     uint64_t dt = 0;
-    EXPECT(h5l_reader_ntick(r) == ticks, "%s: %llu ticks, expected %llu", path,
-           (unsigned long long)h5l_reader_ntick(r), (unsigned long long)ticks);
+    EXPECT(h5l_reader_ntick(r) == ticks, "%s: %llu ticks, expected %llu", path, (unsigned long long)h5l_reader_ntick(r),
+           (unsigned long long)ticks);
     EXPECT(h5l_reader_damage(r, &dt, &e) == 0, "%s: damage at tick %llu: %s", path, (unsigned long long)dt, e.msg);
     if (h5l_reader_ntick(r) < ticks) ticks = h5l_reader_ntick(r);
     double *buf = malloc((g->x > g->w ? g->x : g->w) * ticks * sizeof *buf + 8);
@@ -229,8 +227,7 @@ static void check_file(const char *name, const geom_t *g, uint64_t ticks, int cl
     EXPECT(live < 0 || h5l_reader_live(r) == live, "%s: live is %d, expected %d", p, h5l_reader_live(r), live);
     char side[4200];
     snprintf(side, sizeof side, "%s.h5lj", p);
-    if (live >= 0)
-        EXPECT((file_size(side) >= 0) == live, "%s: sidecar %s", p, live ? "missing" : "still there");
+    if (live >= 0) EXPECT((file_size(side) >= 0) == live, "%s: sidecar %s", p, live ? "missing" : "still there");
     check_reader(r, p, g, ticks);
     h5l_reader_close(r);
 }
@@ -299,8 +296,8 @@ static void snapshot(const char *tag, const char *name, const geom_t *g, uint64_
     snprintf(d, sizeof d, "%s/expect.txt", g_snap);
     FILE *e = fopen(d, "a");
     if (e) {
-        fprintf(e, "%s %s %llu %d %llu %llu\n", tag, name, (unsigned long long)ticks, closed,
-                (unsigned long long)g->x, (unsigned long long)g->w);
+        fprintf(e, "%s %s %llu %d %llu %llu\n", tag, name, (unsigned long long)ticks, closed, (unsigned long long)g->x,
+                (unsigned long long)g->w);
         fclose(e);
     }
 }
@@ -346,8 +343,8 @@ static void expect_fired(int who, long before, const char *step)
 /* Collective: the flush of tick t fails as described, on every rank;
  * nothing is committed (ntick stays t-1); then disarmed, a retry commits
  * tick t with the values of tick t. */
-static void flush_fails_then_retry(h5l_file_t *f, geom_t *g, const char *name, uint64_t t, int who,
-                                   const char *w1, const char *w2)
+static void flush_fails_then_retry(h5l_file_t *f, geom_t *g, const char *name, uint64_t t, int who, const char *w1,
+                                   const char *w2)
 {
     char step[128];
     snprintf(step, sizeof step, "%s: flush of tick %llu", name, (unsigned long long)t);
@@ -479,8 +476,7 @@ static void shim_journal(void)
     for (int i = 0; i < 2; i++) {
         if (!rs[i]) continue;
         int n = 0;
-        EXPECT(h5l_reader_refresh(rs[i], &n, &e) == 0 && n == 1, "journal: reader %d refresh: %d (%s)", i,
-               n, e.msg);
+        EXPECT(h5l_reader_refresh(rs[i], &n, &e) == 0 && n == 1, "journal: reader %d refresh: %d (%s)", i, n, e.msg);
         check_reader(rs[i], path, &g, 6);
         h5l_reader_close(rs[i]);
     }
@@ -510,8 +506,8 @@ static void shim_journal(void)
  * path end + suffix), the words the message must hold, and what a reader
  * must find after: ticks, closed (CLOSE frame seen), live (sidecar). */
 static void shim_close_case(const char *name, int pending, int who, const char *suffix, long call, long times,
-                            const char *kind, long size, const char *w1, const char *w2, const char *w3,
-                            uint64_t ticks, int closed, int live, long torn, const char *snap)
+                            const char *kind, long size, const char *w1, const char *w2, const char *w3, uint64_t ticks,
+                            int closed, int live, long torn, const char *snap)
 {
     char end[64], path[4096], side[4200];
     snprintf(end, sizeof end, "/%s%s", name, suffix);
@@ -543,16 +539,16 @@ static void shim_close(void)
     int last = g_size - 1;
     /* the HDF5 metadata cannot be written: libhdf5 must still let go of
      * the file (MPI_Finalize at the end of this program proves it) */
-    shim_close_case("c_hdf5.h5", 0, 0, "", 1, 0, "enospc", -1, "HDF5 metadata", "no space left on device",
-                    "not closed", 2, 1, 1, 0, "close-hdf5");
+    shim_close_case("c_hdf5.h5", 0, 0, "", 1, 0, "enospc", -1, "HDF5 metadata", "no space left on device", "not closed",
+                    2, 1, 1, 0, "close-hdf5");
     /* the embedded journal cannot be written */
     shim_close_case("c_embed.h5", 0, 0, "", 1, 1, "enospc", -2, "embedding the journal", "no space left on device",
                     "not closed", 2, 1, 1, 0, NULL);
     /* the user block: half of it lands, then ENOSPC: put back as it was */
-    shim_close_case("c_ub.h5", 0, 0, "", 1, 2, "short:16", 32, "user block", "no space left on device",
-                    "as it was", 2, 1, 1, 0, "close-userblock");
-    shim_close_case("c_ub2.h5", 0, 0, "", 1, 1, "eio", 32, "user block", "input/output error", "as it was", 2, 1,
-                    1, 0, NULL);
+    shim_close_case("c_ub.h5", 0, 0, "", 1, 2, "short:16", 32, "user block", "no space left on device", "as it was", 2,
+                    1, 1, 0, "close-userblock");
+    shim_close_case("c_ub2.h5", 0, 0, "", 1, 1, "eio", 32, "user block", "input/output error", "as it was", 2, 1, 1, 0,
+                    NULL);
     /* the CLOSE frame is torn */
     shim_close_case("c_frame.h5", 0, 0, ".h5lj", 1, 2, "short:10", -1, "journal append", "no space left on device",
                     "not closed", 2, 0, 1, 10, NULL);
@@ -563,8 +559,8 @@ static void shim_close(void)
     /* the last flush cannot commit (100 bytes of its frame land, then
      * ENOSPC; the next write would succeed): no CLOSE frame over the torn
      * one — only that frame may ever go there — so the file stays live */
-    shim_close_case("c_sealed.h5", 1, 0, ".h5lj", 1, 2, "short:100", -1, "committing tick 3",
-                    "no space left on device", "not closed", 2, 0, 1, 100, "close-sealed");
+    shim_close_case("c_sealed.h5", 1, 0, ".h5lj", 1, 2, "short:100", -1, "committing tick 3", "no space left on device",
+                    "not closed", 2, 0, 1, 100, "close-sealed");
 }
 
 /* ------------------------------------------------------------------ */
@@ -638,8 +634,8 @@ static void full(void)
     f = make_file("stay.h5", &g, X, W);
     good = fill_up(f, &g, "stay.h5");
     rc = h5l_close(f);
-    expect_fail("close on a full file system", rc, h5l_errmsg(NULL), "stay.h5", "no space left on device",
-                "not closed", NULL);
+    expect_fail("close on a full file system", rc, h5l_errmsg(NULL), "stay.h5", "no space left on device", "not closed",
+                NULL);
     if (g_rank == 0) printf("full: close of stay.h5: %s\n", h5l_errmsg(NULL));
     check_file("stay.h5", &g, good, -1, 1);
     snapshot("full-stay", "stay.h5", &g, good, -1);

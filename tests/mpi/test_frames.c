@@ -20,15 +20,16 @@
 enum { NTICKS = 400 };
 static int g_pass, g_fail;
 
-#define EXPECT(c, ...)                                   \
-    do {                                                 \
-        if (c) g_pass++;                                 \
-        else {                                           \
-            g_fail++;                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                \
-            fputc('\n', stderr);                         \
-        }                                                \
+#define EXPECT(c, ...)                                                                                                 \
+    do {                                                                                                               \
+        if (c)                                                                                                         \
+            g_pass++;                                                                                                  \
+        else {                                                                                                         \
+            g_fail++;                                                                                                  \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 /* The text attribute of tick t: 97*t bytes of a pattern. */
@@ -50,8 +51,8 @@ static void check_reader(const char *path, uint64_t n)
     int rc = h5l_reader_open(path, &r, &e);
     EXPECT(rc == 0, "open %s: %s", path, e.msg);
     if (rc) return;
-    EXPECT(h5l_reader_ntick(r) == n, "%s: %llu ticks, want %llu", path,
-           (unsigned long long)h5l_reader_ntick(r), (unsigned long long)n);
+    EXPECT(h5l_reader_ntick(r) == n, "%s: %llu ticks, want %llu", path, (unsigned long long)h5l_reader_ntick(r),
+           (unsigned long long)n);
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     int seen_text = 0, seen_ints = 0;

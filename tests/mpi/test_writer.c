@@ -36,41 +36,51 @@ typedef struct {
 } vspec_t;
 
 static const vspec_t VARS[NVARS] = {
-    {"/a", F64, 3, {0, 1, 2}, {4, 5, 3}, -1.0},
-    {"/grp/b", I32, 2, {0, 1}, {0}, 7},
-    {"/c", F32, 2, {3, 1}, {0}, 0},
-    {"/grp/sub/d", U8, 1, {3}, {2}, 0},
-    {"/s", I16, 0, {0}, {0}, 0},
-    {"/x", F32, 1, {0}, {0}, 0},
+    {"/a", F64, 3, {0, 1, 2}, {4, 5, 3}, -1.0}, {"/grp/b", I32, 2, {0, 1}, {0}, 7}, {"/c", F32, 2, {3, 1}, {0}, 0},
+    {"/grp/sub/d", U8, 1, {3}, {2}, 0},         {"/s", I16, 0, {0}, {0}, 0},        {"/x", F32, 1, {0}, {0}, 0},
 };
 static const int DIMLEN[3] = {NX, NY, NZ};
 static int g_pass, g_fail, g_rank;
 
-#define EXPECT(c, ...)                                                         \
-    do {                                                                       \
-        if (c) g_pass++;                                                       \
-        else {                                                                 \
-            g_fail++;                                                          \
-            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
+#define EXPECT(c, ...)                                                                                                 \
+    do {                                                                                                               \
+        if (c)                                                                                                         \
+            g_pass++;                                                                                                  \
+        else {                                                                                                         \
+            g_fail++;                                                                                                  \
+            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 static size_t tsize(vtype_t t) { return t == F64 ? 8 : t == I32 || t == F32 ? 4 : t == U8 ? 1 : 2; }
 static hid_t thid(vtype_t t)
 {
-    return t == F64 ? H5T_NATIVE_DOUBLE : t == I32 ? H5T_NATIVE_INT32 : t == F32 ? H5T_NATIVE_FLOAT
-         : t == U8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_INT16;
+    return t == F64   ? H5T_NATIVE_DOUBLE
+           : t == I32 ? H5T_NATIVE_INT32
+           : t == F32 ? H5T_NATIVE_FLOAT
+           : t == U8  ? H5T_NATIVE_UINT8
+                      : H5T_NATIVE_INT16;
 }
 static void store(vtype_t t, void *p, double v)
 {
     switch (t) {
-    case F64: *(double *)p = v; break;
-    case I32: *(int32_t *)p = (int32_t)v; break;
-    case F32: *(float *)p = (float)v; break;
-    case U8: *(uint8_t *)p = (uint8_t)((int64_t)v & 0xff); break;
-    case I16: *(int16_t *)p = (int16_t)((int64_t)v % 30000); break;
+    case F64:
+        *(double *)p = v;
+        break;
+    case I32:
+        *(int32_t *)p = (int32_t)v;
+        break;
+    case F32:
+        *(float *)p = (float)v;
+        break;
+    case U8:
+        *(uint8_t *)p = (uint8_t)((int64_t)v & 0xff);
+        break;
+    case I16:
+        *(int16_t *)p = (int16_t)((int64_t)v % 30000);
+        break;
     }
 }
 
@@ -113,11 +123,21 @@ static uint64_t var_cap(int v)
 static void store_nc_default(vtype_t t, void *p)
 {
     switch (t) {
-    case F64: *(double *)p = 9.9692099683868690e+36; break;
-    case I32: *(int32_t *)p = -2147483647; break;
-    case F32: *(float *)p = 9.9692099683868690e+36f; break;
-    case U8: *(uint8_t *)p = 255; break;
-    case I16: *(int16_t *)p = -32767; break;
+    case F64:
+        *(double *)p = 9.9692099683868690e+36;
+        break;
+    case I32:
+        *(int32_t *)p = -2147483647;
+        break;
+    case F32:
+        *(float *)p = 9.9692099683868690e+36f;
+        break;
+    case U8:
+        *(uint8_t *)p = 255;
+        break;
+    case I16:
+        *(int16_t *)p = -32767;
+        break;
     }
 }
 
@@ -129,8 +149,10 @@ static void ref_init(ref_t *r)
         size_t es = tsize(VARS[v].type);
         r->data[v] = malloc(n * es);
         for (uint64_t i = 0; i < n; i++) {
-            if (VARS[v].fill != 0) store(VARS[v].type, r->data[v] + i * es, VARS[v].fill);
-            else store_nc_default(VARS[v].type, r->data[v] + i * es);
+            if (VARS[v].fill != 0)
+                store(VARS[v].type, r->data[v] + i * es, VARS[v].fill);
+            else
+                store_nc_default(VARS[v].type, r->data[v] + i * es);
         }
     }
 }
@@ -225,8 +247,8 @@ static void check_var(h5l_reader_t *rd, int tick, int v, uint32_t objid, const r
                 idx[d] = 0;
             }
         }
-        EXPECT(bad == 0, "%s at tick %d: %llu of %llu elements differ", vs->path, tick,
-               (unsigned long long)bad, (unsigned long long)n);
+        EXPECT(bad == 0, "%s at tick %d: %llu of %llu elements differ", vs->path, tick, (unsigned long long)bad,
+               (unsigned long long)n);
     }
     /* a sub-box: the inner half in every dimension */
     uint64_t ss[3], sc[3], sn = 1;
@@ -349,9 +371,8 @@ static void check_errors(h5l_file_t *f, int varb)
     EXPECT(rc == H5L_ESTATE, "late _FillValue gave %d", rc);
     /* names dimension scales and netCDF-4 keep for themselves: refused,
      * with a message naming the attribute (DIMENSION_LIST crashed ncdump) */
-    static const char *const reserved[] = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME",
-                                           "_Netcdf4Dimid", "_Netcdf4Coordinates", "_NCProperties",
-                                           "_nc3_strict"};
+    static const char *const reserved[] = {"DIMENSION_LIST", "REFERENCE_LIST",      "CLASS",         "NAME",
+                                           "_Netcdf4Dimid",  "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict"};
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         rc = h5l_put_att(f, varb, reserved[i], H5T_NATIVE_INT32, 1, &v);
         EXPECT(rc == H5L_EINVAL && strstr(h5l_errmsg(f), reserved[i]), "attribute %s gave %d: %s", reserved[i], rc,
@@ -493,15 +514,15 @@ static void check_default_chunks(const char *dir, int rank)
         hid_t type;
         uint64_t want[3];
     } cases[6] = {
-        {"/d1", 1, {0}, 0, {512}},                 /* 4096 bytes of doubles */
+        {"/d1", 1, {0}, 0, {512}}, /* 4096 bytes of doubles */
         {"/u1", 1, {0}, 0, {4096}},
-        {"/row", 2, {0, 2}, 0, {1, 64}},           /* a short row: one row */
+        {"/row", 2, {0, 2}, 0, {1, 64}}, /* a short row: one row */
         {"/big", 3, {0, 3, 3}, 0, {1, 1000, 1000}},
         {"/huge", 3, {0, 4, 4}, 0, {1, 1000, 1000}}, /* 1023 shrunk: no overhang */
-        {"/all", 2, {0, 1}, 0, {1024, 1024}},      /* every dimension unlimited */
+        {"/all", 2, {0, 1}, 0, {1024, 1024}},        /* every dimension unlimited */
     };
-    hid_t types[6] = {H5T_NATIVE_DOUBLE, H5T_NATIVE_UINT8, H5T_NATIVE_FLOAT, H5T_NATIVE_FLOAT, H5T_NATIVE_FLOAT,
-                      H5T_NATIVE_FLOAT};
+    hid_t types[6] = {H5T_NATIVE_DOUBLE, H5T_NATIVE_UINT8, H5T_NATIVE_FLOAT,
+                      H5T_NATIVE_FLOAT,  H5T_NATIVE_FLOAT, H5T_NATIVE_FLOAT};
     int ids[5] = {t, t2, x64, k1, k3};
     for (int i = 0; i < 6; i++) {
         int dd[3];
@@ -547,9 +568,12 @@ int main(int argc, char **argv)
     const char *dir = argv[1];
     int kill_at = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--ticks")) g_ticks = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seed")) g_seed = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--kill-at")) kill_at = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--ticks"))
+            g_ticks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed"))
+            g_seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--kill-at"))
+            kill_at = atoi(argv[i + 1]);
     }
     if (g_ticks > 40) g_ticks = 40;
     char path[4096];
@@ -617,7 +641,8 @@ int main(int argc, char **argv)
             else
                 rc = h5l_put(f, ids[p->var], p->start, p->count, b);
             EXPECT(rc == 0, "put %s: %s", vs->path, h5l_errmsg(f));
-            if (p->mode == 1) keep[k] = b; /* iput: valid until the flush */
+            if (p->mode == 1)
+                keep[k] = b; /* iput: valid until the flush */
             else {
                 memset(b, 0xAB, ne * es); /* put copied: scribbling must not matter */
                 free(b);

@@ -155,8 +155,8 @@ static int collect(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
 /* Copy X from layout A to layout B by the runs; compare against copying
  * element by element. Also: runs ascend in the source, never overlap, and
  * are maximal (no two consecutive runs are adjacent in both layouts). */
-static int check_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint64_t *as,
-                      const uint64_t *ac, const uint64_t *bs, const uint64_t *bc, size_t *nruns)
+static int check_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint64_t *as, const uint64_t *ac,
+                      const uint64_t *bs, const uint64_t *bc, size_t *nruns)
 {
     static runs_t R;
     memset(&R, 0, sizeof R);
@@ -214,7 +214,8 @@ static void test_runs_bruteforce(void)
             for (uint32_t d = 0; d < nd; d++) {
                 uint64_t lo = as[d] > bs[d] ? as[d] : bs[d];
                 uint64_t hi = as[d] + ac[d] < bs[d] + bc[d] ? as[d] + ac[d] : bs[d] + bc[d];
-                if (hi <= lo) ok = 0;
+                if (hi <= lo)
+                    ok = 0;
                 else {
                     is[d] = lo;
                     ic[d] = hi - lo;

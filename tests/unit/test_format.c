@@ -24,10 +24,7 @@ static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
+static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 /* An exact-size heap copy of the first n bytes, so reading byte n trips ASan. */
@@ -51,8 +48,8 @@ static void test_codec_le_and_pad(void)
     h5l_buf_u64(&b, 0x0102030405060708ull);
     h5l_buf_str(&b, "xyz");
     CHECK_EQ(b.len, 1 + 2 + 4 + 8 + 4 + 3);
-    const uint8_t want[] = {0xAB, 0x34, 0x12, 0xEF, 0xBE, 0xAD, 0xDE, 8, 7, 6, 5, 4, 3, 2, 1,
-                            3, 0, 0, 0, 'x', 'y', 'z'};
+    const uint8_t want[] = {0xAB, 0x34, 0x12, 0xEF, 0xBE, 0xAD, 0xDE, 8, 7,   6,   5,
+                            4,    3,    2,    1,    3,    0,    0,    0, 'x', 'y', 'z'};
     CHECK(b.len == sizeof want && memcmp(b.p, want, sizeof want) == 0);
     h5l_buf_pad8(&b);
     CHECK_EQ(b.len, 24);
@@ -444,12 +441,11 @@ static int ops_equal(const h5l_op_t *a, const h5l_op_t *b)
         return strcmp(a->name, b->name) == 0 && memcmp(&a->type, &b->type, sizeof a->type) == 0 &&
                a->flags == b->flags && a->ndims == b->ndims &&
                memcmp(a->dimids, b->dimids, a->ndims * sizeof *a->dimids) == 0 &&
-               memcmp(a->chunk, b->chunk, a->ndims * sizeof *a->chunk) == 0 &&
-               b->data_len == a->type.size && memcmp(a->data, b->data, a->type.size) == 0;
+               memcmp(a->chunk, b->chunk, a->ndims * sizeof *a->chunk) == 0 && b->data_len == a->type.size &&
+               memcmp(a->data, b->data, a->type.size) == 0;
     case H5L_OP_ATTR:
-        return strcmp(a->name, b->name) == 0 && memcmp(&a->type, &b->type, sizeof a->type) == 0 &&
-               a->len == b->len && a->data_len == b->data_len &&
-               (a->data_len == 0 || memcmp(a->data, b->data, a->data_len) == 0);
+        return strcmp(a->name, b->name) == 0 && memcmp(&a->type, &b->type, sizeof a->type) == 0 && a->len == b->len &&
+               a->data_len == b->data_len && (a->data_len == 0 || memcmp(a->data, b->data, a->data_len) == 0);
     case H5L_OP_DIMLEN:
         return a->len == b->len;
     }
@@ -465,22 +461,28 @@ static void test_op_roundtrip_all_kinds(void)
         CHECK_EQ(b.len % 8, 0);
     }
     /* extra ATTR variants: string attribute, empty attribute, float */
-    h5l_op_t sa = {.kind = H5L_OP_ATTR, .id = 0, .name = "title", .type = T_STR, .len = 11,
-                   .data = "hello world", .data_len = 11};
+    h5l_op_t sa = {
+        .kind = H5L_OP_ATTR, .id = 0, .name = "title", .type = T_STR, .len = 11, .data = "hello world", .data_len = 11};
     h5l_op_encode(&b, &sa);
-    h5l_op_t ea = {.kind = H5L_OP_ATTR, .id = 1, .name = "empty", .type = T_I32, .len = 0,
-                   .data = NULL, .data_len = 0};
+    h5l_op_t ea = {.kind = H5L_OP_ATTR, .id = 1, .name = "empty", .type = T_I32, .len = 0, .data = NULL, .data_len = 0};
     h5l_op_encode(&b, &ea);
     double dv[2] = {1.5, -0.25};
-    h5l_op_t da = {.kind = H5L_OP_ATTR, .id = 2, .name = "scale", .type = T_F64, .len = 2,
-                   .data = dv, .data_len = 16};
+    h5l_op_t da = {.kind = H5L_OP_ATTR, .id = 2, .name = "scale", .type = T_F64, .len = 2, .data = dv, .data_len = 16};
     h5l_op_encode(&b, &da);
     /* scalar VAR (no dims), fill of an int */
     int32_t fi = 77;
     uint32_t nod[1] = {0};
     uint64_t noc[1] = {0};
-    h5l_op_t sv = {.kind = H5L_OP_VAR, .id = 9, .name = "/s", .type = T_I32, .flags = 0,
-                   .ndims = 0, .dimids = nod, .chunk = noc, .data = &fi, .data_len = 4};
+    h5l_op_t sv = {.kind = H5L_OP_VAR,
+                   .id = 9,
+                   .name = "/s",
+                   .type = T_I32,
+                   .flags = 0,
+                   .ndims = 0,
+                   .dimids = nod,
+                   .chunk = noc,
+                   .data = &fi,
+                   .data_len = 4};
     h5l_op_encode(&b, &sv);
     CHECK(!b.oom);
 
@@ -745,9 +747,14 @@ static void test_op_rejects(void)
 
 static void test_tick_header(void)
 {
-    h5l_tick_info_t t = {.tick = 7, .time_ns = 0x0102030405060708ull, .nranks = 12,
-                         .data_off = 8192, .data_size = 1234567, .table_off = 0x100000000ull,
-                         .table_size = 96, .nrecords = 3};
+    h5l_tick_info_t t = {.tick = 7,
+                         .time_ns = 0x0102030405060708ull,
+                         .nranks = 12,
+                         .data_off = 8192,
+                         .data_size = 1234567,
+                         .table_off = 0x100000000ull,
+                         .table_size = 96,
+                         .nrecords = 3};
     h5l_buf_t b = {0};
     h5l_tick_encode(&b, &t, 5);
     CHECK_EQ(b.len, H5L_TICK_LEN);
@@ -765,9 +772,9 @@ static void test_tick_header(void)
     uint32_t nops = 0;
     h5l_cur_t c = h5l_cur(b.p, b.len);
     CHECK_EQ(h5l_tick_decode(&c, &d, &nops), H5L_OK);
-    CHECK(d.tick == t.tick && d.time_ns == t.time_ns && d.nranks == t.nranks &&
-          d.data_off == t.data_off && d.data_size == t.data_size && d.table_off == t.table_off &&
-          d.table_size == t.table_size && d.nrecords == t.nrecords);
+    CHECK(d.tick == t.tick && d.time_ns == t.time_ns && d.nranks == t.nranks && d.data_off == t.data_off &&
+          d.data_size == t.data_size && d.table_off == t.table_off && d.table_size == t.table_size &&
+          d.nrecords == t.nrecords);
     CHECK_EQ(nops, 5);
     for (size_t n = 0; n < H5L_TICK_LEN; n++) {
         uint8_t *p = dup_n(b.p, n);
@@ -794,8 +801,7 @@ static void test_block_header(void)
     CHECK(d.checksum == blk.checksum && d.payload == 0x1000 && d.nrec == 4 && d.size == blk.size);
     /* the seed binds (tick, rank): format.md 4, computed here */
     uint64_t seed = h5l_seed(ID);
-    CHECK(h5l_block_seed(seed, 7, 3) ==
-          (seed ^ (7 * 0x9E3779B97F4A7C15ull) ^ (4 * 0xC2B2AE3D27D4EB4Full)));
+    CHECK(h5l_block_seed(seed, 7, 3) == (seed ^ (7 * 0x9E3779B97F4A7C15ull) ^ (4 * 0xC2B2AE3D27D4EB4Full)));
     CHECK(h5l_block_seed(seed, 7, 3) != h5l_block_seed(seed, 7, 2));
     CHECK(h5l_block_seed(seed, 7, 3) != h5l_block_seed(seed, 8, 3));
     /* the checksum covers bytes 8 .. 24+P */
@@ -825,7 +831,7 @@ static size_t leb(uint8_t *p, uint64_t v)
 
 static void test_varints(void)
 {
-    const uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 35, UINT64_MAX - 1,
+    const uint64_t vals[] = {0,         1, 127, 128, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 35, UINT64_MAX - 1,
                              UINT64_MAX};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         h5l_buf_t b = {0};
@@ -893,9 +899,7 @@ static void test_records(void)
     h5l_buf_free(&b);
 }
 
-TEST_MAIN(T(test_codec_le_and_pad), T(test_codec_str_rejects), T(test_ub_layout_roundtrip),
-          T(test_ub_rejects), T(test_jhdr_layout_roundtrip_rejects), T(test_frame_layout),
-          T(test_hash2_streaming_equals_oneshot),
-          T(test_type_valid), T(test_op_roundtrip_all_kinds), T(test_op_layout),
-          T(test_op_truncation_every_length), T(test_op_rejects), T(test_tick_header),
-          T(test_block_header), T(test_varints), T(test_records))
+TEST_MAIN(T(test_codec_le_and_pad), T(test_codec_str_rejects), T(test_ub_layout_roundtrip), T(test_ub_rejects),
+          T(test_jhdr_layout_roundtrip_rejects), T(test_frame_layout), T(test_hash2_streaming_equals_oneshot),
+          T(test_type_valid), T(test_op_roundtrip_all_kinds), T(test_op_layout), T(test_op_truncation_every_length),
+          T(test_op_rejects), T(test_tick_header), T(test_block_header), T(test_varints), T(test_records))

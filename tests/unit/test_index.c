@@ -35,8 +35,7 @@ static size_t lookup(const h5l_index_t *x, uint32_t objid, const uint64_t *coord
 }
 
 /* Does box (s, c) touch chunk coord of shape ch? */
-static int touches(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *ch,
-                   const uint64_t *coord)
+static int touches(uint32_t nd, const uint64_t *s, const uint64_t *c, const uint64_t *ch, const uint64_t *coord)
 {
     for (uint32_t d = 0; d < nd; d++) {
         uint64_t lo = coord[d] * ch[d], hi = lo + ch[d];
@@ -55,8 +54,8 @@ static int rec_touches(const h5l_rec_t *r, const uint64_t *ch, const uint64_t *c
 }
 
 /* Compare h5l_index_chunk with a scan of recs[0..n) for one chunk, one tick. */
-static int same_list(const h5l_index_t *x, uint32_t objid, const uint64_t *ch, const uint64_t *coord,
-                     uint64_t tick, h5l_rec_t **recs, size_t n)
+static int same_list(const h5l_index_t *x, uint32_t objid, const uint64_t *ch, const uint64_t *coord, uint64_t tick,
+                     h5l_rec_t **recs, size_t n)
 {
     h5l_rec_t *const *list;
     size_t got = lookup(x, objid, coord, tick, &list);
@@ -147,8 +146,8 @@ static void test_random_vs_scan(void)
     h5l_index_free(x);
 }
 
-static h5l_rec_t *mk(h5l_index_t *x, uint32_t objid, uint32_t nd, uint32_t nb, uint64_t tick,
-                     uint64_t order, const uint64_t *boxes)
+static h5l_rec_t *mk(h5l_index_t *x, uint32_t objid, uint32_t nd, uint32_t nb, uint64_t tick, uint64_t order,
+                     const uint64_t *boxes)
 {
     h5l_rec_t *r = h5l_index_new_rec(x, nb, nd);
     r->objid = objid;
@@ -356,11 +355,16 @@ static uint64_t probe_coord(uint64_t s, uint64_t c, uint64_t ch, int which)
 {
     uint64_t lo = s / ch, hi = (s + c - 1) / ch;
     switch (which) {
-    case 0: return lo;
-    case 1: return hi;
-    case 2: return lo ? lo - 1 : 0;
-    case 3: return hi + 1;
-    default: return lo + rnd(hi - lo + 1);
+    case 0:
+        return lo;
+    case 1:
+        return hi;
+    case 2:
+        return lo ? lo - 1 : 0;
+    case 3:
+        return hi + 1;
+    default:
+        return lo + rnd(hi - lo + 1);
     }
 }
 
@@ -411,7 +415,8 @@ static void test_wide_records_vs_scan(void)
             const uint64_t *bs = r->boxes + k * 2 * nd, *bc = bs + nd;
             for (int p = 0; p < 8 && !bad; p++) {
                 uint64_t co[3];
-                for (uint32_t d = 0; d < nd; d++) co[d] = probe_coord(bs[d], bc[d], ch[d], p < 4 && d ? (int)rnd(5) : p);
+                for (uint32_t d = 0; d < nd; d++)
+                    co[d] = probe_coord(bs[d], bc[d], ch[d], p < 4 && d ? (int)rnd(5) : p);
                 if (p == 7)
                     for (uint32_t d = 0; d < nd; d++) co[d] = rnd(3000 / ch[d] + 2);
                 for (uint64_t t = 0; t <= NT + 1 && !bad; t++, probes++)
@@ -460,15 +465,17 @@ static void test_huge_boxes_cost_little(void)
     CHECK(h5l_index_memory(x) - m0 < 64 * 1024);
     h5l_rec_t *const *list;
     uint64_t c[H5L_MAX_DIMS] = {0};
-    const uint64_t at[] = {0, 4, 5, 6, 1ull << 39, (1ull << 39) + 2, (1ull << 39) + 3, (1ull << 40) + 4,
-                           (1ull << 40) + 5};
+    const uint64_t at[] = {
+        0, 4, 5, 6, 1ull << 39, (1ull << 39) + 2, (1ull << 39) + 3, (1ull << 40) + 4, (1ull << 40) + 5};
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         c[0] = at[i];
         int in1 = at[i] >= 5 && at[i] < (1ull << 40) + 5, in3 = at[i] >= (1ull << 39) && at[i] < (1ull << 39) + 3;
         size_t got = lookup(x, 1, c, 2, &list);
         CHECK_EQ(got, in1 + in3);
-        if (got == 2) CHECK(list[0] == r1 && list[1] == r3);
-        else if (got == 1) CHECK(list[0] == (in1 ? r1 : r3));
+        if (got == 2)
+            CHECK(list[0] == r1 && list[1] == r3);
+        else if (got == 1)
+            CHECK(list[0] == (in1 ? r1 : r3));
         CHECK_EQ(lookup(x, 1, c, 1, &list), in1); /* r3 is of tick 2 */
     }
     for (int k = 0; k < 4; k++) {
@@ -512,10 +519,10 @@ static void test_enumerate_chunks(void)
     uint64_t ch[2] = {16, 64};
     CHECK_EQ(h5l_index_add_var(x, 2, 2, ch), H5L_OK);
     CHECK_EQ(h5l_index_add_var(x, 3, 2, ch), H5L_OK);
-    uint64_t b1[4] = {3, 0, 1, 64};                /* chunk (0, 0) */
-    uint64_t b2[4] = {1ull << 40, 0, 1, 64};       /* chunk (2^36, 0) */
-    uint64_t b3[4] = {5, 0, 20, 64};               /* chunks (0, 0), (1, 0) */
-    uint64_t b4[4] = {4, 0, 1, 64};                /* chunk (0, 0) again: no new chunk */
+    uint64_t b1[4] = {3, 0, 1, 64};          /* chunk (0, 0) */
+    uint64_t b2[4] = {1ull << 40, 0, 1, 64}; /* chunk (2^36, 0) */
+    uint64_t b3[4] = {5, 0, 20, 64};         /* chunks (0, 0), (1, 0) */
+    uint64_t b4[4] = {4, 0, 1, 64};          /* chunk (0, 0) again: no new chunk */
     CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 1, 0, b1)), H5L_OK);
     CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 1, 1, b2)), H5L_OK);
     CHECK_EQ(h5l_index_insert(x, mk(x, 2, 2, 1, 3, 0, b3)), H5L_OK);
@@ -534,11 +541,10 @@ static void test_enumerate_chunks(void)
     CHECK_EQ(h5l_index_chunks(x, 3, 9, note_chunk, &s), 0); /* no records */
     CHECK_EQ(s.n, 0);
     CHECK_EQ(h5l_index_chunks(x, 99, 9, note_chunk, &s), 0); /* no such variable */
-    uint64_t want[7] = {0, 1, 1, 3, 3, 3, 3};                 /* tick 5 starts no chunk */
+    uint64_t want[7] = {0, 1, 1, 3, 3, 3, 3};                /* tick 5 starts no chunk */
     for (uint64_t t = 0; t < 7; t++) CHECK_EQ(h5l_index_chunks_version(x, t), want[t]);
     h5l_index_free(x);
 }
-
 
 static int count_unique(void *ctx, const uint64_t *coord)
 {

@@ -258,8 +258,8 @@ static void test_flip_in_middle_frame_is_corrupt(void)
                 snprintf(want, sizeof want, "offset %llu", (unsigned long long)(base + s));
                 if (got != f || rc != H5L_ECORRUPT || e.code != H5L_ECORRUPT || !strstr(e.msg, want) ||
                     !strstr(e.msg, "J")) {
-                    fprintf(stderr, "  flip at %zu in frame %d: %d frames rc %d msg '%s' (want '%s')\n", i, f, got,
-                            rc, e.msg, want);
+                    fprintf(stderr, "  flip at %zu in frame %d: %d frames rc %d msg '%s' (want '%s')\n", i, f, got, rc,
+                            e.msg, want);
                     CHECK(0);
                 }
             }
@@ -527,8 +527,7 @@ static void test_create_append_file(void)
     CHECK(strstr(e.msg, "JJ") != NULL);
     CHECK_EQ(off, H5L_JHDR_LEN);
     /* a frame over the limit is refused before anything is written */
-    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, big, H5L_FRAME_MAX + 1, seed, 0, "JJ", NULL, &e),
-             H5L_EINVAL);
+    CHECK_EQ(h5l_journal_append(rfd, &off, H5L_REC_TICK, big, H5L_FRAME_MAX + 1, seed, 0, "JJ", NULL, &e), H5L_EINVAL);
     close(rfd);
     /* creating in a missing directory fails cleanly */
     char badp[96];
@@ -540,6 +539,6 @@ static void test_create_append_file(void)
     rmdir(dir);
 }
 
-TEST_MAIN(T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix),
-          T(test_flip_in_last_frame), T(test_flip_in_middle_frame_is_corrupt), T(test_flipped_length_bit_of_frame_5),
-          T(test_zero_filled_tail), T(test_wrong_seed), T(test_bad_version_or_length), T(test_create_append_file))
+TEST_MAIN(T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix), T(test_flip_in_last_frame),
+          T(test_flip_in_middle_frame_is_corrupt), T(test_flipped_length_bit_of_frame_5), T(test_zero_filled_tail),
+          T(test_wrong_seed), T(test_bad_version_or_length), T(test_create_append_file))

@@ -36,8 +36,8 @@ typedef struct {
     uint64_t seed;
     h5l_buf_t file, jr;
     uint64_t ntick;
-    size_t *frame_at;     /* journal offset of tick k's frame: frame_at[k] */
-    uint64_t *table_at;   /* file offset of tick k's record table */
+    size_t *frame_at;   /* journal offset of tick k's frame: frame_at[k] */
+    uint64_t *table_at; /* file offset of tick k's record table */
     size_t cap;
 } ll_t;
 
@@ -103,8 +103,16 @@ static void ll_tick(ll_t *l)
         int32_t fill = -1;
         uint32_t di[2] = {0, 1};
         uint64_t ch[2] = {1, COLS};
-        h5l_op_t v = {.kind = H5L_OP_VAR, .id = 1, .name = "/v", .type = {H5L_CLASS_INT, 4, 1, 0},
-                      .flags = 1, .ndims = 2, .dimids = di, .chunk = ch, .data = &fill, .data_len = 4};
+        h5l_op_t v = {.kind = H5L_OP_VAR,
+                      .id = 1,
+                      .name = "/v",
+                      .type = {H5L_CLASS_INT, 4, 1, 0},
+                      .flags = 1,
+                      .ndims = 2,
+                      .dimids = di,
+                      .chunk = ch,
+                      .data = &fill,
+                      .data_len = 4};
         h5l_op_encode(&ops, &t);
         h5l_op_encode(&ops, &x);
         h5l_op_encode(&ops, &v);
@@ -129,8 +137,8 @@ static void ll_tick(ll_t *l)
     uint64_t s1[2] = {k - 1, 0}, s0[2] = {0, 0}, cnt[2] = {1, COLS};
     h5l_rec_encode(&pl, 1, 1, 2, s1, cnt);
     if (again) h5l_rec_encode(&pl, 1, 1, 2, s0, cnt);
-    h5l_buf_u64(&pl, XXH3_64bits_withSeed(l->file.p + ti.data_off, ti.data_size,
-                                          xseed(l, k, 0) ^ 0xD6E8FEB86659FD93ull));
+    h5l_buf_u64(&pl,
+                XXH3_64bits_withSeed(l->file.p + ti.data_off, ti.data_size, xseed(l, k, 0) ^ 0xD6E8FEB86659FD93ull));
     uint8_t hdr[H5L_BLOCK_LEN];
     h5l_put_le32(hdr + 8, (uint32_t)pl.len);
     h5l_put_le32(hdr + 12, (uint32_t)ti.nrecords);
@@ -221,8 +229,8 @@ static int check_row(h5l_reader_t *r, uint64_t T, uint64_t i)
     int bad = 0;
     for (int c = 0; c < COLS; c++) bad += got[c] != model(T, i, c);
     if (bad)
-        fprintf(stderr, "  tick %llu row %llu: %d, expected %d\n", (unsigned long long)T, (unsigned long long)i,
-                got[0], model(T, i, 0));
+        fprintf(stderr, "  tick %llu row %llu: %d, expected %d\n", (unsigned long long)T, (unsigned long long)i, got[0],
+                model(T, i, 0));
     return bad != 0;
 }
 

@@ -82,8 +82,8 @@ typedef struct {
     char dir[64], path[128], jpath[160];
     uint8_t id[16];
     uint64_t seed;
-    h5l_buf_t file;                 /* the HDF5 file without its user block bytes */
-    h5l_buf_t jr;                   /* the journal: header and frames */
+    h5l_buf_t file;                  /* the HDF5 file without its user block bytes */
+    h5l_buf_t jr;                    /* the journal: header and frames */
     size_t fr_start[64], fr_end[64]; /* frames in jr, in order */
     int nfr;
     uint64_t ntick;
@@ -186,9 +186,16 @@ static void fx_var(fx_t *fx, uint32_t id, const char *path, h5l_type_t type, int
     uint64_t ch[MAXD + 1] = {0};
     memcpy(di, dimids, nd * sizeof *di);
     memcpy(ch, chunk, nd * sizeof *ch);
-    h5l_op_t op = {.kind = H5L_OP_VAR, .id = id, .name = (char *)path, .type = type,
-                   .flags = (uint32_t)chunked, .ndims = nd, .dimids = di, .chunk = ch,
-                   .data = (void *)fill, .data_len = type.size};
+    h5l_op_t op = {.kind = H5L_OP_VAR,
+                   .id = id,
+                   .name = (char *)path,
+                   .type = type,
+                   .flags = (uint32_t)chunked,
+                   .ndims = nd,
+                   .dimids = di,
+                   .chunk = ch,
+                   .data = (void *)fill,
+                   .data_len = type.size};
     h5l_op_encode(&fx->ops, &op);
     fx->nops++;
     mvar_t *v = &fx->vars[id];
@@ -204,8 +211,13 @@ static void fx_var(fx_t *fx, uint32_t id, const char *path, h5l_type_t type, int
 static void fx_attr_str(fx_t *fx, uint32_t obj, const char *name, const char *val)
 {
     h5l_type_t st = {H5L_CLASS_STRING, 1, 0, 0};
-    h5l_op_t op = {.kind = H5L_OP_ATTR, .id = obj, .name = (char *)name, .type = st, .len = strlen(val),
-                   .data = (void *)val, .data_len = strlen(val)};
+    h5l_op_t op = {.kind = H5L_OP_ATTR,
+                   .id = obj,
+                   .name = (char *)name,
+                   .type = st,
+                   .len = strlen(val),
+                   .data = (void *)val,
+                   .data_len = strlen(val)};
     h5l_op_encode(&fx->ops, &op);
     fx->nops++;
     mattr_t *a = &fx->attrs[fx->nattrs++];
@@ -256,12 +268,10 @@ static void fx_write_data(fx_t *fx, wr_t *w, const void *val)
     w->size = (size_t)n * v->es;
     w->data = malloc(w->size ? w->size : 1);
     for (size_t i = 0; i < n; i++)
-        for (size_t b = 0; b < v->es; b++)
-            w->data[i * v->es + b] = val ? ((const uint8_t *)val)[b] : (uint8_t)rand();
+        for (size_t b = 0; b < v->es; b++) w->data[i * v->es + b] = val ? ((const uint8_t *)val)[b] : (uint8_t)rand();
 }
 
-static int boxes_overlap(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs,
-                         const uint64_t *bc)
+static int boxes_overlap(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs, const uint64_t *bc)
 {
     for (uint32_t d = 0; d < nd; d++)
         if (as[d] + ac[d] <= bs[d] || bs[d] + bc[d] <= as[d]) return 0;
@@ -1139,14 +1149,32 @@ static void test_malformed_records(void)
         w->c[0][0] = 1;
         w->c[0][1] = 1;
         switch (kind) {
-        case 0: w->s[0][0] = 4; break;                   /* row 4 of a 4-row t */
-        case 1: w->s[0][0] = 2; w->c[0][0] = 3; break;   /* rows 2..4: one too many */
-        case 2: w->s[0][1] = 5; w->c[0][1] = 2; break;   /* past the fixed x */
-        case 3: w->c[0][1] = 0; break;                   /* empty box */
-        case 4: w->c[0][0] = w->c[0][1] = 2; break;      /* size off by one element, below */
-        case 5: w->objid = 0; break;                     /* the root group is no variable */
-        case 6: w->nb = 0; break;                        /* no box at all */
-        case 7: w->objid = 9; break;                     /* no such object */
+        case 0:
+            w->s[0][0] = 4;
+            break; /* row 4 of a 4-row t */
+        case 1:
+            w->s[0][0] = 2;
+            w->c[0][0] = 3;
+            break; /* rows 2..4: one too many */
+        case 2:
+            w->s[0][1] = 5;
+            w->c[0][1] = 2;
+            break; /* past the fixed x */
+        case 3:
+            w->c[0][1] = 0;
+            break; /* empty box */
+        case 4:
+            w->c[0][0] = w->c[0][1] = 2;
+            break; /* size off by one element, below */
+        case 5:
+            w->objid = 0;
+            break; /* the root group is no variable */
+        case 6:
+            w->nb = 0;
+            break; /* no box at all */
+        case 7:
+            w->objid = 9;
+            break; /* no such object */
         }
         fx_write_data(&fx, w, NULL);
         if (kind == 4) w->size -= 4;
@@ -1303,7 +1331,7 @@ static void test_closed_journal_problems(void)
     h5l_buf_t f = {0};
     h5l_buf_put(&f, fx.file.p, fx.file.len);
     const uint64_t bad[][2] = {{f.len + 8, 64},
-                               {100, 64}, /* inside the user block */
+                               {100, 64},   /* inside the user block */
                                {4096, 10}}; /* shorter than a header */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         set_ub(&fx, &f, H5L_UB_CLOSED, bad[i][0], bad[i][1]);
@@ -1332,7 +1360,7 @@ static void test_embedded_journal_offset_wraps(void)
     small_tick(&fx, 1, 1, NULL);
     h5l_buf_t f = {0};
     h5l_buf_put(&f, fx.file.p, fx.file.len);
-    const uint64_t bad[][2] = {{UINT64_MAX - 63, 128},                  /* off + len wraps to 64 */
+    const uint64_t bad[][2] = {{UINT64_MAX - 63, 128},                 /* off + len wraps to 64 */
                                {(1ull << 63) - 8, (1ull << 63) + 72}}; /* wraps to 64 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         set_ub(&fx, &f, H5L_UB_CLOSED, bad[i][0], bad[i][1]);
@@ -1526,8 +1554,8 @@ static void craft_start(fx_t *fx, uint64_t size)
 }
 
 /* A record block of (tick, rank): header and payload, checksummed. */
-static void craft_block(const fx_t *fx, uint64_t tick, uint32_t rank, const h5l_buf_t *pl, uint32_t nrec,
-                        uint64_t size, h5l_buf_t *out)
+static void craft_block(const fx_t *fx, uint64_t tick, uint32_t rank, const h5l_buf_t *pl, uint32_t nrec, uint64_t size,
+                        h5l_buf_t *out)
 {
     uint8_t hdr[H5L_BLOCK_LEN];
     h5l_block_t b = {0, (uint32_t)pl->len, nrec, size};
@@ -1673,10 +1701,10 @@ static void test_wide_records_read_back(void)
     uint64_t c1[1] = {1}, c2[2] = {1, 1};
     fx_var(&fx, 1, "/x", I16, 1, 1, d1, c1, &f1);
     fx_var(&fx, 2, "/m", I32, 1, 2, d2, c2, &f2);
-    fx_rand_writes(&fx, 1, 6, 2, 3, 0);   /* up to the whole 20000 */
+    fx_rand_writes(&fx, 1, 6, 2, 3, 0); /* up to the whole 20000 */
     fx_rand_writes(&fx, 2, 6, 2, 3, 0);
     fx_commit(&fx, 2, NULL);
-    fx_rand_writes(&fx, 1, 20, 3, 2, 4);  /* narrow */
+    fx_rand_writes(&fx, 1, 20, 3, 2, 4); /* narrow */
     fx_rand_writes(&fx, 2, 10, 3, 2, 3);
     fx_rand_writes(&fx, 2, 3, 3, 1, 0);
     fx_commit(&fx, 3, NULL);
@@ -1705,8 +1733,15 @@ static void test_definitions_that_size_blocks(void)
         uint32_t di[32] = {0};
         uint64_t ch[32];
         for (int i = 0; i < 32; i++) ch[i] = 2;
-        h5l_op_t op = {.kind = H5L_OP_VAR, .id = 1, .name = "/v", .type = {H5L_CLASS_INT, 1, 1, 0},
-                       .ndims = 32, .dimids = di, .chunk = ch, .data = "\0", .data_len = 1};
+        h5l_op_t op = {.kind = H5L_OP_VAR,
+                       .id = 1,
+                       .name = "/v",
+                       .type = {H5L_CLASS_INT, 1, 1, 0},
+                       .ndims = 32,
+                       .dimids = di,
+                       .chunk = ch,
+                       .data = "\0",
+                       .data_len = 1};
         if (kind == 1) { /* chunked [u, u]: 65536 x 65536 bytes */
             di[0] = di[1] = 1;
             ch[0] = ch[1] = 65536;
@@ -1780,8 +1815,8 @@ static void test_records_beyond_data(void)
     fx_dim(&fx, 0, "x", 4, 0);
     h5l_buf_t pl = {0}, tab = {0};
     craft_block(&fx, 1, 0, &pl, 0, 0, &tab);
-    h5l_tick_info_t ti = {.tick = 1, .time_ns = 1, .nranks = 1, .table_off = 8192, .table_size = tab.len,
-                          .nrecords = 5};
+    h5l_tick_info_t ti = {
+        .tick = 1, .time_ns = 1, .nranks = 1, .table_off = 8192, .table_size = tab.len, .nrecords = 5};
     craft_start(&fx, ti.table_off + tab.len);
     put_at(fx.path, ti.table_off, tab.p, tab.len);
     craft_frame(&fx, ti);
@@ -1844,10 +1879,10 @@ static void test_journal_hole_tail(void)
     fx_free(&fx);
 }
 
-TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim), T(test_wide_record_over_sparse_data),
-          T(test_wide_records_read_back), T(test_definitions_that_size_blocks), T(test_records_beyond_data),
-          T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
+TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
+          T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
+          T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
           T(test_live_refresh_and_torn_tail), T(test_flipped_middle_frame), T(test_bad_table_checksum),
-          T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file), T(test_sidecar_problems),
-          T(test_closed_journal_problems), T(test_truncated_after_load), T(test_failed_tick_leaves_no_trace),
-          T(test_embedded_journal_offset_wraps), T(test_record_size_overflow))
+          T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
+          T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
+          T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow))

@@ -44,14 +44,27 @@ static h5l_op_t dimlen(uint32_t id, uint64_t len)
 static h5l_op_t var(uint32_t id, const char *path, h5l_type_t t, int chunked, uint32_t nd, uint32_t *dimids,
                     uint64_t *chunk, void *fill)
 {
-    h5l_op_t op = {.kind = H5L_OP_VAR, .id = id, .name = (char *)path, .type = t, .flags = (uint32_t)chunked,
-                   .ndims = nd, .dimids = dimids, .chunk = chunk, .data = fill, .data_len = t.size};
+    h5l_op_t op = {.kind = H5L_OP_VAR,
+                   .id = id,
+                   .name = (char *)path,
+                   .type = t,
+                   .flags = (uint32_t)chunked,
+                   .ndims = nd,
+                   .dimids = dimids,
+                   .chunk = chunk,
+                   .data = fill,
+                   .data_len = t.size};
     return op;
 }
 static h5l_op_t attr(uint32_t obj, const char *name, h5l_type_t t, uint64_t n, const void *v)
 {
-    h5l_op_t op = {.kind = H5L_OP_ATTR, .id = obj, .name = (char *)name, .type = t, .len = n,
-                   .data = (void *)v, .data_len = (size_t)n * t.size};
+    h5l_op_t op = {.kind = H5L_OP_ATTR,
+                   .id = obj,
+                   .name = (char *)name,
+                   .type = t,
+                   .len = n,
+                   .data = (void *)v,
+                   .data_len = (size_t)n * t.size};
     return op;
 }
 
@@ -271,8 +284,8 @@ static void test_attr_current(void)
         uint32_t obj;
         const char *name, *val;
     } defs[] = {
-        {1, 1, "units", "m"},   {1, 1, "scale", "1"},   {2, 2, "units", "s"}, {3, 1, "units", "km"},
-        {3, 1, "scale", "2"},   {3, 1, "units", "cm"},  {4, 0, "title", "T"}, {6, 1, "units", "mm"},
+        {1, 1, "units", "m"}, {1, 1, "scale", "1"},  {2, 2, "units", "s"}, {3, 1, "units", "km"},
+        {3, 1, "scale", "2"}, {3, 1, "units", "cm"}, {4, 0, "title", "T"}, {6, 1, "units", "mm"},
     };
     const size_t ndefs = sizeof defs / sizeof defs[0];
     for (size_t i = 0; i < ndefs; i++)
@@ -475,8 +488,10 @@ static void test_slab_shape(void)
         uint64_t dims[5], slab[5];
         for (uint32_t i = 0; i < nd; i++) {
             int k = rand() % 10;
-            dims[i] = k == 0 ? 0 : k < 4 ? 1 + (uint64_t)(rand() % 8) : k < 8 ? 1 + (uint64_t)(rand() % 2000)
-                                                                                   : 1 + (uint64_t)rand() * 64;
+            dims[i] = k == 0  ? 0
+                      : k < 4 ? 1 + (uint64_t)(rand() % 8)
+                      : k < 8 ? 1 + (uint64_t)(rand() % 2000)
+                              : 1 + (uint64_t)rand() * 64;
             slab[i] = 0xDEAD;
         }
         h5l_schema_slab_shape(t, nd, dims, slab);
@@ -592,15 +607,15 @@ static void test_default_fill(void)
         h5l_type_t t;
         uint8_t le[8];
     } want[] = {
-        {{H5L_CLASS_INT, 1, 1, 0}, {0x81}},                   /* -127 */
-        {{H5L_CLASS_INT, 1, 0, 0}, {0xff}},                   /* 255 */
-        {{H5L_CLASS_INT, 2, 1, 0}, {0x01, 0x80}},             /* -32767 */
-        {{H5L_CLASS_INT, 2, 0, 0}, {0xff, 0xff}},             /* 65535 */
-        {{H5L_CLASS_INT, 4, 1, 0}, {0x01, 0, 0, 0x80}},       /* -2147483647 */
-        {{H5L_CLASS_INT, 4, 0, 0}, {0xff, 0xff, 0xff, 0xff}}, /* 4294967295 */
-        {{H5L_CLASS_INT, 8, 1, 0}, {0x02, 0, 0, 0, 0, 0, 0, 0x80}},                /* -9223372036854775806 */
-        {{H5L_CLASS_INT, 8, 0, 0}, {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, /* 2^64-2 */
-        {{H5L_CLASS_FLOAT, 4, 0, 0}, {0x00, 0x00, 0xf0, 0x7c}},                     /* 9.96921e36f */
+        {{H5L_CLASS_INT, 1, 1, 0}, {0x81}},                                             /* -127 */
+        {{H5L_CLASS_INT, 1, 0, 0}, {0xff}},                                             /* 255 */
+        {{H5L_CLASS_INT, 2, 1, 0}, {0x01, 0x80}},                                       /* -32767 */
+        {{H5L_CLASS_INT, 2, 0, 0}, {0xff, 0xff}},                                       /* 65535 */
+        {{H5L_CLASS_INT, 4, 1, 0}, {0x01, 0, 0, 0x80}},                                 /* -2147483647 */
+        {{H5L_CLASS_INT, 4, 0, 0}, {0xff, 0xff, 0xff, 0xff}},                           /* 4294967295 */
+        {{H5L_CLASS_INT, 8, 1, 0}, {0x02, 0, 0, 0, 0, 0, 0, 0x80}},                     /* -9223372036854775806 */
+        {{H5L_CLASS_INT, 8, 0, 0}, {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},   /* 2^64-2 */
+        {{H5L_CLASS_FLOAT, 4, 0, 0}, {0x00, 0x00, 0xf0, 0x7c}},                         /* 9.96921e36f */
         {{H5L_CLASS_FLOAT, 8, 0, 0}, {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9e, 0x47}}, /* 9.969209968386869e36 */
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -624,8 +639,8 @@ static void test_reserved_attr_names(void)
     h5l_schema_t s;
     h5l_schema_init(&s);
     int32_t v = 1;
-    const char *bad[] = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid",
-                         "_Netcdf4Coordinates", "_NCProperties", "_nc3_strict", "_FillValue"};
+    const char *bad[] = {"DIMENSION_LIST",      "REFERENCE_LIST", "CLASS",       "NAME",      "_Netcdf4Dimid",
+                         "_Netcdf4Coordinates", "_NCProperties",  "_nc3_strict", "_FillValue"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         APPLY(&s, 1, attr(0, bad[i], I32, 1, &v), H5L_EINVAL);
         h5l_err_t e = {0};
@@ -637,5 +652,6 @@ static void test_reserved_attr_names(void)
     h5l_schema_free(&s);
 }
 
-TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill), T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current), T(test_names_history_rollback), T(test_many_names),
-          T(test_slab_shape), T(test_slab_shape_overflow))
+TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill),
+          T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+          T(test_names_history_rollback), T(test_many_names), T(test_slab_shape), T(test_slab_shape_overflow))

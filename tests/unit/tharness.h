@@ -9,22 +9,20 @@
 #include <stdlib.h>
 
 static int th_fail_cur;
-#define CHECK(c)                                                               \
-    do {                                                                       \
-        if (!(c)) {                                                            \
-            fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, \
-                    #c);                                                       \
-            th_fail_cur++;                                                     \
-        }                                                                      \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                    \
+            th_fail_cur++;                                                                                             \
+        }                                                                                                              \
     } while (0)
-#define CHECK_EQ(a, b)                                                         \
-    do {                                                                       \
-        long long th_a = (long long)(a), th_b = (long long)(b);                \
-        if (th_a != th_b) {                                                    \
-            fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n",      \
-                    __FILE__, __LINE__, #a, th_a, #b, th_b);                   \
-            th_fail_cur++;                                                     \
-        }                                                                      \
+#define CHECK_EQ(a, b)                                                                                                 \
+    do {                                                                                                               \
+        long long th_a = (long long)(a), th_b = (long long)(b);                                                        \
+        if (th_a != th_b) {                                                                                            \
+            fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, th_a, #b, th_b);     \
+            th_fail_cur++;                                                                                             \
+        }                                                                                                              \
     } while (0)
 
 typedef struct {
@@ -49,12 +47,15 @@ static int th_run(const th_test_t *t, int n)
     printf("%d passed, %d failed\n", pass, fail);
     return fail ? 1 : 0;
 }
-#define T(f) {#f, f}
-#define TEST_MAIN(...)                                                         \
-    int main(void)                                                             \
-    {                                                                          \
-        static const th_test_t th_tests[] = {__VA_ARGS__};                     \
-        return th_run(th_tests, (int)(sizeof th_tests / sizeof th_tests[0]));  \
+#define T(f)                                                                                                           \
+    {                                                                                                                  \
+#f, f                                                                                                          \
+    }
+#define TEST_MAIN(...)                                                                                                 \
+    int main(void)                                                                                                     \
+    {                                                                                                                  \
+        static const th_test_t th_tests[] = {__VA_ARGS__};                                                             \
+        return th_run(th_tests, (int)(sizeof th_tests / sizeof th_tests[0]));                                          \
     }
 
 #endif
