@@ -458,7 +458,7 @@ def test_opts_struct_matches_the_header(tmp_path):
     want = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     code = ("import ctypes, sys; sys.path.insert(0, sys.argv[1]); from h5log import _lib as L; "
             "print(ctypes.sizeof(L.Opts), L.Opts.no_finalize.offset, L.Opts.reserved_.offset)")
-    got = subprocess.run([PY, "-c", code, PYDIR], capture_output=True, text=True, env=dict(ENV, H5LOG_BUILD=BUILD))
+    got = subprocess.run([PY, "-c", code, PYDIR], capture_output=True, text=True, env=PYENV)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == want
 
