@@ -533,9 +533,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
     hfs_fh_t *h = fh_of(fi);
     if (h->text) {
+        /* replied from the thread's buffer, not from the handle: once the
+         * kernel has the reply it may release the handle on another thread
+         * before this one returns from writev (ASan, which checks the iovec
+         * after the call, saw that as a use after free) */
         size_t len = strlen(h->text);
-        size_t o = (size_t)off < len ? (size_t)off : len;
-        fuse_reply_buf(req, h->text + o, size < len - o ? size : len - o);
+        size_t o = (size_t)off < len ? (size_t)off : len, n = size < len - o ? size : len - o;
+        char *buf = hfs_tbuf(HFS_TBUF_REPLY, n ? n : 1);
+        if (!buf) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        memcpy(buf, h->text + o, n);
+        fuse_reply_buf(req, buf, n);
         return;
     }
     if (h->snap) {
