@@ -45,23 +45,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "h5log.h"
 #include "h5log_reader.h"
 
-static int g_pass, g_fail, g_rank, g_size;
+static int g_size;
 static const char *g_dir, *g_snap;
 
-#define EXPECT(c, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (c)                                                                                                         \
-            g_pass++;                                                                                                  \
-        else {                                                                                                         \
-            g_fail++;                                                                                                  \
-            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 /* ------------------------------------------------------------------ */
 /* the data                                                             */

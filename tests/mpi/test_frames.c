@@ -14,23 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "h5log.h"
 #include "h5log_reader.h"
 
 enum { NTICKS = 400 };
-static int g_pass, g_fail;
 
-#define EXPECT(c, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (c)                                                                                                         \
-            g_pass++;                                                                                                  \
-        else {                                                                                                         \
-            g_fail++;                                                                                                  \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 /* The text attribute of tick t: 97*t bytes of a pattern. */
 static char *text_of(uint64_t t)
@@ -80,6 +69,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    g_rank = rank;
     if (argc < 2) {
         if (!rank) fprintf(stderr, "usage: test_frames DIR\n");
         MPI_Finalize();

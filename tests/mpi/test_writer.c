@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "h5log.h"
 #include "h5log_reader.h"
 
@@ -40,19 +41,7 @@ static const vspec_t VARS[NVARS] = {
     {"/grp/sub/d", U8, 1, {3}, {2}, 0},         {"/s", I16, 0, {0}, {0}, 0},        {"/x", F32, 1, {0}, {0}, 0},
 };
 static const int DIMLEN[3] = {NX, NY, NZ};
-static int g_pass, g_fail, g_rank;
 
-#define EXPECT(c, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (c)                                                                                                         \
-            g_pass++;                                                                                                  \
-        else {                                                                                                         \
-            g_fail++;                                                                                                  \
-            fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 static size_t tsize(vtype_t t) { return t == F64 ? 8 : t == I32 || t == F32 ? 4 : t == U8 ? 1 : 2; }
 static hid_t thid(vtype_t t)
