@@ -1119,7 +1119,7 @@ static int read_by_record(h5l_reader_t *r, uint64_t tick, const h5l_obj_t *o, ui
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
             break;
         }
-        memcpy(all + n, list, k * sizeof *list);
+        if (k) memcpy(all + n, list, k * sizeof *list); /* all may still be NULL */
         n += k;
         if (n > 4096 && n > 2 * kept) { /* the same records again and again: keep the list small */
             n = uniq_recs(all, n);
