@@ -101,6 +101,20 @@ typedef struct bench {
 
 static int g_rank = -1;
 
+/* perf's control fifo (BENCH_PERF_CTL, set by bench/perf_ranks.sh): the
+ * timed part alone is profiled, not the data generation or the warm-up. */
+static void perf_ctl(const char *cmd)
+{
+    const char *path = getenv("BENCH_PERF_CTL");
+    if (!path || !path[0]) return;
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) return;
+    if (write(fd, cmd, strlen(cmd)) < 0) {
+        /* profiling is best effort */
+    }
+    close(fd);
+}
+
 static void die_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 
 /* Print the reason and abort the whole job: one rank failing inside a
@@ -977,6 +991,7 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
         warm_memory(&b, (size_t)(b.bytes / (uint64_t)b.nranks) + ((size_t)64 << 20));
     }
+    perf_ctl("enable\n");
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     b.mark = t0;
@@ -990,6 +1005,7 @@ int main(int argc, char **argv)
     else
         run_mpiio(&b);
     double mine = MPI_Wtime() - t0, seconds = 0, ph[NPH], cpu[NPH];
+    perf_ctl("disable\n");
     MPI_CHECK(MPI_Reduce(&mine, &seconds, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Reduce(b.ph, ph, NPH, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Reduce(b.cpu, cpu, NPH, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
