@@ -1,23 +1,24 @@
 /* writer.c — libh5log's MPI writer (h5log.h).
  *
  * Between flushes a rank only appends: h5l_put copies data into an arena
- * (h5l_iput remembers the caller's pointer), feeds it to the checksum of the
- * current data segment (so hashing happens while the bytes are hot, off the
- * flush's critical path), and grows the open record: puts of one variable
- * made one after another share a record, and a put that extends the last
- * box along one dimension grows that box (docs/format.md 6). Records need no
+ * (h5l_iput remembers the caller's pointer) and grows the open record:
+ * puts of one variable made one after another share a record, and a put
+ * that extends the last box along one dimension grows that box
+ * (docs/format.md 6). Records need no
  * offsets (they are laid in data order). Definitions are applied to a local
  * schema (the same checks readers make) and kept as pending ops.
  *
- * A flush is a fixed sequence of collectives (docs/format.md 6): one Exscan
- * and one Allreduce agree on sizes, ops (hash) and grown dimensions (MAX);
- * every rank places the tick in the newest log extent from the same totals
- * (rank 0 allocates the next extent with libhdf5 only when it does not fit,
- * and broadcasts where); each rank writes its data and its record block with
- * independent MPI-IO writes and checks the transferred byte counts (MPI-IO
- * reports a full disk as a short count); a Reduce of the statuses lets rank
- * 0 append the TICK frame only once every write succeeded: the commit
- * point. Any failure before the commit commits nothing and leaves the
+ * A flush is a fixed sequence of collectives (docs/format.md 6): one
+ * Allgather agrees on sizes, ops (hash) and grown dimensions (MAX); every
+ * rank places the tick in the newest log extent from the same totals (rank
+ * 0 allocates the next extent with libhdf5 only when it does not fit, and
+ * broadcasts where); each rank writes its data, checksumming each block of
+ * it right before writing it (the hash brings the bytes into the cache the
+ * write then copies them from: one pass over memory), and its record
+ * block with independent MPI-IO writes and checks the transferred byte
+ * counts (MPI-IO reports a full disk as a short count); a Reduce of the
+ * statuses lets rank 0 append the TICK frame only once every write
+ * succeeded: the commit point. Any failure before the commit commits nothing and leaves the
  * buffered writes in place, so the caller may flush again (the tick goes to
  * the same place).
  *
@@ -51,10 +52,11 @@
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
 #define MPI_BLOCK_MAX ((size_t)1 << 30)  /* bytes per hindexed block (int counts) */
+#define WRITE_BLOCK ((uint64_t)1 << 19)  /* data hashed, then written, per step (a multiple of the segment) */
 #define EXTENT_FIRST ((uint64_t)1 << 20) /* the first log extent */
 #define EXTENT_SLACK                                                                                                   \
-    ((uint64_t)32 << 20)         /* an extent is at most this much larger than its first tick needs:
-                                           * bounds the unused (sparse) tail of the last one */
+    ((uint64_t)32 << 20)         /* an extent is at most this much (or its first tick's size) larger
+                                           * than its first tick needs: bounds the unused (sparse) tail */
 #define NC_CHUNK_BYTES 4194304.0 /* netCDF-C's default chunk size (4 MiB) */
 #define NC_CHUNK_1D_UNLIM 4096   /* netCDF-C's default for 1-D unlimited variables */
 
@@ -89,13 +91,10 @@ struct h5l_file {
     h5l_buf_t recs; /* H5L_BLOCK_LEN header placeholder, then records */
     openrec_t cur;  /* the record still open to merging */
     uint64_t nrec, data_bytes, nputs;
-    /* checksums of this rank's data segments, computed as puts arrive */
+    /* checksums of this rank's data segments: computed by flush_write,
+     * block by block just before each block is written */
     uint32_t seglog;
-    h5l_hstream_t *hs; /* the segment being filled */
-    uint64_t seg_fill; /* its bytes so far */
-    uint64_t *sums;    /* finished segments */
-    size_t nsums, cap_sums;
-    uint64_t sums_tick; /* the tick the checksums are seeded for */
+    h5l_hstream_t *hs; /* a segment that spans pieces */
     uint8_t *arena;
     size_t arena_used, arena_cap;
     uint64_t *want; /* per dimension: extent this rank's pending puts need */
@@ -108,8 +107,8 @@ struct h5l_file {
     MPI_File fh;
     int fh_open;
     size_t ndims_committed; /* dimensions of the last published tick */
-    MPI_Datatype agg_type;  /* flush reduction element (agg_type_for) */
-    size_t agg_n;
+    uint64_t *gath;         /* flush_agree's gather: size x (AGG_N + dimensions) */
+    size_t cap_gath;
     /* every rank: the newest log extent (format.md 1), from the same
      * agreed sizes on every rank; only rank 0 creates extents */
     uint64_t ext_off, ext_size, ext_used, ext_count;
@@ -133,51 +132,17 @@ static int fail(h5l_file_t *f, int code, const char *fmt, ...)
     return code;
 }
 
-/* The flush's one MPI_Allreduce: data bytes, record bytes and records are
- * summed; the ops hash, its complement, the error flag, the number of
- * dimensions and then the extents wanted along every dimension committed
- * before this flush are maximised (hash == ~max(~hash) iff every rank
- * agrees). The element is a contiguous type of all of them, so MPI never
- * splits one and the op knows the layout from the type's size. */
-enum { AGG_N = 7, AGG_SUMS = 3 };
-static MPI_Op agg_op = MPI_OP_NULL;
+/* What each rank tells every other one at the start of a flush, in one
+ * MPI_Allgather (flush_agree): its data bytes, record block bytes, records,
+ * the hash of its encoded definitions, a local failure flag and its number
+ * of dimensions, then the extent it wants along every dimension committed
+ * before the flush. */
+enum { AGG_N = 6 };
 
-static void agg_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+/* Room in f->gath for a flush with ndims committed dimensions. 0 or -1. */
+static int gath_room(h5l_file_t *f, size_t ndims)
 {
-    int bytes = 0;
-    MPI_Type_size(*dt, &bytes);
-    size_t n = (size_t)bytes / sizeof(uint64_t);
-    uint64_t *a = in, *b = inout;
-    for (int k = 0; k < *len; k++, a += n, b += n) {
-        for (size_t i = 0; i < AGG_SUMS; i++) b[i] += a[i];
-        for (size_t i = AGG_SUMS; i < n; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
-    }
-}
-
-/* Create the op once per process (freed by MPI_Finalize). */
-static int agg_init(void)
-{
-    if (agg_op != MPI_OP_NULL) return MPI_SUCCESS;
-    return MPI_Op_create(agg_fn, 1, &agg_op);
-}
-
-/* The element type for n values (cached per file: n changes rarely). */
-static int agg_type_for(h5l_file_t *f, size_t n, MPI_Datatype *t)
-{
-    if (f->agg_type != MPI_DATATYPE_NULL && f->agg_n == n) {
-        *t = f->agg_type;
-        return MPI_SUCCESS;
-    }
-    if (f->agg_type != MPI_DATATYPE_NULL) MPI_Type_free(&f->agg_type);
-    int rc = MPI_Type_contiguous((int)n, MPI_UINT64_T, &f->agg_type);
-    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&f->agg_type);
-    if (rc != MPI_SUCCESS) {
-        f->agg_type = MPI_DATATYPE_NULL;
-        return rc;
-    }
-    f->agg_n = n;
-    *t = f->agg_type;
-    return MPI_SUCCESS;
+    return h5l_grow((void **)&f->gath, &f->cap_gath, (size_t)f->size * (AGG_N + ndims), sizeof *f->gath);
 }
 
 void h5l_opts_init(h5l_opts_t *o)
@@ -215,7 +180,6 @@ static void free_file(h5l_file_t *f)
     free(f->ops);
     free(f->pieces);
     free(f->cur.boxes);
-    free(f->sums);
     h5l_hstream_free(f->hs);
     free(f->want);
     h5l_buf_free(&f->recs);
@@ -225,7 +189,7 @@ static void free_file(h5l_file_t *f)
     if (f->arena) munmap(f->arena, f->arena_cap);
     if (f->jfd >= 0) close(f->jfd);
     h5l_anchor_abort(f->anc);
-    if (f->agg_type != MPI_DATATYPE_NULL) MPI_Type_free(&f->agg_type);
+    free(f->gath);
     if (f->comm != MPI_COMM_NULL) MPI_Comm_free(&f->comm);
     free(f->path);
     free(f->jpath);
@@ -281,41 +245,6 @@ static int agree(h5l_file_t *f, int code)
     return all;
 }
 
-/* Start checksumming the data of tick t from its first byte. */
-static void sums_restart(h5l_file_t *f, uint64_t t)
-{
-    f->sums_tick = t;
-    f->nsums = 0;
-    f->seg_fill = 0;
-    h5l_hstream_reset(f->hs, h5l_seg_seed(f->seed, t, (uint32_t)f->rank, 0));
-}
-
-/* Feed this rank's next n data bytes to the segment checksums. Room in
- * sums must have been made (sums_room). Cannot fail. */
-static void sums_feed(h5l_file_t *f, const uint8_t *p, size_t n)
-{
-    uint64_t seg = (uint64_t)1 << f->seglog;
-    while (n) {
-        size_t k = seg - f->seg_fill < n ? (size_t)(seg - f->seg_fill) : n;
-        h5l_hstream_update(f->hs, p, k);
-        p += k;
-        n -= k;
-        f->seg_fill += k;
-        if (f->seg_fill == seg) {
-            f->sums[f->nsums++] = h5l_hstream_digest(f->hs);
-            f->seg_fill = 0;
-            h5l_hstream_reset(f->hs, h5l_seg_seed(f->seed, f->sums_tick, (uint32_t)f->rank, f->nsums));
-        }
-    }
-}
-
-/* Room for the checksums n more data bytes complete. 0 or -1. */
-static int sums_room(h5l_file_t *f, size_t n)
-{
-    size_t more = (size_t)((f->seg_fill + n) >> f->seglog);
-    return h5l_grow((void **)&f->sums, &f->cap_sums, f->nsums + more + 1, sizeof *f->sums);
-}
-
 int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
 {
     if (!out) return fail(NULL, H5L_EINVAL, "h5l_create: NULL output pointer");
@@ -325,7 +254,6 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     if (!f) return fail(NULL, H5L_ENOMEM, "%s: out of memory", path);
     f->jfd = -1;
     f->comm = MPI_COMM_NULL;
-    f->agg_type = MPI_DATATYPE_NULL;
     if (opts)
         f->opts = *opts;
     else
@@ -337,16 +265,13 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     }
     MPI_Comm_rank(f->comm, &f->rank);
     MPI_Comm_size(f->comm, &f->size);
-    if (agg_init() != MPI_SUCCESS) {
-        free_file(f);
-        return fail(NULL, H5L_EMPI, "%s: cannot create the flush reduction", path);
-    }
     f->path = strdup(path);
     if (f->path && asprintf(&f->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) f->jpath = NULL;
     f->cur.varid = -1;
     f->seglog = H5L_SEGLOG_DEFAULT;
     f->hs = h5l_hstream_new();
-    if (!f->path || !f->jpath || !f->hs || h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
+    if (!f->path || !f->jpath || !f->hs || gath_room(f, 0) || h5l_schema_init(&f->schema) ||
+        h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
         rc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
     f->recs.len = H5L_BLOCK_LEN;
     if (!rc && f->opts.buffer_limit) {
@@ -385,7 +310,6 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     if (!rc) {
         memcpy(f->id, st.v, 16);
         f->seed = h5l_seed(f->id);
-        sums_restart(f, 1);
         int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
         f->fh_open = mrc == MPI_SUCCESS;
         rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
@@ -435,9 +359,13 @@ int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid)
     op.name = strdup(name);
     if (!op.name) return fail(f, H5L_ENOMEM, "out of memory");
     uint32_t id = op.id;
-    if ((rc = push_op(f, &op))) return rc;
-    if (h5l_grow((void **)&f->want, &f->cap_want, f->schema.ndims, sizeof *f->want))
+    /* room first: a flush must be able to gather every dimension */
+    if (h5l_grow((void **)&f->want, &f->cap_want, f->schema.ndims + 1, sizeof *f->want) ||
+        gath_room(f, f->schema.ndims + 1)) {
+        h5l_op_clear(&op);
         return fail(f, H5L_ENOMEM, "out of memory");
+    }
+    if ((rc = push_op(f, &op))) return rc;
     *dimid = (int)id;
     return H5L_OK;
 }
@@ -794,8 +722,7 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
     if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)) ||
         h5l_grow((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
         h5l_grow((void **)&f->cur.boxes, &f->cur.cap,
-                 ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2, sizeof *f->cur.boxes) ||
-        sums_room(f, bytes)) {
+                 ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2, sizeof *f->cur.boxes)) {
         f->recs.oom = 0;
         return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
     }
@@ -810,7 +737,6 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         last->len += bytes;
     else
         f->pieces[f->npieces++] = (piece_t){src, bytes};
-    sums_feed(f, src, bytes);
     /* the record: grow the open one's last box, add a box to it, or start
      * a new one (format.md 6) */
     openrec_t *r = &f->cur;
@@ -904,20 +830,41 @@ static const char *short_reason(h5l_file_t *f, int err)
     return "short write";
 }
 
-/* One MPI-IO write of the bytes of pc[0..n) from byte `from` of them on,
- * at off + from (several pieces: an hindexed memory type; blocks under
- * 1 GiB for int counts). *st gets the status. An MPI error code, or
- * H5L_ENOMEM. */
-static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n, uint64_t from, MPI_Status *st)
+/* A place in a rank's pieces: piece i, byte skip of it. */
+typedef struct ppos {
+    size_t i;
+    size_t skip;
+} ppos_t;
+
+/* Move pos k bytes on (the pieces hold at least that many more). */
+static void ppos_advance(const piece_t *pc, ppos_t *pos, uint64_t k)
 {
-    size_t i = 0;
-    uint64_t skip = from;
-    while (i < n && skip >= pc[i].len) skip -= pc[i++].len;
+    while (k) {
+        size_t left = pc[pos->i].len - pos->skip;
+        if (k < left) {
+            pos->skip += (size_t)k;
+            return;
+        }
+        k -= left;
+        pos->i++;
+        pos->skip = 0;
+    }
+}
+
+/* One MPI-IO write of len bytes of the pieces from pos on, at off (several
+ * pieces: an hindexed memory type; blocks under 1 GiB for int counts). *st
+ * gets the status. An MPI error code, or H5L_ENOMEM. */
+static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, ppos_t pos, uint64_t len, MPI_Status *st)
+{
+    if (len == 0) return MPI_SUCCESS;
+    if (pc[pos.i].len - pos.skip >= len && len <= MPI_BLOCK_MAX)
+        return MPI_File_write_at(f->fh, off, (void *)(pc[pos.i].p + pos.skip), (int)len, MPI_BYTE, st);
     size_t nb = 0;
-    for (size_t k = i; k < n; k++) nb += (pc[k].len - (k == i ? skip : 0) + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
-    if (nb == 0) return MPI_SUCCESS;
-    off += (MPI_Offset)from;
-    if (nb == 1) return MPI_File_write_at(f->fh, off, (void *)(pc[i].p + skip), (int)(pc[i].len - skip), MPI_BYTE, st);
+    for (size_t k = pos.i, o = pos.skip, left = len; left; k++, o = 0) {
+        size_t l = pc[k].len - o < left ? pc[k].len - o : left;
+        nb += (l + MPI_BLOCK_MAX - 1) / MPI_BLOCK_MAX;
+        left -= l;
+    }
     int *lens = malloc(nb * sizeof *lens);
     MPI_Aint *disp = malloc(nb * sizeof *disp);
     if (!lens || !disp) {
@@ -926,13 +873,15 @@ static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n
         return H5L_ENOMEM;
     }
     size_t b = 0;
-    for (size_t k = i; k < n; k++) {
-        for (size_t o = k == i ? (size_t)skip : 0; o < pc[k].len; o += MPI_BLOCK_MAX) {
-            size_t l = pc[k].len - o < MPI_BLOCK_MAX ? pc[k].len - o : MPI_BLOCK_MAX;
+    for (size_t k = pos.i, o0 = pos.skip, left = len; left; k++, o0 = 0) {
+        size_t end = pc[k].len - o0 < left ? pc[k].len : o0 + left;
+        for (size_t o = o0; o < end; o += MPI_BLOCK_MAX) {
+            size_t l = end - o < MPI_BLOCK_MAX ? end - o : MPI_BLOCK_MAX;
             lens[b] = (int)l;
             MPI_Get_address(pc[k].p + o, &disp[b]);
             b++;
         }
+        left -= end - o0;
     }
     MPI_Datatype t;
     int mrc = MPI_Type_create_hindexed((int)nb, lens, disp, MPI_BYTE, &t);
@@ -946,12 +895,12 @@ static int write_from(h5l_file_t *f, MPI_Offset off, const piece_t *pc, size_t n
     return mrc;
 }
 
-/* This rank's pieces, in order, at off, every byte checked to have been
- * transferred. A short count is followed by a write of the rest (POSIX
- * allows a short write that a second call completes); a call that
+/* total bytes of the pieces from pos on, at off, every byte checked to
+ * have been transferred. A short count is followed by a write of the rest
+ * (POSIX allows a short write that a second call completes); a call that
  * transfers nothing ends it with an error naming the file, what was
  * written, where, and the reason (short_reason). */
-static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const piece_t *pc, size_t n, uint64_t total)
+static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const piece_t *pc, ppos_t pos, uint64_t total)
 {
     uint64_t done = 0;
     int err = 0;
@@ -959,7 +908,7 @@ static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const p
         MPI_Status st;
         MPI_Count got = 0;
         errno = 0;
-        int mrc = write_from(f, off, pc, n, done, &st);
+        int mrc = write_from(f, off + (MPI_Offset)done, pc, pos, total - done, &st);
         err = errno;
         if (mrc == H5L_ENOMEM) return fail(f, H5L_ENOMEM, "%s: out of memory describing the write", f->path);
         if (mrc != MPI_SUCCESS) {
@@ -973,11 +922,40 @@ static int write_pieces(h5l_file_t *f, const char *what, MPI_Offset off, const p
             (uint64_t)got > total - done)
             break;
         done += (uint64_t)got;
+        ppos_advance(pc, &pos, (uint64_t)got);
     }
     if (done != total)
         return fail(f, H5L_EIO, "%s: writing %s (%llu bytes at %lld) failed: %s (%llu bytes written)", f->path, what,
                     (unsigned long long)total, (long long)off, short_reason(f, err), (unsigned long long)done);
     return H5L_OK;
+}
+
+/* The checksums of data segments [j0, j1) of this rank in tick `tick`
+ * (format.md 4) into sums[0..j1-j0), the bytes read from pos on (pos
+ * moves past them). A segment inside one piece is hashed in one call; one
+ * that spans pieces (h5l_iput of small pieces) through the stream. */
+static void hash_segments(h5l_file_t *f, uint64_t tick, const piece_t *pc, ppos_t *pos, uint64_t j0, uint64_t j1,
+                          uint8_t *sums)
+{
+    uint64_t seg = (uint64_t)1 << f->seglog;
+    for (uint64_t j = j0; j < j1; j++) {
+        uint64_t len = f->data_bytes - j * seg < seg ? f->data_bytes - j * seg : seg;
+        uint64_t sd = h5l_seg_seed(f->seed, tick, (uint32_t)f->rank, j), h;
+        if (pc[pos->i].len - pos->skip >= len) {
+            h = h5l_hash(pc[pos->i].p + pos->skip, (size_t)len, sd);
+            ppos_advance(pc, pos, len);
+        } else {
+            h5l_hstream_reset(f->hs, sd);
+            for (uint64_t left = len; left;) {
+                size_t k = pc[pos->i].len - pos->skip < left ? pc[pos->i].len - pos->skip : (size_t)left;
+                h5l_hstream_update(f->hs, pc[pos->i].p + pos->skip, k);
+                ppos_advance(pc, pos, k);
+                left -= k;
+            }
+            h = h5l_hstream_digest(f->hs);
+        }
+        h5l_put_le64(sums + (j - j0) * 8, h);
+    }
 }
 
 /* Rank 0: append one frame to the sidecar and to the in-memory copy (the
@@ -1039,44 +1017,47 @@ static int commit_sealed(h5l_file_t *f)
 }
 
 /* Size of the next log extent for a tick of `need` bytes: twice the last
- * (1 MiB first), never less than the tick needs nor more than 32 MiB
- * beyond it (format.md 1). */
+ * (1 MiB first), never less than the tick needs nor more than 32 MiB or
+ * the tick's size, whichever is larger, beyond it (format.md 1). With 32
+ * MiB alone, every tick over 32 MiB got an extent of its own: a libhdf5
+ * allocation on rank 0 and a broadcast every rank waits for, per flush;
+ * now such ticks share an extent by two once the extents have grown. */
 static uint64_t next_extent(const h5l_file_t *f, uint64_t need)
 {
     uint64_t sz = f->ext_count ? 2 * f->ext_size : EXTENT_FIRST;
-    if (sz > need + EXTENT_SLACK) sz = need + EXTENT_SLACK;
+    uint64_t slack = need > EXTENT_SLACK ? need : EXTENT_SLACK;
+    if (sz > need + slack) sz = need + slack;
     return sz < need ? need : sz;
 }
 
 /* Before a flush's step 1: the open record is encoded and this rank's record
- * block (header placeholder, records, segment checksums) completed; its
- * padded length is returned in *blen. f->recs.len before the checksums is
- * kept in *rlen so a failed flush can take them off again. */
+ * block laid out (header placeholder, records, room for the segment
+ * checksums, which flush_write fills in as it writes the data, then the
+ * header); its padded length is returned in *blen. f->recs.len before the
+ * checksums is kept in *rlen so a failed flush can take them off again. */
 static int finish_block(h5l_file_t *f, uint64_t tick, uint64_t *blen, size_t *rlen)
 {
-    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)))
-        return fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu", f->path, (unsigned long long)tick);
-    openrec_close(f);
-    *rlen = f->recs.len;
-    for (size_t i = 0; i < f->nsums; i++) h5l_buf_u64(&f->recs, f->sums[i]);
-    if (f->seg_fill) h5l_buf_u64(&f->recs, h5l_hstream_digest(f->hs)); /* the partial last segment */
-    h5l_buf_pad8(&f->recs);
-    if (f->recs.oom) {
+    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur))) {
         f->recs.oom = 0;
-        f->recs.len = *rlen;
         return fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu", f->path, (unsigned long long)tick);
     }
+    openrec_close(f);
+    *rlen = f->recs.len;
+    uint64_t nseg = (f->data_bytes + ((uint64_t)1 << f->seglog) - 1) >> f->seglog;
     /* the payload: records and checksums; the padding is not part of it */
-    uint64_t payload = (uint64_t)(*rlen - H5L_BLOCK_LEN) + 8 * ((uint64_t)f->nsums + (f->seg_fill ? 1 : 0));
-    if (payload > H5L_FRAME_MAX) {
-        f->recs.len = *rlen;
+    uint64_t payload = (uint64_t)(*rlen - H5L_BLOCK_LEN) + 8 * nseg;
+    if (payload > H5L_FRAME_MAX)
         return fail(f, H5L_EINVAL,
                     "%s: flush %llu: the record block of rank %d takes %llu bytes (at most %u): flush more often",
                     f->path, (unsigned long long)tick, f->rank, (unsigned long long)payload, H5L_FRAME_MAX);
+    if (h5l_buf_reserve(&f->recs, (size_t)nseg * 8 + 8)) {
+        f->recs.oom = 0;
+        return fail(f, H5L_ENOMEM, "%s: out of memory preparing flush %llu", f->path, (unsigned long long)tick);
     }
+    memset(f->recs.p + f->recs.len, 0, (size_t)nseg * 8);
+    f->recs.len += (size_t)nseg * 8;
+    h5l_buf_pad8(&f->recs);
     h5l_block_t blk = {0, (uint32_t)payload, (uint32_t)f->nrec, f->data_bytes};
-    h5l_block_encode(&blk, f->recs.p);
-    blk.checksum = h5l_block_sum(f->recs.p, f->seed, tick, (uint32_t)f->rank);
     h5l_block_encode(&blk, f->recs.p);
     *blen = f->recs.len;
     return H5L_OK;
@@ -1096,6 +1077,7 @@ typedef struct flush {
     uint64_t tot[3];     /* totals: data bytes, block bytes, records */
     uint64_t need;       /* the tick's bytes in its extent */
     uint64_t doff, moff; /* where the tick's data and record blocks start */
+    size_t rlen;         /* where the segment checksums start in f->recs */
     int sealed;          /* built, but the frame append failed */
 } flush_t;
 
@@ -1106,53 +1088,49 @@ static void flush_free(flush_t *fl)
     free(fl->want);
 }
 
-/* Step 1: agree. One MPI_Exscan places this rank's bytes; one
- * MPI_Allreduce (a custom op) gives the totals, checks that every rank
- * made the same definitions and had no local error, and agrees on the
- * extents along the dimensions that existed before this flush. A local
- * failure (lrc) still takes part in the collectives, so no rank hangs. */
+/* Step 1: agree. One MPI_Allgather of every rank's sizes, definitions
+ * hash, failure flag and wanted extents (AGG_N): from it each rank computes
+ * its place (the bytes of the ranks before it), the totals, whether every
+ * rank made the same definitions and had no local error, and the extents
+ * along the dimensions that existed before this flush. One collective, not
+ * an MPI_Exscan and an MPI_Allreduce: each is a point where every rank
+ * waits for the last one, which costs a scheduler time slice when ranks
+ * share cores. It moves size x (AGG_N + dimensions) x 8 bytes to every
+ * rank. A local failure (lrc) still takes part, so no rank hangs. */
 static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
 {
     size_t nd = fl->nd;
     for (size_t i = 0; i < f->nops; i++) h5l_op_encode(&fl->opsb, &f->ops[i]);
     fl->want = calloc(nd + 1, sizeof *fl->want);
     fl->grown = calloc(nd + 1, sizeof *fl->grown);
-    size_t nold = f->ndims_committed, nagg = AGG_N + nold;
-    uint64_t *agg = calloc(nagg, sizeof *agg);
+    size_t nold = f->ndims_committed, n = AGG_N + nold;
     uint64_t h = f->opts.check_collective ? h5l_hash(fl->opsb.p, fl->opsb.len, 0) : 0;
-    uint64_t mine[2] = {f->data_bytes, fl->blen};
-    MPI_Datatype at;
-    if (agg_type_for(f, nagg, &at) != MPI_SUCCESS) {
-        free(agg);
-        agg = NULL; /* a local failure: the collective below is still needed */
-    }
-    uint64_t local[AGG_N] = {f->data_bytes,
-                             fl->blen,
-                             f->nrec,
-                             h,
-                             ~h,
-                             (fl->opsb.oom || !fl->want || !fl->grown || !agg || lrc) ? 1u : 0u,
-                             nd};
-    if (agg) {
-        memcpy(agg, local, sizeof local);
-        memcpy(agg + AGG_N, f->want, nold * sizeof *agg);
-    }
-    int mrc = MPI_Exscan(mine, fl->pre, 2, MPI_UINT64_T, MPI_SUM, f->comm);
-    if (mrc == MPI_SUCCESS)
-        mrc = agg ? MPI_Allreduce(MPI_IN_PLACE, agg, 1, at, agg_op, f->comm)
-                  : MPI_Allreduce(MPI_IN_PLACE, local, 0, MPI_UINT64_T, MPI_MAX, f->comm);
-    if (mrc != MPI_SUCCESS || !agg) {
-        free(agg);
+    uint64_t *all = f->gath, *me = all + (size_t)f->rank * n; /* room: gath_room */
+    me[0] = f->data_bytes;
+    me[1] = fl->blen;
+    me[2] = f->nrec;
+    me[3] = h;
+    me[4] = (fl->opsb.oom || !fl->want || !fl->grown || lrc) ? 1u : 0u;
+    me[5] = nd;
+    memcpy(me + AGG_N, f->want, nold * sizeof *me);
+    if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)n, MPI_UINT64_T, f->comm) != MPI_SUCCESS)
         return lrc ? lrc
-                   : fail(f, mrc != MPI_SUCCESS ? H5L_EMPI : H5L_ENOMEM, "%s: flush %llu: %s", f->path,
-                          (unsigned long long)fl->tick,
-                          mrc != MPI_SUCCESS ? "MPI_Exscan/MPI_Allreduce failed" : "out of memory");
+                   : fail(f, H5L_EMPI, "%s: flush %llu: MPI_Allgather failed", f->path, (unsigned long long)fl->tick);
+    int oom = 0, mismatch = 0;
+    memset(fl->pre, 0, sizeof fl->pre);
+    memset(fl->tot, 0, sizeof fl->tot);
+    for (int q = 0; q < f->size; q++) {
+        const uint64_t *a = all + (size_t)q * n;
+        for (int i = 0; i < 3; i++) fl->tot[i] += a[i];
+        if (q < f->rank) {
+            fl->pre[0] += a[0];
+            fl->pre[1] += a[1];
+        }
+        mismatch |= a[3] != all[3] || a[5] != nd;
+        oom |= a[4] != 0;
+        if (fl->want)
+            for (size_t d = 0; d < nold; d++) fl->want[d] = a[AGG_N + d] > fl->want[d] ? a[AGG_N + d] : fl->want[d];
     }
-    if (f->rank == 0) fl->pre[0] = fl->pre[1] = 0; /* Exscan leaves rank 0 undefined */
-    memcpy(fl->tot, agg, sizeof fl->tot);
-    int oom = agg[5] != 0, mismatch = agg[3] != ~agg[4] || agg[6] != nd;
-    memcpy(fl->want, agg + AGG_N, nold * sizeof *fl->want);
-    free(agg);
     if (oom)
         return lrc ? lrc
                    : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
@@ -1218,9 +1196,16 @@ static int flush_place(h5l_file_t *f, flush_t *fl)
 }
 
 /* Step 4: write. Rank 0 mirrors the tick's definitions into the HDF5 file
- * (its failure stops the commit); every rank writes its data and its record
- * block, independently, every byte checked. Returns this rank's code (not
- * yet agreed: flush_commit gathers them). */
+ * (its failure stops the commit); every rank writes its data and then its
+ * record block, independently, every byte checked. The data goes in
+ * blocks of WRITE_BLOCK bytes, each hashed (its segment checksums, into
+ * the record block) right before it is written: the hash pulls the block
+ * into the cache and the write copies it from there, so the checksums cost
+ * no extra pass over memory, and a rank hashes while another one's write
+ * holds the file (writes to one file are serialised by the kernel on local
+ * file systems). Returns this rank's code (not yet agreed: flush_commit
+ * gathers them). */
+_Static_assert(WRITE_BLOCK % ((uint64_t)1 << H5L_SEGLOG_DEFAULT) == 0, "a write block is whole segments");
 static int flush_write(h5l_file_t *f, flush_t *fl)
 {
     int wrc = H5L_OK;
@@ -1232,11 +1217,23 @@ static int flush_write(h5l_file_t *f, flush_t *fl)
         }
     char what[64];
     snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)fl->tick);
-    if (!wrc) wrc = write_pieces(f, what, (MPI_Offset)(fl->doff + fl->pre[0]), f->pieces, f->npieces, f->data_bytes);
+    uint8_t *sums = f->recs.p + fl->rlen;
+    ppos_t hpos = {0, 0}, wpos = {0, 0};
+    for (uint64_t o = 0; o < f->data_bytes && !wrc; o += WRITE_BLOCK) {
+        uint64_t len = f->data_bytes - o < WRITE_BLOCK ? f->data_bytes - o : WRITE_BLOCK;
+        uint64_t j0 = o >> f->seglog, j1 = (o + len + ((uint64_t)1 << f->seglog) - 1) >> f->seglog;
+        hash_segments(f, fl->tick, f->pieces, &hpos, j0, j1, sums + j0 * 8);
+        wrc = write_pieces(f, what, (MPI_Offset)(fl->doff + fl->pre[0] + o), f->pieces, wpos, len);
+        ppos_advance(f->pieces, &wpos, len);
+    }
     if (!wrc) {
-        piece_t blk = {f->recs.p, (size_t)fl->blen};
+        h5l_block_t blk;
+        h5l_block_decode(f->recs.p, &blk);
+        blk.checksum = h5l_block_sum(f->recs.p, f->seed, fl->tick, (uint32_t)f->rank);
+        h5l_block_encode(&blk, f->recs.p);
+        piece_t b = {f->recs.p, (size_t)fl->blen};
         snprintf(what, sizeof what, "the record block of tick %llu", (unsigned long long)fl->tick);
-        wrc = write_pieces(f, what, (MPI_Offset)(fl->moff + fl->pre[1]), &blk, 1, fl->blen);
+        wrc = write_pieces(f, what, (MPI_Offset)(fl->moff + fl->pre[1]), &b, (ppos_t){0, 0}, fl->blen);
     }
     if (!wrc && f->opts.sync == H5L_SYNC_TICK && MPI_File_sync(f->fh) != MPI_SUCCESS)
         wrc = fail(f, H5L_EIO, "%s: MPI_File_sync after tick %llu failed", f->path, (unsigned long long)fl->tick);
@@ -1305,7 +1302,6 @@ static void flush_publish(h5l_file_t *f, flush_t *fl)
     f->ndims_committed = fl->nd;
     f->tick = fl->tick;
     f->sealed = fl->sealed;
-    sums_restart(f, fl->tick + 1);
 }
 
 /* One flush is one tick, in the six steps above; each is collective where
@@ -1327,6 +1323,7 @@ int h5l_flush(h5l_file_t *f)
     flush_t fl = {.tick = f->tick + 1, .nd = f->schema.ndims};
     size_t rlen = f->recs.len;
     int lrc = finish_block(f, fl.tick, &fl.blen, &rlen); /* a local failure still takes part in step 1 */
+    fl.rlen = rlen;
     if (!(rc = flush_agree(f, &fl, lrc)) && !(rc = flush_grow(f, &fl)) && !(rc = flush_place(f, &fl)))
         rc = flush_commit(f, &fl, flush_write(f, &fl));
     if (!rc || fl.sealed) { /* sealed: published, and the append's error returned */
