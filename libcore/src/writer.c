@@ -51,7 +51,7 @@
 #include "schema.h"
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
-#define MPI_BLOCK_MAX ((size_t)1 << 30)  /* bytes per hindexed block (int counts) */
+#define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
 /* data hashed, then written, per step (a multiple of the segment); the
  * test build (H5L_TEST_HOOKS) uses 64 KiB so the MPI tests' small ticks
  * take several blocks */
