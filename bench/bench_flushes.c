@@ -2,7 +2,10 @@
  * tick: N flushes of one row each of a [time, 64] float32 variable, every
  * rank writing its share of the row.
  *
- * Usage: mpirun -np P bench_flushes FILE [N]
+ * Usage: mpirun -np P bench_flushes FILE [N] [--no-finalize]
+ * --no-finalize: h5l_close does not finalize (make bench-write's default,
+ * like its other runs: finalizing stores the data a second time, in 100,000
+ * one-row chunks here, which is make bench-standalone's subject).
  * Prints one JSON object (rank 0): mean flush time of the first and last
  * 10% of flushes and their ratio, the file's size after close, the data
  * bytes, and the overhead per tick ((size - data) / N), once for the
@@ -12,6 +15,7 @@
  * at the start, 2 ms after 100k flushes) and each tick cost 1.1-1.4 KB. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -36,8 +40,11 @@ int main(int argc, char **argv)
         return 2;
     }
     long n = argc > 2 ? atol(argv[2]) : 100000;
+    h5l_opts_t o;
+    h5l_opts_init(&o);
+    o.no_finalize = argc > 3 && strcmp(argv[3], "--no-finalize") == 0;
     h5l_file_t *f;
-    if (h5l_create(argv[1], MPI_COMM_WORLD, NULL, &f)) {
+    if (h5l_create(argv[1], MPI_COMM_WORLD, &o, &f)) {
         fprintf(stderr, "%s\n", h5l_errmsg(NULL));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

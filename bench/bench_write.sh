@@ -34,7 +34,8 @@
 #                 warm_memory in bench_write.c for why it exists
 #   BENCH_FINALIZE 1: libh5log finalizes at close (h5l_close's default: the
 #                 data written a second time into the datasets; docs/api.md);
-#                 default 0 measures the write path alone, the finalizing
+#                 default 0 measures the write path alone (bench_flushes
+#                 too: --no-finalize), the finalizing
 #                 cost being make bench-standalone's
 #   BENCH_SMALL_PAGES  1: the benchmark's data buffers on 4 KiB pages
 #                 (--small-pages; default: transparent huge pages, like
@@ -148,8 +149,10 @@ flushes=null
 if [ "$nflushes" -gt 0 ]; then
     echo "bench_write.sh: bench_flushes, $nflushes flushes on $flush_np ranks" >&2
     # shellcheck disable=SC2086
+    if [ "${BENCH_FINALIZE:-0}" = 1 ]; then fin=; else fin=--no-finalize; fi
+    # shellcheck disable=SC2086
     flushes=$(mpirun --oversubscribe -np "$flush_np" ${BENCH_MPIRUN_ARGS:-} \
-        "$build/bench/bench_flushes" "$work/flushes.h5" "$nflushes" | grep '^{' | tail -n 1)
+        "$build/bench/bench_flushes" "$work/flushes.h5" "$nflushes" $fin | grep '^{' | tail -n 1)
     echo "  $flushes" >&2
     rm -f "$work/flushes.h5"
 fi

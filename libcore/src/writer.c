@@ -215,14 +215,53 @@ typedef struct bstat {
     char msg[512];
 } bstat_t;
 
+/* Wait for a non-blocking collective without holding a core: MPI_Test
+ * for up to WAIT_SPIN_NS (ranks that arrive together finish here), then
+ * sleep between tests, 50 us at first, doubling up to WAIT_SLEEP_MAX_NS.
+ * A rank waiting in a blocking collective polls (OpenMPI yields the core
+ * between polls only when it knows the node is oversubscribed, and a
+ * yielding rank is still runnable): with ranks sharing cores with each
+ * other or with other work, the waiting ranks took CPU from the rank they
+ * were waiting for (4 ranks on 2 cores, pattern S: h5l_iput's CPU per run
+ * doubled and its speed halved without yielding; docs/performance.md). The
+ * price: up to WAIT_SLEEP_MAX_NS more latency for a wait that lasts past
+ * the spin. An MPI error code. */
+#define WAIT_SPIN_NS 50000L
+#define WAIT_SLEEP_MAX_NS 400000L
+static int coll_wait(MPI_Request *rq)
+{
+    int done = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done) return rc;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > WAIT_SPIN_NS) break;
+    }
+    for (long ns = 50000L;; ns = ns * 2 > WAIT_SLEEP_MAX_NS ? WAIT_SLEEP_MAX_NS : ns * 2) {
+        struct timespec d = {0, ns};
+        nanosleep(&d, NULL);
+        int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done) return rc;
+    }
+}
+
+static int bcast_bytes(h5l_file_t *f, void *p, int n, int root)
+{
+    MPI_Request rq;
+    int rc = MPI_Ibcast(p, n, MPI_BYTE, root, f->comm, &rq);
+    return rc == MPI_SUCCESS ? coll_wait(&rq) : rc;
+}
+
 static int bcast_status(h5l_file_t *f, bstat_t *st)
 {
-    if (MPI_Bcast(st, (int)sizeof *st, MPI_BYTE, 0, f->comm) != MPI_SUCCESS)
+    if (bcast_bytes(f, st, (int)sizeof *st, 0) != MPI_SUCCESS)
         return fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
     if (!st->code) return H5L_OK;
     if (st->from > 0 && st->from < f->size) {
         if (f->rank == st->from) snprintf(st->msg, sizeof st->msg, "%s", f->errmsg);
-        if (MPI_Bcast(st->msg, (int)sizeof st->msg, MPI_CHAR, (int)st->from, f->comm) != MPI_SUCCESS)
+        if (bcast_bytes(f, st->msg, (int)sizeof st->msg, (int)st->from) != MPI_SUCCESS)
             return fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
     }
     st->msg[sizeof st->msg - 1] = 0;
@@ -235,8 +274,10 @@ static int bcast_status(h5l_file_t *f, bstat_t *st)
 static int reduce_status(h5l_file_t *f, int code, int *worst, int *who)
 {
     int in[2] = {code, f->rank}, out[2] = {code, f->rank};
-    if (MPI_Reduce(in, out, 1, MPI_2INT, MPI_MINLOC, 0, f->comm) != MPI_SUCCESS)
-        return fail(f, H5L_EMPI, "%s: MPI_Reduce failed", f->path);
+    MPI_Request rq;
+    int mrc = MPI_Ireduce(in, out, 1, MPI_2INT, MPI_MINLOC, 0, f->comm, &rq);
+    if (mrc == MPI_SUCCESS) mrc = coll_wait(&rq);
+    if (mrc != MPI_SUCCESS) return fail(f, H5L_EMPI, "%s: MPI_Reduce failed", f->path);
     *worst = out[0];
     *who = out[1];
     return H5L_OK;
@@ -1120,7 +1161,10 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
     me[4] = (fl->opsb.oom || !fl->want || !fl->grown || lrc) ? 1u : 0u;
     me[5] = nd;
     memcpy(me + AGG_N, f->want, nold * sizeof *me);
-    if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)n, MPI_UINT64_T, f->comm) != MPI_SUCCESS)
+    MPI_Request rq;
+    int mrc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)n, MPI_UINT64_T, f->comm, &rq);
+    if (mrc == MPI_SUCCESS) mrc = coll_wait(&rq);
+    if (mrc != MPI_SUCCESS)
         return lrc ? lrc
                    : fail(f, H5L_EMPI, "%s: flush %llu: MPI_Allgather failed", f->path, (unsigned long long)fl->tick);
     int oom = 0, mismatch = 0;
