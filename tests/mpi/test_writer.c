@@ -430,6 +430,19 @@ static void check_mismatch(const char *dir, int rank, int size)
     h5l_reader_close(r);
 }
 
+/* Collective: close f, then open a reader on path on every rank; NULL,
+ * counted as a failure, if that fails. */
+static h5l_reader_t *close_and_open(h5l_file_t *f, const char *path)
+{
+    EXPECT(h5l_close(f) == 0, "close: %s", h5l_errmsg(NULL));
+    MPI_Barrier(MPI_COMM_WORLD);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc = h5l_reader_open(path, &r, &e);
+    EXPECT(rc == 0, "open %s: %s", path, e.msg);
+    return rc ? NULL : r;
+}
+
 /* A full write buffer: H5L_ENOBUFS names the remedy, keeps what was
  * buffered (it is published by the next flush), and h5l_iput does not count
  * against the limit. Each rank writes its own 3000-byte band. */
@@ -460,13 +473,9 @@ static void check_buffer_full(const char *dir, int rank, int size)
     EXPECT(h5l_iput(f, v, &s3, &c3, a + 5000) == 0, "iput beyond the limit: %s", h5l_errmsg(f));
     EXPECT(h5l_flush(f) == 0, "flush 1: %s", h5l_errmsg(f));
     EXPECT(h5l_put(f, v, &s2, &c2, a + 3000) == 0, "put after flush: %s", h5l_errmsg(f));
-    EXPECT(h5l_close(f) == 0, "close: %s", h5l_errmsg(NULL));
-    MPI_Barrier(MPI_COMM_WORLD);
-    h5l_reader_t *r;
+    h5l_reader_t *r = close_and_open(f, path);
+    if (!r) return;
     h5l_err_t e = {0};
-    rc = h5l_reader_open(path, &r, &e);
-    EXPECT(rc == 0, "open %s: %s", path, e.msg);
-    if (rc) return;
     uint8_t got[BAND];
     uint64_t st = base, ct = BAND;
     for (uint64_t t = 1; t <= 2; t++) {
@@ -491,14 +500,23 @@ static void check_buffer_full(const char *dir, int rank, int size)
  * checksum, against its closed form. */
 static double band_val(uint64_t tick, uint64_t g) { return (double)tick * 1e7 + (double)g; }
 
+/* Collective: create DIR/name with default options (path gets its name);
+ * NULL, counted as a failure, if that fails. */
+static h5l_file_t *create_in(const char *dir, const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    h5l_file_t *f = NULL;
+    int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
+    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
+    return rc ? NULL : f;
+}
+
 static void check_blocks(const char *dir, int rank, int size)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/blocks.h5", dir);
-    h5l_file_t *f;
-    int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
-    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
-    if (rc) return;
+    h5l_file_t *f = create_in(dir, "blocks.h5", path, sizeof path);
+    if (!f) return;
+    int rc;
     enum { BAND = 41111 }; /* 328,888 bytes per rank: 5 blocks and a part */
     int d, v;
     h5l_def_dim(f, "x", (uint64_t)BAND * (uint64_t)size, &d);
@@ -522,13 +540,9 @@ static void check_blocks(const char *dir, int rank, int size)
         memset(tmp, 0, BAND * sizeof(double)); /* h5l_put copied */
         EXPECT(h5l_flush(f) == 0, "flush %llu: %s", (unsigned long long)t, h5l_errmsg(f));
     }
-    EXPECT(h5l_close(f) == 0, "close: %s", h5l_errmsg(NULL));
-    MPI_Barrier(MPI_COMM_WORLD);
-    h5l_reader_t *r;
+    h5l_reader_t *r = close_and_open(f, path);
     h5l_err_t e = {0};
-    rc = h5l_reader_open(path, &r, &e);
-    EXPECT(rc == 0, "open %s: %s", path, e.msg);
-    if (!rc && tmp) {
+    if (r && tmp) {
         uint64_t st = base, ct = BAND;
         for (uint64_t t = 1; t <= 2; t++) {
             rc = h5l_reader_read(r, t, (uint32_t)v, &st, &ct, tmp, &e);
@@ -536,8 +550,8 @@ static void check_blocks(const char *dir, int rank, int size)
             for (uint64_t i = 0; !bad && i < BAND; i++) bad = tmp[i] != band_val(t, base + i);
             EXPECT(!bad, "rank %d: band at tick %llu differs (%s)", rank, (unsigned long long)t, rc ? e.msg : "");
         }
-        h5l_reader_close(r);
     }
+    if (r) h5l_reader_close(r);
     free(keep[0]);
     free(keep[1]);
     free(tmp);
@@ -548,11 +562,9 @@ static void check_blocks(const char *dir, int rank, int size)
 static void check_default_chunks(const char *dir, int rank)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/c.h5", dir);
-    h5l_file_t *f;
-    int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
-    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
-    if (rc) return;
+    h5l_file_t *f = create_in(dir, "c.h5", path, sizeof path);
+    if (!f) return;
+    int rc;
     int t, t2, x64, k1, k3, v[6];
     h5l_def_dim(f, "time", H5L_UNLIMITED, &t);
     h5l_def_dim(f, "time2", H5L_UNLIMITED, &t2);
