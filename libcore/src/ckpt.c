@@ -152,8 +152,8 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
         ti->table_size = h5l_cur_varint(&cur);
         ti->nrecords = h5l_cur_varint(&cur);
         uint64_t nops = h5l_cur_varint(&cur), olen = h5l_cur_varint(&cur);
-        if (cur.bad || nr == 0 || nr > UINT32_MAX || nops > UINT32_MAX || olen > cur.len - cur.pos ||
-            nops > olen / 8 || olen > H5L_FRAME_MAX - H5L_TICK_LEN || olen % 8)
+        if (cur.bad || nr == 0 || nr > UINT32_MAX || nops > UINT32_MAX || olen > cur.len - cur.pos || nops > olen / 8 ||
+            olen > H5L_FRAME_MAX - H5L_TICK_LEN || olen % 8)
             return BAD("%s: checkpoint at journal offset %llu: tick %llu entry is malformed", what, at,
                        (unsigned long long)ti->tick);
         ti->nranks = (uint32_t)nr;
@@ -452,8 +452,9 @@ static int build(h5l_ckpt_w_t *w, uint64_t pos, const h5l_schema_t *s, h5l_buf_t
         }
         if (!rc) {
             uint64_t fsize = h5l_frame_size(H5L_TICK_LEN + tk[w->nti - 1].opslen);
-            h5l_ckpt_t c = {w->first, w->ti[w->nti - 1].tick, w->tickpos, pos + fsize, w->prevpos, tk,
-                            eager,    neager,                 ch,         nch,         NULL};
+            h5l_ckpt_t c = {
+                w->first, w->ti[w->nti - 1].tick, w->tickpos, pos + fsize, w->prevpos, tk, eager, neager, ch, nch,
+                NULL};
             size_t before = out->len;
             h5l_ckpt_encode(out, &c, w->seed);
             if (out->oom) {

@@ -16,10 +16,10 @@
 #include "error.h"
 #include "h5log_reader.h"
 
-#define H5L_REC_CKPT 0x8003u       /* frame type: optional (bit 15), kind 3 */
-#define H5L_CKPT_HDR 48            /* fixed part of the payload */
-#define H5L_CKPT_WIDE 8            /* a box touching more index chunks makes its tick eager */
-#define H5L_CKPT_EVERY_DEFAULT 0   /* writer's default N (0: off), H5L_CKPT_TICKS overrides */
+#define H5L_REC_CKPT 0x8003u     /* frame type: optional (bit 15), kind 3 */
+#define H5L_CKPT_HDR 48          /* fixed part of the payload */
+#define H5L_CKPT_WIDE 8          /* a box touching more index chunks makes its tick eager */
+#define H5L_CKPT_EVERY_DEFAULT 0 /* writer's default N (0: off), H5L_CKPT_TICKS overrides */
 #define H5L_CKPT_ENV "H5L_CKPT_TICKS"
 
 /* One tick of a segment: its TICK payload without the 64-byte header
@@ -41,16 +41,16 @@ typedef struct h5l_ckpt_chunk {
 
 /* A checkpoint, decoded (or to encode). */
 typedef struct h5l_ckpt {
-    uint64_t first, last;        /* the segment: ticks first..last */
-    uint64_t tickpos;            /* journal offset of the TICK frame of first */
-    uint64_t selfpos;            /* journal offset of this frame */
-    uint64_t prevpos;            /* journal offset of the previous checkpoint, 0: none */
-    h5l_ckpt_tick_t *ticks;      /* last - first + 1 */
-    uint64_t *eager;             /* neager increasing ticks */
+    uint64_t first, last;   /* the segment: ticks first..last */
+    uint64_t tickpos;       /* journal offset of the TICK frame of first */
+    uint64_t selfpos;       /* journal offset of this frame */
+    uint64_t prevpos;       /* journal offset of the previous checkpoint, 0: none */
+    h5l_ckpt_tick_t *ticks; /* last - first + 1 */
+    uint64_t *eager;        /* neager increasing ticks */
     size_t neager;
-    h5l_ckpt_chunk_t *chunks;    /* nchunks, strictly increasing (objid, coord) */
+    h5l_ckpt_chunk_t *chunks; /* nchunks, strictly increasing (objid, coord) */
     size_t nchunks;
-    uint64_t *u64s;              /* decoded: owns eager, coords and tick lists */
+    uint64_t *u64s; /* decoded: owns eager, coords and tick lists */
 } h5l_ckpt_t;
 
 /* Append the whole frame (header, payload, padding) of c to b (b->oom on

@@ -118,8 +118,8 @@ struct h5l_file {
     h5l_anchor_t *anc;
     int jfd;
     uint64_t joff;
-    h5l_buf_t jcopy; /* every journal byte, embedded at close */
-    h5l_buf_t pend;  /* the sealed tick's frame, to be written again unchanged */
+    h5l_buf_t jcopy;  /* every journal byte, embedded at close */
+    h5l_buf_t pend;   /* the sealed tick's frame, to be written again unchanged */
     h5l_ckpt_w_t *ck; /* index checkpoints (ckpt.c); NULL: none */
 };
 

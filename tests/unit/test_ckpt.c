@@ -57,8 +57,14 @@ static void sample(sample_t *s, uint64_t pos)
     uint64_t fpos = 1000;
     for (int i = 0; i < 3; i++) {
         if (i != 1) dimlen_op(&s->ops[i], 0, 5 + (uint64_t)i);
-        h5l_tick_info_t ti = {5 + (uint64_t)i, 1700000000000000000ull + 1000 * (uint64_t)i, 2, 8192 + 512 * (uint64_t)i,
-                              256,           8192 + 512 * (uint64_t)i + 256,             64, 2};
+        h5l_tick_info_t ti = {5 + (uint64_t)i,
+                              1700000000000000000ull + 1000 * (uint64_t)i,
+                              2,
+                              8192 + 512 * (uint64_t)i,
+                              256,
+                              8192 + 512 * (uint64_t)i + 256,
+                              64,
+                              2};
         if (i == 2) ti.time_ns -= 5000; /* a clock going back: a negative difference */
         s->ticks[i].info = ti;
         s->ticks[i].nops = i != 1;
@@ -354,7 +360,7 @@ static void test_builder(void)
     uint64_t seed = h5l_seed(ID);
     h5l_ckpt_w_t *w = h5l_ckpt_w_new(path, 3, seed);
     CHECK(w != NULL);
-    const uint64_t boxes[3][4] = {{0, 0, 1, 20}, {1, 16, 1, 16}, {0, 0, 4, 64}};
+    const uint64_t boxes[3][4] = {{0, 0, 1, 20}, {0, 16, 2, 16}, {0, 0, 4, 64}};
     h5l_buf_t ops = {0};
     dimlen_op(&ops, 0, 1);
     uint64_t jpos = 64, off = 4096;
@@ -381,12 +387,13 @@ static void test_builder(void)
     CHECK_EQ(d.prevpos, 0);
     CHECK_EQ(d.neager, 1);
     CHECK_EQ(d.neager ? d.eager[0] : 0, 3);
-    /* tick 1: (0,0) (0,1); tick 2: (1,1) */
+    /* tick 1: (0,0) (0,1); tick 2: (0,1) (1,1) */
     CHECK_EQ(d.nchunks, 3);
     if (d.nchunks == 3) {
         CHECK(d.chunks[0].coord[0] == 0 && d.chunks[0].coord[1] == 0 && d.chunks[0].nt == 1 &&
               d.chunks[0].ticks[0] == 1);
-        CHECK(d.chunks[1].coord[0] == 0 && d.chunks[1].coord[1] == 1 && d.chunks[1].ticks[0] == 1);
+        CHECK(d.chunks[1].coord[0] == 0 && d.chunks[1].coord[1] == 1 && d.chunks[1].nt == 2 &&
+              d.chunks[1].ticks[0] == 1 && d.chunks[1].ticks[1] == 2);
         CHECK(d.chunks[2].coord[0] == 1 && d.chunks[2].coord[1] == 1 && d.chunks[2].ticks[0] == 2);
     }
     if (d.ticks) CHECK_EQ(d.ticks[1].info.table_off, 4096 * 2);

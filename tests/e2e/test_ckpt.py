@@ -1,0 +1,157 @@
+"""Index checkpoints (docs/format.md 3.5) against the numpy model of difftest.py.
+
+Files written with a checkpoint after every tick or every second tick
+(H5L_CKPT_TICKS) must read, at every tick, exactly as the model says
+(h5logreplay --tick N, read with h5py), and must really hold the checkpoint
+frames (counted here by walking the journal, not by the library). Faults:
+a checkpoint whose payload is damaged is skipped and loses nothing; one
+whose header is damaged stops the journal there (ticks before it still
+equal the model, none after it is served); a writer killed after a
+checkpoint, its sidecar then cut inside the checkpoint frame (a torn
+tail), still serves every committed tick.
+
+Run with /usr/bin/python3 -m pytest.
+"""
+import os
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+import difftest
+from h5ltest import BIN, ENV
+
+SEEDS = [(5, 4, 1), (3, 4, 2), (8, 4, 1), (12, 1, 1), (17, 2, 2), (21, 1, 2), (26, 2, 1), (30, 4, 2)]
+CKPT = 0x8003
+
+
+def write(spec, nranks, workdir, every, **extra):
+    old = dict(ENV)
+    ENV["H5L_CKPT_TICKS"] = str(every)
+    ENV.update(extra)
+    try:
+        return difftest.write(spec, nranks, workdir)
+    finally:
+        ENV.clear()
+        ENV.update(old)
+
+
+def journal(h5):
+    """(file holding the journal, its start, its length) from the user block."""
+    with open(h5, "rb") as f:
+        ub = f.read(64)
+    off, length, flags = struct.unpack_from("<QQQ", ub, 32)
+    if flags & 1:
+        return h5, off, length
+    side = h5 + ".h5lj"
+    return side, 0, os.path.getsize(side)
+
+
+def frames(h5):
+    """[(type, journal offset, payload length)] of every complete frame."""
+    path, base, length = journal(h5)
+    with open(path, "rb") as f:
+        f.seek(base)
+        j = f.read(length)
+    out, pos = [], 64
+    while pos + 24 <= len(j):
+        n, typ = struct.unpack_from("<IH", j, pos)
+        size = (24 + n + 7) & ~7
+        if pos + size > len(j):
+            break
+        out.append((typ, pos, n))
+        pos += size
+    return out
+
+
+def check_ticks(h5, states, workdir, upto=None):
+    """Differences of ticks 1..upto (all) against the model."""
+    st = states if upto is None else states[:upto]
+    diffs = []
+    for s in st:
+        out = os.path.join(workdir, f"tick{s.tick}.h5")
+        prob = difftest.replay(h5, s.tick, out)
+        diffs += [prob] if prob else difftest.check_h5py(out, s, "h5logreplay")
+        if os.path.exists(out):
+            os.unlink(out)
+    return diffs
+
+
+@pytest.mark.parametrize("seed,nranks,every", SEEDS, ids=[f"seed{s}-np{n}-every{e}" for s, n, e in SEEDS])
+def test_checkpointed_file_equals_model(tmp_path, seed, nranks, every):
+    spec, nranks = difftest.generate(seed, nranks)
+    states = difftest.run_model(spec, nranks)
+    h5, prob = write(spec, nranks, str(tmp_path / "src"), every)
+    assert prob is None, prob
+    kinds = [t for t, _, _ in frames(h5)]
+    ticks = kinds.count(1)
+    assert ticks == len(states)
+    assert kinds.count(CKPT) == ticks // every, kinds
+    diffs = difftest.check_replay(h5, states, str(tmp_path))
+    assert not diffs, difftest.report(seed, nranks, diffs)
+    p = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", "--quiet", h5], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def _flip(path, at):
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x5A]))
+
+
+def _seeded(tmp_path, seed=5, nranks=4, every=1):
+    spec, nranks = difftest.generate(seed, nranks)
+    states = difftest.run_model(spec, nranks)
+    h5, prob = write(spec, nranks, str(tmp_path / "src"), every)
+    assert prob is None, prob
+    return h5, states
+
+
+def test_damaged_checkpoint_payload_loses_nothing(tmp_path):
+    h5, states = _seeded(tmp_path)
+    assert len(states) >= 3
+    path, base, _ = journal(h5)
+    ck = [(pos, n) for t, pos, n in frames(h5) if t == CKPT]
+    for pos, n in ck:  # every checkpoint, each in the middle of its payload
+        _flip(path, base + pos + 24 + n // 2)
+    diffs = check_ticks(h5, states, str(tmp_path))
+    assert not diffs, diffs
+
+
+def test_damaged_checkpoint_header_stops_there(tmp_path):
+    h5, states = _seeded(tmp_path)
+    path, base, _ = journal(h5)
+    fr = frames(h5)
+    k = [i for i, (t, _, _) in enumerate(fr) if t == CKPT][0]
+    served = sum(1 for t, _, _ in fr[:k] if t == 1)
+    _flip(path, base + fr[k][1] + 2)  # its length
+    assert not check_ticks(h5, states, str(tmp_path), upto=served)
+    out = str(tmp_path / "after.h5")
+    assert difftest.replay(h5, served + 1, out) is not None  # never a wrong answer: refused
+
+
+def test_torn_checkpoint_after_killed_writer(tmp_path):
+    """Rank 0 dies before committing tick 4 (test build hook): the sidecar
+    ends with tick 3 and its checkpoint; cut inside that checkpoint, the
+    journal has a torn tail and ticks 1..3 still equal the model."""
+    spec, nranks = difftest.generate(5, 4)
+    states = difftest.run_model(spec, nranks)
+    assert len(states) >= 4
+    h5, prob = write(spec, nranks, str(tmp_path / "src"), 1, H5L_TEST_KILL_BEFORE_COMMIT="4")
+    assert prob is not None  # the writer was killed
+    side = h5 + ".h5lj"
+    fr = frames(h5)
+    assert fr[-1][0] == CKPT and [t for t, _, _ in fr].count(1) == 3, fr
+    pos, n = fr[-1][1], fr[-1][2]
+    for cut in (pos + 10, pos + 24 + n // 2):
+        tdir = tmp_path / f"cut{cut}"
+        tdir.mkdir()
+        shutil.copy(h5, tdir / "d.h5")
+        shutil.copy(side, tdir / "d.h5.h5lj")
+        os.truncate(tdir / "d.h5.h5lj", cut)
+        diffs = check_ticks(str(tdir / "d.h5"), states, str(tdir), upto=3)
+        assert not diffs, diffs
+        assert difftest.replay(str(tdir / "d.h5"), 4, str(tdir / "t4.h5")) is not None
