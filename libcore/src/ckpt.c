@@ -502,3 +502,306 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
     w->nti = 0;
     w->ops.len = 0;
 }
+
+/* ---- the reader's side: the chain ---- */
+
+#define SWIN ((size_t)1 << 20) /* backward search window */
+
+/* Read and decode the checkpoint frame at journal offset pos (< end). 1 and
+ * *buf (owned) on success, 0 when it is not a usable checkpoint, H5L_ENOMEM. */
+static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, uint8_t **buf,
+                    h5l_ckpt_t *c)
+{
+    uint8_t h[H5L_FRAME_LEN];
+    h5l_frame_hdr_t fh;
+    *buf = NULL;
+    if (pos < H5L_JHDR_LEN || pos > end || end - pos < H5L_FRAME_LEN ||
+        h5l_fd_read_all(fd, h, sizeof h, base + pos, what, NULL) ||
+        h5l_frame_hdr_decode(h, seed, &fh) != H5L_FRAME_OK || fh.type != H5L_REC_CKPT ||
+        h5l_frame_size(fh.len) > end - pos)
+        return 0;
+    size_t n = (size_t)h5l_frame_size(fh.len);
+    uint8_t *b = malloc(n);
+    if (!b) return H5L_ENOMEM;
+    h5l_err_t e;
+    int rc = h5l_fd_read_all(fd, b, n, base + pos, what, NULL) ? H5L_ECORRUPT
+                                                               : h5l_ckpt_decode(b, n, seed, pos, c, what, &e);
+    if (rc) {
+        free(b);
+        return rc == H5L_ENOMEM ? rc : 0;
+    }
+    *buf = b;
+    return 1;
+}
+
+void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch)
+{
+    for (size_t i = 0; i < ch->n; i++) {
+        h5l_ckpt_clear(&ch->c[i]);
+        free(ch->frames[i]);
+    }
+    free(ch->c);
+    free(ch->frames);
+    memset(ch, 0, sizeof *ch);
+}
+
+/* Push a decoded checkpoint (newest first while walking back). */
+static int chain_push(h5l_ckpt_chain_t *ch, size_t *cap, h5l_ckpt_t *c, uint8_t *buf)
+{
+    if (ch->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        h5l_ckpt_t *a = realloc(ch->c, nc * sizeof *a);
+        if (a) ch->c = a;
+        uint8_t **f = a ? realloc(ch->frames, nc * sizeof *f) : NULL;
+        if (f) ch->frames = f;
+        if (!a || !f) return H5L_ENOMEM;
+        *cap = nc;
+    }
+    ch->c[ch->n] = *c;
+    ch->frames[ch->n++] = buf;
+    return 0;
+}
+
+int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, const char *what, h5l_ckpt_chain_t *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    if (end < H5L_JHDR_LEN + H5L_FRAME_LEN) return 0;
+    uint64_t lim = end - H5L_JHDR_LEN > H5L_CKPT_SEARCH ? end - H5L_CKPT_SEARCH : H5L_JHDR_LEN;
+    uint8_t *w = malloc(SWIN);
+    if (!w) return H5L_ENOMEM;
+    uint64_t wlo = 0, whi = 0; /* the window holds journal bytes [wlo, whi) */
+    h5l_ckpt_t c;
+    uint8_t *buf = NULL;
+    int found = 0;
+    /* frames start 8-aligned: the newest checkpoint header, from the end back */
+    for (uint64_t p = (end - H5L_FRAME_LEN) & ~(uint64_t)7; p >= lim && !found; p -= 8) {
+        if (p < wlo || p + H5L_FRAME_LEN > whi) {
+            whi = p + H5L_FRAME_LEN;
+            wlo = whi - lim > SWIN ? whi - SWIN : lim;
+            size_t got;
+            if (h5l_fd_read(fd, w, (size_t)(whi - wlo), base + wlo, &got, what, NULL) || got != whi - wlo) break;
+        }
+        const uint8_t *h = w + (p - wlo);
+        if (h[4] == (H5L_REC_CKPT & 0xFF) && h[5] == H5L_REC_CKPT >> 8 && h[6] == 2 && h[7] == 0) {
+            found = frame_at(fd, base, p, end, seed, what, &buf, &c);
+            if (found < 0) break;
+        }
+        if (p < 8) break;
+    }
+    free(w);
+    if (found <= 0) return found;
+    size_t cap = 0;
+    int rc = chain_push(ch, &cap, &c, buf);
+    if (rc) {
+        h5l_ckpt_clear(&c);
+        free(buf);
+        h5l_ckpt_chain_free(ch);
+        return rc;
+    }
+    ch->next = c.selfpos + h5l_frame_size(h5l_get_le32(buf));
+    /* back along the chain: each link ends right where the next segment's
+     * first TICK frame begins, and covers the ticks just before it */
+    while (ch->c[ch->n - 1].first > 1) {
+        const h5l_ckpt_t *nw = &ch->c[ch->n - 1];
+        h5l_ckpt_t pc;
+        uint8_t *pb;
+        int k = frame_at(fd, base, nw->prevpos, nw->tickpos, seed, what, &pb, &pc);
+        if (k == 1 && (pc.last + 1 != nw->first || pc.selfpos + h5l_frame_size(h5l_get_le32(pb)) != nw->tickpos)) {
+            h5l_ckpt_clear(&pc);
+            free(pb);
+            k = 0;
+        }
+        if (k == 1) {
+            if ((k = chain_push(ch, &cap, &pc, pb)) == 0) continue;
+            h5l_ckpt_clear(&pc);
+            free(pb);
+        }
+        h5l_ckpt_chain_free(ch);
+        return k; /* 0: broken chain; or H5L_ENOMEM */
+    }
+    for (size_t i = 0, j = ch->n - 1; i < j; i++, j--) { /* oldest first */
+        h5l_ckpt_t t = ch->c[i];
+        ch->c[i] = ch->c[j];
+        ch->c[j] = t;
+        uint8_t *f = ch->frames[i];
+        ch->frames[i] = ch->frames[j];
+        ch->frames[j] = f;
+    }
+    return 1;
+}
+
+/* ---- the reader's side: the chunk map ---- */
+
+/* Per variable: an open-addressing table (load <= 1/2) of offsets into the
+ * map's pool of u64s, where a chunk is [coord[nd], first run] and a run is
+ * [next run, k, ticks[k]] (one run per segment listing the chunk; 0 ends). */
+typedef struct cmvar {
+    uint32_t nd;
+    uint64_t *slots; /* pool offsets, 0: empty */
+    size_t nslots, nused;
+} cmvar_t;
+
+struct h5l_ckmap {
+    cmvar_t *vars; /* by objid; nd 0 and no slots: none yet */
+    size_t nvars;
+    uint64_t *pool; /* pool[0] unused: offset 0 means none */
+    size_t npool, cap_pool;
+    uint64_t *births; /* increasing ticks at which some chunk got its first run */
+    size_t nbirths, cap_births;
+};
+
+h5l_ckmap_t *h5l_ckmap_new(void) { return calloc(1, sizeof(h5l_ckmap_t)); }
+
+void h5l_ckmap_free(h5l_ckmap_t *m)
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->nvars; i++) free(m->vars[i].slots);
+    free(m->vars);
+    free(m->pool);
+    free(m->births);
+    free(m);
+}
+
+static uint64_t coord_hash(const uint64_t *c, uint32_t nd)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (uint32_t d = 0; d < nd; d++) {
+        h ^= c[d] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+        h *= 0xBF58476D1CE4E5B9ull;
+    }
+    return h ^ (h >> 31);
+}
+
+static size_t cm_slot(const h5l_ckmap_t *m, const cmvar_t *v, const uint64_t *coord)
+{
+    size_t mask = v->nslots - 1, i = (size_t)coord_hash(coord, v->nd) & mask;
+    while (v->slots[i] && memcmp(m->pool + v->slots[i], coord, v->nd * sizeof *coord) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+static int cm_rehash(h5l_ckmap_t *m, cmvar_t *v)
+{
+    size_t n = v->nslots ? 2 * v->nslots : 64;
+    uint64_t *old = v->slots;
+    size_t oldn = v->nslots;
+    if (!(v->slots = calloc(n, sizeof *v->slots))) {
+        v->slots = old;
+        return H5L_ENOMEM;
+    }
+    v->nslots = n;
+    for (size_t i = 0; i < oldn; i++)
+        if (old[i]) v->slots[cm_slot(m, v, m->pool + old[i])] = old[i];
+    free(old);
+    return 0;
+}
+
+static int cm_room(h5l_ckmap_t *m, size_t n)
+{
+    if (!m->npool) m->npool = 1;
+    return h5l_grow((void **)&m->pool, &m->cap_pool, m->npool + n, sizeof *m->pool) ? H5L_ENOMEM : 0;
+}
+
+int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
+{
+    size_t nb0 = m->nbirths;
+    for (size_t i = 0; i < c->nchunks; i++) {
+        const h5l_ckpt_chunk_t *k = &c->chunks[i];
+        if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)k->objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
+        cmvar_t *v = &m->vars[k->objid];
+        if (!v->nslots) v->nd = k->nd;
+        if (v->nd != k->nd) return H5L_ECORRUPT;
+        if ((v->nused + 1) * 2 > v->nslots && cm_rehash(m, v)) return H5L_ENOMEM;
+        if (cm_room(m, k->nd + 1 + 2 + k->nt)) return H5L_ENOMEM;
+        size_t s = cm_slot(m, v, k->coord);
+        uint64_t run = m->npool;
+        m->pool[run] = 0;
+        m->pool[run + 1] = k->nt;
+        memcpy(m->pool + run + 2, k->ticks, k->nt * sizeof *k->ticks);
+        m->npool += 2 + k->nt;
+        if (v->slots[s]) { /* listed by an earlier segment: a run more at the end */
+            uint64_t *at = &m->pool[v->slots[s] + v->nd];
+            while (*at) at = &m->pool[*at];
+            *at = run;
+            continue;
+        }
+        uint64_t ch = m->npool;
+        memcpy(m->pool + ch, k->coord, k->nd * sizeof *k->coord);
+        m->pool[ch + k->nd] = run;
+        m->npool += k->nd + 1;
+        v->slots[s] = ch;
+        v->nused++;
+        if (h5l_grow((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births)) return H5L_ENOMEM;
+        m->births[m->nbirths++] = k->ticks[0];
+    }
+    /* this segment's births: sorted, each once (all after earlier segments') */
+    size_t n = m->nbirths - nb0;
+    uint64_t *b = m->births + nb0;
+    for (size_t i = 1; i < n; i++) { /* mostly sorted already: insertion sort */
+        uint64_t t = b[i];
+        size_t j = i;
+        while (j && b[j - 1] > t) {
+            b[j] = b[j - 1];
+            j--;
+        }
+        b[j] = t;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!o || b[o - 1] != b[i]) b[o++] = b[i];
+    m->nbirths = nb0 + o;
+    return 0;
+}
+
+int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,
+                    size_t *cap, size_t *n)
+{
+    *n = 0;
+    if (objid >= m->nvars || !m->vars[objid].nslots) return 0;
+    const cmvar_t *v = &m->vars[objid];
+    uint64_t ch = v->slots[cm_slot(m, v, coord)];
+    if (!ch) return 0;
+    for (uint64_t run = m->pool[ch + v->nd]; run; run = m->pool[run]) {
+        uint64_t k = m->pool[run + 1];
+        const uint64_t *t = m->pool + run + 2;
+        for (uint64_t i = 0; i < k; i++) {
+            if (t[i] > tick) return 0;
+            if (h5l_grow((void **)buf, cap, *n + 1, sizeof **buf)) return H5L_ENOMEM;
+            (*buf)[(*n)++] = t[i];
+        }
+    }
+    return 0;
+}
+
+int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*fn)(void *, const uint64_t *),
+                     void *ctx)
+{
+    if (objid >= m->nvars) return 0;
+    const cmvar_t *v = &m->vars[objid];
+    for (size_t i = 0; i < v->nslots; i++) {
+        uint64_t ch = v->slots[i];
+        if (!ch || m->pool[m->pool[ch + v->nd] + 2] > tick) continue; /* the first run's first tick */
+        int rc = fn(ctx, m->pool + ch);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
+{
+    size_t lo = 0, hi = m->nbirths;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->births[mid] <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? m->births[lo - 1] : 0;
+}
+
+size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
+{
+    size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * 8 + m->nvars * sizeof *m->vars;
+    for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].nslots * 8;
+    return b;
+}

@@ -100,4 +100,45 @@ typedef int (*h5l_ckpt_chunk_fn)(void *ctx, uint32_t objid, uint32_t nd, const u
 int h5l_ckpt_table_chunks(const uint8_t *tab, const h5l_tick_info_t *t, uint64_t seed, const h5l_schema_t *s,
                           h5l_ckpt_chunk_fn fn, void *ctx);
 
+/* ---- the reader's side ---- */
+
+/* The checkpoints a reader starts from: an unbroken chain from tick 1 to
+ * the newest checkpoint found near the end of the journal, oldest first,
+ * with the frame bytes their tick ops point into. */
+typedef struct h5l_ckpt_chain {
+    h5l_ckpt_t *c;
+    uint8_t **frames;
+    size_t n;
+    uint64_t next; /* journal offset right after the newest checkpoint */
+} h5l_ckpt_chain_t;
+
+/* Find the newest checkpoint among the last H5L_CKPT_SEARCH bytes before
+ * journal offset end (journal bytes are at fd offsets base..) and follow
+ * its chain back to tick 1, every link checked (format.md 3.5, Readers).
+ * 1 and *ch filled; 0 when there is none to start from (no checkpoint, or
+ * any link missing, damaged or inconsistent: the caller reads the whole
+ * journal); H5L_ENOMEM. */
+#define H5L_CKPT_SEARCH ((uint64_t)64 << 20)
+int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, const char *what, h5l_ckpt_chain_t *ch);
+void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch);
+
+/* Which checkpointed ticks touch each index chunk: the chunk entries of
+ * every segment, merged. Read-only after loading (lookups need no lock). */
+typedef struct h5l_ckmap h5l_ckmap_t;
+h5l_ckmap_t *h5l_ckmap_new(void);
+void h5l_ckmap_free(h5l_ckmap_t *m);
+/* Add segment c's chunk entries (segments in tick order). 0 or H5L_ENOMEM. */
+int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c);
+/* The ticks <= tick listed for chunk coord of objid, increasing, into
+ * (*buf, *cap) (grown); *n of them. 0 or H5L_ENOMEM. */
+int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,
+                    size_t *cap, size_t *n);
+/* fn(ctx, coord) for every chunk of objid with a listed tick <= tick, each
+ * once, in no particular order; stops at and returns fn's first non-zero. */
+int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*fn)(void *, const uint64_t *),
+                     void *ctx);
+/* The newest tick <= tick at which a chunk got its first listed tick, or 0. */
+uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick);
+size_t h5l_ckmap_memory(const h5l_ckmap_t *m);
+
 #endif

@@ -21,6 +21,7 @@ import pytest
 
 import difftest
 from h5ltest import BIN, ENV
+from h5ltest import h5logfs  # noqa: F401 (a fixture)
 
 SEEDS = [(5, 4, 1), (3, 4, 2), (8, 4, 1), (12, 1, 1), (17, 2, 2), (21, 1, 2), (26, 2, 1), (30, 4, 2)]
 CKPT = 0x8003
@@ -65,6 +66,15 @@ def frames(h5):
     return out
 
 
+def from_ckpt(h5):
+    """The newest tick the reader took from checkpoints (h5logdump says), 0: none."""
+    p = subprocess.run([os.path.join(BIN, "h5logdump"), h5], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("from index checkpoints: ticks 1.."):
+            return int(line.rsplit(".", 1)[1])
+    return 0
+
+
 def check_ticks(h5, states, workdir, upto=None):
     """Differences of ticks 1..upto (all) against the model."""
     st = states if upto is None else states[:upto]
@@ -79,7 +89,7 @@ def check_ticks(h5, states, workdir, upto=None):
 
 
 @pytest.mark.parametrize("seed,nranks,every", SEEDS, ids=[f"seed{s}-np{n}-every{e}" for s, n, e in SEEDS])
-def test_checkpointed_file_equals_model(tmp_path, seed, nranks, every):
+def test_checkpointed_file_equals_model(tmp_path, h5logfs, seed, nranks, every):
     spec, nranks = difftest.generate(seed, nranks)
     states = difftest.run_model(spec, nranks)
     h5, prob = write(spec, nranks, str(tmp_path / "src"), every)
@@ -88,7 +98,11 @@ def test_checkpointed_file_equals_model(tmp_path, seed, nranks, every):
     ticks = kinds.count(1)
     assert ticks == len(states)
     assert kinds.count(CKPT) == ticks // every, kinds
+    assert from_ckpt(h5) == ticks // every * every  # the reader starts from them
     diffs = difftest.check_replay(h5, states, str(tmp_path))
+    m = h5logfs(tmp_path / "src")
+    diffs += difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
+    m.assert_alive()
     assert not diffs, difftest.report(seed, nranks, diffs)
     p = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", "--quiet", h5], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -110,13 +124,20 @@ def _seeded(tmp_path, seed=5, nranks=4, every=1):
     return h5, states
 
 
-def test_damaged_checkpoint_payload_loses_nothing(tmp_path):
+@pytest.mark.parametrize("which", ["all", "oldest", "newest"])
+def test_damaged_checkpoint_payload_loses_nothing(tmp_path, which):
+    """Damaged checkpoints are not used (all, or the oldest: the chain is
+    broken, the whole journal is read; the newest: the one before it is
+    the start) and every tick still equals the model."""
     h5, states = _seeded(tmp_path)
     assert len(states) >= 3
     path, base, _ = journal(h5)
     ck = [(pos, n) for t, pos, n in frames(h5) if t == CKPT]
-    for pos, n in ck:  # every checkpoint, each in the middle of its payload
+    assert from_ckpt(h5) == len(ck)
+    pick = {"all": ck, "oldest": ck[:1], "newest": ck[-1:]}[which]
+    for pos, n in pick:  # in the middle of the payload
         _flip(path, base + pos + 24 + n // 2)
+    assert from_ckpt(h5) == (len(ck) - 1 if which == "newest" else 0)
     diffs = check_ticks(h5, states, str(tmp_path))
     assert not diffs, diffs
 
@@ -152,6 +173,7 @@ def test_torn_checkpoint_after_killed_writer(tmp_path):
         shutil.copy(h5, tdir / "d.h5")
         shutil.copy(side, tdir / "d.h5.h5lj")
         os.truncate(tdir / "d.h5.h5lj", cut)
+        assert from_ckpt(str(tdir / "d.h5")) == 2  # the torn one is not used
         diffs = check_ticks(str(tdir / "d.h5"), states, str(tdir), upto=3)
         assert not diffs, diffs
         assert difftest.replay(str(tdir / "d.h5"), 4, str(tdir / "t4.h5")) is not None
