@@ -507,10 +507,38 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
 
 #define SWIN ((size_t)1 << 20) /* backward search window */
 
-/* Read and decode the checkpoint frame at journal offset pos (< end). 1 and
- * *buf (owned) on success, 0 when it is not a usable checkpoint, H5L_ENOMEM. */
+/* The fixed fields of a checkpoint (format.md 3.5, offsets 0..47). */
+typedef struct fixed {
+    uint64_t first, last, tickpos, selfpos, prevpos;
+} fixed_t;
+
+/* Verify the frame of n bytes at journal offset pos (checksums, type,
+ * padding) and read its fixed fields, with the checks h5l_ckpt_decode makes
+ * of them. 0, or -1. */
+static int frame_fixed(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos, fixed_t *f)
+{
+    h5l_frame_hdr_t h;
+    if (n < H5L_FRAME_LEN || h5l_frame_hdr_decode(frame, seed, &h) != H5L_FRAME_OK || h.type != H5L_REC_CKPT ||
+        h5l_frame_size(h.len) != n || h.len < H5L_CKPT_HDR || h5l_hash(frame + H5L_FRAME_LEN, h.len, seed) != h.sum)
+        return -1;
+    const uint8_t *p = frame + H5L_FRAME_LEN;
+    f->first = h5l_get_le64(p);
+    f->last = h5l_get_le64(p + 8);
+    f->tickpos = h5l_get_le64(p + 16);
+    f->selfpos = h5l_get_le64(p + 24);
+    f->prevpos = h5l_get_le64(p + 32);
+    if (h5l_get_le64(p + 40) || f->first == 0 || f->last < f->first || f->selfpos != pos || f->tickpos >= pos ||
+        f->tickpos < H5L_JHDR_LEN || f->prevpos >= f->tickpos || (f->first == 1) != (f->prevpos == 0) ||
+        (f->prevpos && f->prevpos < H5L_JHDR_LEN))
+        return -1;
+    return 0;
+}
+
+/* Read and verify the checkpoint frame at journal offset pos (< end). 1
+ * and *buf (owned, *n bytes) on success, 0 when it is not a usable
+ * checkpoint, H5L_ENOMEM. */
 static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, uint8_t **buf,
-                    h5l_ckpt_t *c)
+                    size_t *n, fixed_t *f)
 {
     uint8_t h[H5L_FRAME_LEN];
     h5l_frame_hdr_t fh;
@@ -520,15 +548,12 @@ static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t 
         h5l_frame_hdr_decode(h, seed, &fh) != H5L_FRAME_OK || fh.type != H5L_REC_CKPT ||
         h5l_frame_size(fh.len) > end - pos)
         return 0;
-    size_t n = (size_t)h5l_frame_size(fh.len);
-    uint8_t *b = malloc(n);
+    *n = (size_t)h5l_frame_size(fh.len);
+    uint8_t *b = malloc(*n);
     if (!b) return H5L_ENOMEM;
-    h5l_err_t e;
-    int rc = h5l_fd_read_all(fd, b, n, base + pos, what, NULL) ? H5L_ECORRUPT
-                                                               : h5l_ckpt_decode(b, n, seed, pos, c, what, &e);
-    if (rc) {
+    if (h5l_fd_read_all(fd, b, *n, base + pos, what, NULL) || frame_fixed(b, *n, seed, pos, f)) {
         free(b);
-        return rc == H5L_ENOMEM ? rc : 0;
+        return 0;
     }
     *buf = b;
     return 1;
@@ -536,29 +561,28 @@ static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t 
 
 void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch)
 {
-    for (size_t i = 0; i < ch->n; i++) {
-        h5l_ckpt_clear(&ch->c[i]);
-        free(ch->frames[i]);
-    }
-    free(ch->c);
-    free(ch->frames);
+    free(ch->lens);
+    free(ch->pos);
     memset(ch, 0, sizeof *ch);
 }
 
-/* Push a decoded checkpoint (newest first while walking back). */
-static int chain_push(h5l_ckpt_chain_t *ch, size_t *cap, h5l_ckpt_t *c, uint8_t *buf)
+/* Note a verified frame (newest first while walking back) and free its
+ * bytes: the reader reads each again when it applies it, so a long chain
+ * never sits in memory at once. */
+static int chain_push(h5l_ckpt_chain_t *ch, size_t *cap, uint8_t *buf, size_t n, uint64_t pos)
 {
+    free(buf);
     if (ch->n == *cap) {
         size_t nc = *cap ? 2 * *cap : 16;
-        h5l_ckpt_t *a = realloc(ch->c, nc * sizeof *a);
-        if (a) ch->c = a;
-        uint8_t **f = a ? realloc(ch->frames, nc * sizeof *f) : NULL;
-        if (f) ch->frames = f;
-        if (!a || !f) return H5L_ENOMEM;
+        size_t *l = realloc(ch->lens, nc * sizeof *l);
+        if (l) ch->lens = l;
+        uint64_t *p = l ? realloc(ch->pos, nc * sizeof *p) : NULL;
+        if (p) ch->pos = p;
+        if (!p) return H5L_ENOMEM;
         *cap = nc;
     }
-    ch->c[ch->n] = *c;
-    ch->frames[ch->n++] = buf;
+    ch->lens[ch->n] = n;
+    ch->pos[ch->n++] = pos;
     return 0;
 }
 
@@ -569,9 +593,10 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
     uint64_t lim = end - H5L_JHDR_LEN > H5L_CKPT_SEARCH ? end - H5L_CKPT_SEARCH : H5L_JHDR_LEN;
     uint8_t *w = malloc(SWIN);
     if (!w) return H5L_ENOMEM;
-    uint64_t wlo = 0, whi = 0; /* the window holds journal bytes [wlo, whi) */
-    h5l_ckpt_t c;
+    uint64_t wlo = 0, whi = 0, at = 0; /* the window holds journal bytes [wlo, whi) */
     uint8_t *buf = NULL;
+    size_t n = 0;
+    fixed_t f;
     int found = 0;
     /* frames start 8-aligned: the newest checkpoint header, from the end back */
     for (uint64_t p = (end - H5L_FRAME_LEN) & ~(uint64_t)7; p >= lim && !found; p -= 8) {
@@ -583,7 +608,8 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
         }
         const uint8_t *h = w + (p - wlo);
         if (h[4] == (H5L_REC_CKPT & 0xFF) && h[5] == H5L_REC_CKPT >> 8 && h[6] == 2 && h[7] == 0) {
-            found = frame_at(fd, base, p, end, seed, what, &buf, &c);
+            found = frame_at(fd, base, p, end, seed, what, &buf, &n, &f);
+            at = p;
             if (found < 0) break;
         }
         if (p < 8) break;
@@ -591,62 +617,70 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
     free(w);
     if (found <= 0) return found;
     size_t cap = 0;
-    int rc = chain_push(ch, &cap, &c, buf);
-    if (rc) {
-        h5l_ckpt_clear(&c);
-        free(buf);
-        h5l_ckpt_chain_free(ch);
-        return rc;
-    }
-    ch->next = c.selfpos + h5l_frame_size(h5l_get_le32(buf));
+    int rc = chain_push(ch, &cap, buf, n, at);
+    if (rc) return rc;
+    ch->last = f.last;
+    ch->next = at + n;
     /* back along the chain: each link ends right where the next segment's
      * first TICK frame begins, and covers the ticks just before it */
-    while (ch->c[ch->n - 1].first > 1) {
-        const h5l_ckpt_t *nw = &ch->c[ch->n - 1];
-        h5l_ckpt_t pc;
+    while (f.first > 1) {
+        fixed_t pf;
         uint8_t *pb;
-        int k = frame_at(fd, base, nw->prevpos, nw->tickpos, seed, what, &pb, &pc);
-        if (k == 1 && (pc.last + 1 != nw->first || pc.selfpos + h5l_frame_size(h5l_get_le32(pb)) != nw->tickpos)) {
-            h5l_ckpt_clear(&pc);
+        size_t pn;
+        int k = frame_at(fd, base, f.prevpos, f.tickpos, seed, what, &pb, &pn, &pf);
+        if (k == 1 && (pf.last + 1 != f.first || f.prevpos + pn != f.tickpos)) {
             free(pb);
             k = 0;
         }
         if (k == 1) {
-            if ((k = chain_push(ch, &cap, &pc, pb)) == 0) continue;
-            h5l_ckpt_clear(&pc);
-            free(pb);
+            if ((k = chain_push(ch, &cap, pb, pn, f.prevpos)) == 0) {
+                f = pf;
+                continue;
+            }
         }
         h5l_ckpt_chain_free(ch);
         return k; /* 0: broken chain; or H5L_ENOMEM */
     }
     for (size_t i = 0, j = ch->n - 1; i < j; i++, j--) { /* oldest first */
-        h5l_ckpt_t t = ch->c[i];
-        ch->c[i] = ch->c[j];
-        ch->c[j] = t;
-        uint8_t *f = ch->frames[i];
-        ch->frames[i] = ch->frames[j];
-        ch->frames[j] = f;
+        size_t l = ch->lens[i];
+        ch->lens[i] = ch->lens[j];
+        ch->lens[j] = l;
+        uint64_t q = ch->pos[i];
+        ch->pos[i] = ch->pos[j];
+        ch->pos[j] = q;
     }
     return 1;
 }
 
 /* ---- the reader's side: the chunk map ---- */
 
-/* Per variable: an open-addressing table (load <= 1/2) of offsets into the
- * map's pool of u64s, where a chunk is [coord[nd], first run] and a run is
- * [next run, k, ticks[k]] (one run per segment listing the chunk; 0 ends). */
+/* Per variable: its chunks as records [coord[nd], ref] in one array; ref
+ * with its top bit set is the chunk's only tick (the common case of a log
+ * of rows: 3 u64s a chunk for two dimensions), else the offset in the
+ * map's pool of its first run, a run being [next run, k, ticks[k]] (one per
+ * segment listing the chunk; 0 ends the list). A log that appends (each
+ * segment's new chunks after all earlier ones, as a growing time
+ * dimension makes them) keeps the array sorted and looks chunks up by
+ * binary search: loading is appending, with no hash table to build and no
+ * memory for one. The first chunk that arrives out of order turns the
+ * variable into a hashed one (an open-addressing table of record numbers,
+ * load <= 1/2). */
+#define ONE ((uint64_t)1 << 63)
 typedef struct cmvar {
     uint32_t nd;
-    uint64_t *slots; /* pool offsets, 0: empty */
-    size_t nslots, nused;
+    int hashed;
+    uint64_t *ents; /* n records of nd + 1 u64s */
+    size_t n, cap;  /* cap in u64s */
+    size_t *slots;  /* hashed: record number + 1, 0: empty */
+    size_t nslots;
 } cmvar_t;
 
 struct h5l_ckmap {
-    cmvar_t *vars; /* by objid; nd 0 and no slots: none yet */
+    cmvar_t *vars; /* by objid; n 0: none yet */
     size_t nvars;
-    uint64_t *pool; /* pool[0] unused: offset 0 means none */
+    uint64_t *pool; /* runs; pool[0] unused: offset 0 means none */
     size_t npool, cap_pool;
-    uint64_t *births; /* increasing ticks at which some chunk got its first run */
+    uint64_t *births; /* increasing ticks at which some chunk got its first tick */
     size_t nbirths, cap_births;
 };
 
@@ -655,7 +689,10 @@ h5l_ckmap_t *h5l_ckmap_new(void) { return calloc(1, sizeof(h5l_ckmap_t)); }
 void h5l_ckmap_free(h5l_ckmap_t *m)
 {
     if (!m) return;
-    for (size_t i = 0; i < m->nvars; i++) free(m->vars[i].slots);
+    for (size_t i = 0; i < m->nvars; i++) {
+        free(m->vars[i].ents);
+        free(m->vars[i].slots);
+    }
     free(m->vars);
     free(m->pool);
     free(m->births);
@@ -666,39 +703,90 @@ static uint64_t coord_hash(const uint64_t *c, uint32_t nd)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     for (uint32_t d = 0; d < nd; d++) {
-        h ^= c[d] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-        h *= 0xBF58476D1CE4E5B9ull;
+        h = (h ^ c[d]) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
     }
-    return h ^ (h >> 31);
+    return h * 0x94D049BB133111EBull ^ (h >> 32);
 }
 
-static size_t cm_slot(const h5l_ckmap_t *m, const cmvar_t *v, const uint64_t *coord)
+static int coord_cmp(const uint64_t *a, const uint64_t *b, uint32_t nd)
 {
-    size_t mask = v->nslots - 1, i = (size_t)coord_hash(coord, v->nd) & mask;
-    while (v->slots[i] && memcmp(m->pool + v->slots[i], coord, v->nd * sizeof *coord) != 0) i = (i + 1) & mask;
-    return i;
-}
-
-static int cm_rehash(h5l_ckmap_t *m, cmvar_t *v)
-{
-    size_t n = v->nslots ? 2 * v->nslots : 64;
-    uint64_t *old = v->slots;
-    size_t oldn = v->nslots;
-    if (!(v->slots = calloc(n, sizeof *v->slots))) {
-        v->slots = old;
-        return H5L_ENOMEM;
-    }
-    v->nslots = n;
-    for (size_t i = 0; i < oldn; i++)
-        if (old[i]) v->slots[cm_slot(m, v, m->pool + old[i])] = old[i];
-    free(old);
+    for (uint32_t d = 0; d < nd; d++)
+        if (a[d] != b[d]) return a[d] < b[d] ? -1 : 1;
     return 0;
 }
 
-static int cm_room(h5l_ckmap_t *m, size_t n)
+/* Hashed: the slot of coord, or the empty slot where it goes. */
+static size_t cm_slot(const cmvar_t *v, const uint64_t *coord)
+{
+    size_t mask = v->nslots - 1, i = (size_t)coord_hash(coord, v->nd) & mask;
+    while (v->slots[i] && coord_cmp(v->ents + (v->slots[i] - 1) * (v->nd + 1), coord, v->nd)) i = (i + 1) & mask;
+    return i;
+}
+
+static int cm_rehash(cmvar_t *v, size_t n)
+{
+    size_t *s = calloc(n, sizeof *s);
+    if (!s) return H5L_ENOMEM;
+    free(v->slots);
+    v->slots = s;
+    v->nslots = n;
+    for (size_t i = 0; i < v->n; i++) v->slots[cm_slot(v, v->ents + i * (v->nd + 1))] = i + 1;
+    return 0;
+}
+
+/* The record of coord, or NULL. */
+static uint64_t *cm_find(const cmvar_t *v, const uint64_t *coord)
+{
+    size_t st = v->nd + 1;
+    if (v->hashed) {
+        size_t s = cm_slot(v, coord);
+        return v->slots[s] ? v->ents + (v->slots[s] - 1) * st : NULL;
+    }
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = coord_cmp(v->ents + mid * st, coord, v->nd);
+        if (!c) return v->ents + mid * st;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A new record [coord, ref]. */
+static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
+{
+    size_t st = v->nd + 1;
+    if (!v->hashed && v->n && coord_cmp(v->ents + (v->n - 1) * st, coord, v->nd) > 0) {
+        size_t n = 64; /* out of order: hashed from now on */
+        while (n < 2 * (v->n + 1)) n *= 2;
+        if (cm_rehash(v, n)) return H5L_ENOMEM;
+        v->hashed = 1;
+    }
+    if (v->hashed && 2 * (v->n + 1) > v->nslots && cm_rehash(v, 2 * v->nslots)) return H5L_ENOMEM;
+    if (h5l_grow((void **)&v->ents, &v->cap, (v->n + 1) * st, sizeof *v->ents)) return H5L_ENOMEM;
+    uint64_t *e = v->ents + v->n * st;
+    memcpy(e, coord, v->nd * sizeof *coord);
+    e[v->nd] = ref;
+    v->n++;
+    if (v->hashed) v->slots[cm_slot(v, coord)] = v->n;
+    return 0;
+}
+
+/* A run of k ticks in the pool; its offset, or 0 when out of memory. */
+static uint64_t cm_run(h5l_ckmap_t *m, const uint64_t *t, size_t k)
 {
     if (!m->npool) m->npool = 1;
-    return h5l_grow((void **)&m->pool, &m->cap_pool, m->npool + n, sizeof *m->pool) ? H5L_ENOMEM : 0;
+    if (h5l_grow((void **)&m->pool, &m->cap_pool, m->npool + 2 + k, sizeof *m->pool)) return 0;
+    uint64_t run = m->npool;
+    m->pool[run] = 0;
+    m->pool[run + 1] = k;
+    memcpy(m->pool + run + 2, t, k * sizeof *t);
+    m->npool += 2 + k;
+    return run;
 }
 
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
@@ -708,28 +796,25 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
         if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)k->objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
         cmvar_t *v = &m->vars[k->objid];
-        if (!v->nslots) v->nd = k->nd;
+        if (!v->n) v->nd = k->nd;
         if (v->nd != k->nd) return H5L_ECORRUPT;
-        if ((v->nused + 1) * 2 > v->nslots && cm_rehash(m, v)) return H5L_ENOMEM;
-        if (cm_room(m, k->nd + 1 + 2 + k->nt)) return H5L_ENOMEM;
-        size_t s = cm_slot(m, v, k->coord);
-        uint64_t run = m->npool;
-        m->pool[run] = 0;
-        m->pool[run + 1] = k->nt;
-        memcpy(m->pool + run + 2, k->ticks, k->nt * sizeof *k->ticks);
-        m->npool += 2 + k->nt;
-        if (v->slots[s]) { /* listed by an earlier segment: a run more at the end */
-            uint64_t *at = &m->pool[v->slots[s] + v->nd];
-            while (*at) at = &m->pool[*at];
-            *at = run;
+        /* appending (sorted, after the last chunk): new, no search */
+        int after = !v->n || (!v->hashed && coord_cmp(v->ents + (v->n - 1) * (v->nd + 1), k->coord, v->nd) < 0);
+        uint64_t *e = after ? NULL : cm_find(v, k->coord);
+        if (e) { /* listed by an earlier segment: a run more at the end */
+            if (e[v->nd] & ONE) {
+                uint64_t t0 = e[v->nd] & ~ONE, r0 = cm_run(m, &t0, 1);
+                if (!r0) return H5L_ENOMEM;
+                e[v->nd] = r0;
+            }
+            uint64_t run = cm_run(m, k->ticks, k->nt), at = e[v->nd];
+            if (!run) return H5L_ENOMEM;
+            while (m->pool[at]) at = m->pool[at];
+            m->pool[at] = run;
             continue;
         }
-        uint64_t ch = m->npool;
-        memcpy(m->pool + ch, k->coord, k->nd * sizeof *k->coord);
-        m->pool[ch + k->nd] = run;
-        m->npool += k->nd + 1;
-        v->slots[s] = ch;
-        v->nused++;
+        uint64_t ref = k->nt == 1 ? k->ticks[0] | ONE : cm_run(m, k->ticks, k->nt);
+        if (!ref || cm_insert(v, k->coord, ref)) return H5L_ENOMEM;
         if (h5l_grow((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births)) return H5L_ENOMEM;
         m->births[m->nbirths++] = k->ticks[0];
     }
@@ -752,15 +837,42 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
     return 0;
 }
 
+/* Shrink *p (capacity *cap elements) to n. */
+static void shrink(void **p, size_t *cap, size_t n, size_t elem)
+{
+    void *q = n ? realloc(*p, n * elem) : NULL;
+    if (q) {
+        *p = q;
+        *cap = n;
+    }
+}
+
+void h5l_ckmap_trim(h5l_ckmap_t *m)
+{
+    shrink((void **)&m->pool, &m->cap_pool, m->npool, sizeof *m->pool);
+    shrink((void **)&m->births, &m->cap_births, m->nbirths, sizeof *m->births);
+    for (size_t i = 0; i < m->nvars; i++) {
+        cmvar_t *v = &m->vars[i];
+        shrink((void **)&v->ents, &v->cap, v->n * (v->nd + 1), sizeof *v->ents);
+    }
+}
+
 int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,
                     size_t *cap, size_t *n)
 {
     *n = 0;
-    if (objid >= m->nvars || !m->vars[objid].nslots) return 0;
+    if (objid >= m->nvars || !m->vars[objid].n) return 0;
     const cmvar_t *v = &m->vars[objid];
-    uint64_t ch = v->slots[cm_slot(m, v, coord)];
-    if (!ch) return 0;
-    for (uint64_t run = m->pool[ch + v->nd]; run; run = m->pool[run]) {
+    const uint64_t *e = cm_find(v, coord);
+    if (!e) return 0;
+    uint64_t ref = e[v->nd];
+    if (ref & ONE) {
+        if ((ref & ~ONE) > tick) return 0;
+        if (h5l_grow((void **)buf, cap, 1, sizeof **buf)) return H5L_ENOMEM;
+        (*buf)[(*n)++] = ref & ~ONE;
+        return 0;
+    }
+    for (uint64_t run = ref; run; run = m->pool[run]) {
         uint64_t k = m->pool[run + 1];
         const uint64_t *t = m->pool + run + 2;
         for (uint64_t i = 0; i < k; i++) {
@@ -777,10 +889,11 @@ int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*
 {
     if (objid >= m->nvars) return 0;
     const cmvar_t *v = &m->vars[objid];
-    for (size_t i = 0; i < v->nslots; i++) {
-        uint64_t ch = v->slots[i];
-        if (!ch || m->pool[m->pool[ch + v->nd] + 2] > tick) continue; /* the first run's first tick */
-        int rc = fn(ctx, m->pool + ch);
+    for (size_t i = 0; i < v->n; i++) {
+        const uint64_t *e = v->ents + i * (v->nd + 1);
+        uint64_t ref = e[v->nd], first = ref & ONE ? ref & ~ONE : m->pool[ref + 2];
+        if (first > tick) continue;
+        int rc = fn(ctx, e);
         if (rc) return rc;
     }
     return 0;
@@ -802,6 +915,6 @@ uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
 {
     size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * 8 + m->nvars * sizeof *m->vars;
-    for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].nslots * 8;
+    for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
 }

@@ -103,21 +103,23 @@ int h5l_ckpt_table_chunks(const uint8_t *tab, const h5l_tick_info_t *t, uint64_t
 /* ---- the reader's side ---- */
 
 /* The checkpoints a reader starts from: an unbroken chain from tick 1 to
- * the newest checkpoint found near the end of the journal, oldest first,
- * with the frame bytes their tick ops point into. */
+ * the newest checkpoint found near the end of the journal, oldest first:
+ * where each frame is (the reader reads, decodes and applies them one at a
+ * time with h5l_ckpt_decode, which verifies them again). */
 typedef struct h5l_ckpt_chain {
-    h5l_ckpt_t *c;
-    uint8_t **frames;
+    size_t *lens;  /* frame sizes in bytes */
+    uint64_t *pos; /* their journal offsets */
     size_t n;
-    uint64_t next; /* journal offset right after the newest checkpoint */
+    uint64_t last; /* the newest checkpoint's last tick */
+    uint64_t next; /* journal offset right after it */
 } h5l_ckpt_chain_t;
 
 /* Find the newest checkpoint among the last H5L_CKPT_SEARCH bytes before
  * journal offset end (journal bytes are at fd offsets base..) and follow
- * its chain back to tick 1, every link checked (format.md 3.5, Readers).
- * 1 and *ch filled; 0 when there is none to start from (no checkpoint, or
- * any link missing, damaged or inconsistent: the caller reads the whole
- * journal); H5L_ENOMEM. */
+ * its chain back to tick 1, every link's checksums and fixed fields
+ * checked (format.md 3.5, Readers). 1 and *ch filled; 0 when there is none
+ * to start from (no checkpoint, or a link missing, damaged or
+ * inconsistent: the caller reads the whole journal); H5L_ENOMEM. */
 #define H5L_CKPT_SEARCH ((uint64_t)64 << 20)
 int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, const char *what, h5l_ckpt_chain_t *ch);
 void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch);
@@ -129,6 +131,8 @@ h5l_ckmap_t *h5l_ckmap_new(void);
 void h5l_ckmap_free(h5l_ckmap_t *m);
 /* Add segment c's chunk entries (segments in tick order). 0 or H5L_ENOMEM. */
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c);
+/* After the last add: give back the room kept for growth. */
+void h5l_ckmap_trim(h5l_ckmap_t *m);
 /* The ticks <= tick listed for chunk coord of objid, increasing, into
  * (*buf, *cap) (grown); *n of them. 0 or H5L_ENOMEM. */
 int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,

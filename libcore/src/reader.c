@@ -69,10 +69,9 @@ struct h5l_reader {
     uint32_t seglog;
     h5l_schema_t schema;
     h5l_index_t *index;
-    h5l_tick_info_t *ticks;
-    uint64_t *pool; /* every tick's rstart, segbase and sums, back to back */
+    struct tickrec *ticks; /* tick t at ticks[t - 1] */
+    uint64_t *pool;        /* every tick's rstart, segbase and sums, back to back */
     size_t pool_len, pool_cap;
-    uint64_t *txoff; /* tick t's part starts at pool[txoff[t - 1]] */
     size_t nticks, cap_ticks;
     h5l_rec_t **pend; /* a tick's records, checked, before they are indexed (kept: one */
     size_t cap_pend;  /* allocation for all ticks, not one per tick) */
@@ -89,16 +88,31 @@ struct h5l_reader {
     _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
     /* Ticks 1..ck_last came from index checkpoints (docs/format.md 3.5):
-     * their tables are decoded when a read first needs them (txoff
-     * TX_LAZY), except eager ticks, indexed at open like any other. */
+     * their tables are decoded when a read first needs them (tickrec
+     * lazy), except eager ticks, indexed at open like any other. */
     uint64_t ck_last;
-    h5l_ckmap_t *ckmap;           /* which checkpointed ticks touch each chunk; NULL: none */
-    struct lztick *_Atomic *lazy; /* ck_last slots: a decoded table, or NULL until needed */
-    pthread_mutex_t lazy_mu;      /* one lazy decode at a time (under the read lock) */
-    uint64_t lazy_nrec;           /* records of lazy ticks (h5l_reader_nrecords) */
+    h5l_ckmap_t *ckmap;      /* which checkpointed ticks touch each chunk; NULL: none */
+    pthread_mutex_t lazy_mu; /* one lazy decode at a time (under the read lock) */
+    uint64_t lazy_nrec;      /* records of lazy ticks (h5l_reader_nrecords) */
 };
 
-#define TX_LAZY UINT64_MAX
+/* What the reader keeps of a tick: its TICK payload header without the
+ * tick number (its place) in 56 bytes, not h5l_tick_info_t's 64 and two
+ * more arrays: a long log keeps one per tick. The sizes fit 32 bits because
+ * load_tick_body refuses larger ones (a table is at most TABLE_MAX). */
+typedef struct tickrec {
+    uint64_t time_ns, data_off, data_size, table_off;
+    uint32_t table_size, nrecords, nranks;
+    uint32_t lazy;       /* 1: its table is decoded when first needed */
+    _Atomic uint64_t tx; /* !lazy: where its part of the pool starts; lazy: its lztick_t *, 0 until decoded */
+} tickrec_t;
+
+static h5l_tick_info_t tick_info_of(const tickrec_t *tr, uint64_t tick)
+{
+    h5l_tick_info_t t = {tick,          tr->time_ns,   tr->nranks,     tr->data_off,
+                         tr->data_size, tr->table_off, tr->table_size, tr->nrecords};
+    return t;
+}
 
 /* A lazily decoded record table: the tick's rank offsets and checksums and
  * its records in sequence order, in one allocation; never changes once
@@ -269,7 +283,6 @@ void h5l_reader_close(h5l_reader_t *r)
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
     free(r->pool);
-    free(r->txoff);
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -314,7 +327,7 @@ static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
 {
     tickx_t x;
     x.nranks = r->ticks[tick - 1].nranks;
-    x.rstart = r->pool + r->txoff[tick - 1];
+    x.rstart = r->pool + atomic_load_explicit(&r->ticks[tick - 1].tx, memory_order_relaxed);
     x.segbase = x.rstart + x.nranks + 1;
     x.sums = x.segbase + x.nranks + 1;
     return x;
@@ -330,7 +343,7 @@ static h5l_rec_t *index_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
  * first if it is lazy. Under the read lock. */
 static int tick_x(h5l_reader_t *r, uint64_t tick, tickx_t *x, h5l_err_t *err)
 {
-    if (r->txoff[tick - 1] != TX_LAZY) {
+    if (!r->ticks[tick - 1].lazy) {
         *x = tx_of(r, tick);
         return H5L_OK;
     }
@@ -610,23 +623,29 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
     if (rc) h5l_schema_rollback(&r->schema, t.tick);
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
-        h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
+        tickrec_t *ti = realloc(r->ticks, cap * sizeof *ti);
         if (ti) r->ticks = ti;
-        uint64_t *tx = ti ? realloc(r->txoff, cap * sizeof *tx) : NULL;
-        if (tx) r->txoff = tx;
-        if (!ti || !tx)
+        if (!ti)
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         else
             r->cap_ticks = cap;
     }
-    if (!rc && lazy) { /* visible now, its table decoded when first needed */
-        r->txoff[r->nticks] = TX_LAZY;
-        r->lazy_nrec += t.nrecords;
-        r->ticks[r->nticks++] = t;
-    } else if (!rc) { /* the tick becomes visible here */
-        r->txoff[r->nticks] = r->pool_len;
-        r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
-        r->ticks[r->nticks++] = t;
+    if (!rc) { /* the tick becomes visible here (lazy: its table decoded when first needed) */
+        tickrec_t *tr = &r->ticks[r->nticks];
+        tr->time_ns = t.time_ns;
+        tr->data_off = t.data_off;
+        tr->data_size = t.data_size;
+        tr->table_off = t.table_off;
+        tr->table_size = (uint32_t)t.table_size;
+        tr->nrecords = (uint32_t)t.nrecords;
+        tr->nranks = t.nranks;
+        tr->lazy = (uint32_t)lazy;
+        atomic_init(&tr->tx, lazy ? 0 : r->pool_len);
+        if (lazy)
+            r->lazy_nrec += t.nrecords;
+        else
+            r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
+        r->nticks++;
     }
     pthread_rwlock_unlock(&r->lock);
     free(tab);
@@ -685,7 +704,7 @@ static void lz_free(lztick_t *l)
  * eager load makes: format.md 4 and 4.1). Under the read lock and lazy_mu. */
 static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *err)
 {
-    const h5l_tick_info_t *t = &r->ticks[tick - 1];
+    const h5l_tick_info_t tv = tick_info_of(&r->ticks[tick - 1], tick), *t = &tv;
     uint64_t hole;
     if (t->table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t->table_off, t->table_size, &hole))
         return h5l_err_set(
@@ -733,13 +752,14 @@ static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *
 
 static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_err_t *err)
 {
-    lztick_t *l = atomic_load_explicit(&r->lazy[tick - 1], memory_order_acquire);
+    _Atomic uint64_t *slot = &r->ticks[tick - 1].tx;
+    lztick_t *l = (lztick_t *)(uintptr_t)atomic_load_explicit(slot, memory_order_acquire);
     int rc = H5L_OK;
     if (!l) {
         pthread_mutex_lock(&r->lazy_mu);
-        l = atomic_load_explicit(&r->lazy[tick - 1], memory_order_acquire);
+        l = (lztick_t *)(uintptr_t)atomic_load_explicit(slot, memory_order_acquire);
         if (!l && !(rc = lazy_load(r, tick, &l, err)))
-            atomic_store_explicit(&r->lazy[tick - 1], l, memory_order_release);
+            atomic_store_explicit(slot, (uint64_t)(uintptr_t)l, memory_order_release);
         pthread_mutex_unlock(&r->lazy_mu);
     }
     *out = l;
@@ -748,13 +768,11 @@ static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_er
 
 static void lazy_free_all(h5l_reader_t *r)
 {
-    for (uint64_t t = 0; r->lazy && t < r->ck_last; t++) {
-        lztick_t *l = atomic_load(&r->lazy[t]);
+    for (uint64_t t = 0; t < r->nticks && t < r->ck_last; t++) {
+        lztick_t *l = r->ticks[t].lazy ? (lztick_t *)(uintptr_t)atomic_load(&r->ticks[t].tx) : NULL;
         if (l) free(l->recs);
         lz_free(l);
     }
-    free((void *)r->lazy);
-    r->lazy = NULL;
     h5l_ckmap_free(r->ckmap);
     r->ckmap = NULL;
     r->ck_last = r->lazy_nrec = 0;
@@ -787,38 +805,51 @@ static int start_from_checkpoints(h5l_reader_t *r)
     h5l_ckpt_chain_t ch;
     int k = h5l_ckpt_chain_read(r->jfd, r->jbase, end, r->seed, r->scan.what, &ch);
     if (k != 1) return k == H5L_ENOMEM ? k : H5L_OK;
-    uint64_t last = ch.c[ch.n - 1].last;
-    int ok = (r->ckmap = h5l_ckmap_new()) != NULL && (r->lazy = calloc((size_t)last, sizeof *r->lazy)) != NULL;
+    uint64_t last = ch.last;
+    int ok = (r->ckmap = h5l_ckmap_new()) != NULL;
     if (ok) r->ck_last = last;
     if (ok) { /* room for every checkpointed tick at once */
-        h5l_tick_info_t *ti = realloc(r->ticks, (size_t)last * sizeof *ti);
+        tickrec_t *ti = realloc(r->ticks, (size_t)last * sizeof *ti);
         if (ti) r->ticks = ti;
-        uint64_t *tx = ti ? realloc(r->txoff, (size_t)last * sizeof *tx) : NULL;
-        if (tx) r->txoff = tx;
-        ok = ti && tx;
+        ok = ti != NULL;
         if (ok) r->cap_ticks = (size_t)last;
     }
     r->fsize = file_size(r->fd);
     h5l_err_t e = {0};
+    uint8_t *fb = NULL; /* one segment read and decoded at a time */
+    size_t fcap = 0;
     for (size_t i = 0; ok && i < ch.n; i++) {
-        const h5l_ckpt_t *c = &ch.c[i];
+        h5l_ckpt_t c = {0};
+        if (fcap < ch.lens[i]) {
+            free(fb);
+            fcap = ch.lens[i];
+            if (!(fb = malloc(fcap))) fcap = 0;
+        }
+        ok = fb && !h5l_fd_read_all(r->jfd, fb, ch.lens[i], r->jbase + ch.pos[i], r->scan.what, NULL) &&
+             h5l_ckpt_decode(fb, ch.lens[i], r->seed, ch.pos[i], &c, r->scan.what, &e) == H5L_OK &&
+             c.first == r->nticks + 1;
         size_t ei = 0;
-        for (uint64_t j = 0; ok && j <= c->last - c->first; j++) {
-            const h5l_ckpt_tick_t *t = &c->ticks[j];
-            int eager = ei < c->neager && c->eager[ei] == t->info.tick;
+        for (uint64_t j = 0; ok && j <= c.last - c.first; j++) {
+            const h5l_ckpt_tick_t *t = &c.ticks[j];
+            int eager = ei < c.neager && c.eager[ei] == t->info.tick;
             ei += eager;
             h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
             ok = load_tick_body(r, &t->info, &cur, t->nops, !eager, &e) == H5L_OK && cur.pos == cur.len;
         }
-        ok = ok && h5l_ckmap_add(r->ckmap, c) == H5L_OK;
+        ok = ok && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
+        h5l_ckpt_clear(&c);
     }
+    free(fb);
     if (ok) { /* the journal goes on with the next tick, its CLOSE or its end */
         h5l_frame_t fr;
         int n = h5l_jscan_next(&r->scan, ch.next, end, &fr, &e);
         ok = n == 0 || (n == 1 && (fr.type == H5L_REC_CLOSE || (fr.type & H5L_REC_OPTIONAL) ||
                                    (fr.type == H5L_REC_TICK && fr.len >= 8 && h5l_get_le64(fr.payload) == last + 1)));
     }
-    if (ok) r->jpos = ch.next;
+    if (ok) {
+        r->jpos = ch.next;
+        h5l_ckmap_trim(r->ckmap);
+    }
     h5l_ckpt_chain_free(&ch);
     return ok ? H5L_OK : reset_load(r);
 }
@@ -940,7 +971,7 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
     pthread_rwlock_rdlock(&r->lock);
     int rc = H5L_ENOTFOUND;
     if (t >= 1 && t <= r->nticks) {
-        *out = r->ticks[t - 1];
+        *out = tick_info_of(&r->ticks[t - 1], t);
         rc = H5L_OK;
     }
     pthread_rwlock_unlock(&r->lock);
