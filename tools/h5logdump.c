@@ -171,10 +171,10 @@ int main(int argc, char **argv)
     }
     h5l_err_t e = {0};
     h5l_reader_t *r;
-    /* --check reads the whole journal and every record table at open,
-     * whatever index checkpoints the file has (they let a reader skip
-     * them: docs/format.md 3.5) */
-    if (h5l_reader_open_flags(argv[a], check ? H5L_READER_FULL : 0, &r, &e)) {
+    /* --check (and --records, which prints tables) reads the whole journal
+     * and verifies every record table at open, whatever index checkpoints
+     * the file has (they let a reader skip them: docs/format.md 3.5) */
+    if (h5l_reader_open_flags(argv[a], check || records ? H5L_READER_FULL : 0, &r, &e)) {
         /* nothing can be read: no user block, journal header, ... */
         fprintf(stderr, "h5logdump: %s\n", e.msg);
         if (check) printf("CORRUPT: %s\n", e.msg);

@@ -293,6 +293,7 @@ struct h5l_ckpt_w {
     uint64_t tickpos; /* journal offset of its TICK frame */
     h5l_tick_info_t *ti;
     size_t nti, cap_ti;
+    uint64_t tbytes;  /* record table bytes of the pending ticks */
     uint64_t *opsoff; /* per pending tick: [offset into ops, nops] */
     size_t cap_opsoff;
     h5l_buf_t ops;
@@ -496,10 +497,14 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
         return;
     }
     w->ti[w->nti++] = *ti;
-    if (w->nti < w->every) return;
+    w->tbytes += ti->table_size;
+    /* due every N ticks, or sooner when their tables (read back to build
+     * it) add up to H5L_CKPT_TABLES: one flush never reads back much */
+    if (w->nti < w->every && w->tbytes < H5L_CKPT_TABLES) return;
     if (build(w, pos, s, out)) return; /* tried again at the next tick */
     w->first = ti->tick + 1;
     w->nti = 0;
+    w->tbytes = 0;
     w->ops.len = 0;
 }
 

@@ -16,10 +16,11 @@
 #include "error.h"
 #include "h5log_reader.h"
 
-#define H5L_REC_CKPT 0x8003u     /* frame type: optional (bit 15), kind 3 */
-#define H5L_CKPT_HDR 48          /* fixed part of the payload */
-#define H5L_CKPT_WIDE 8          /* a box touching more index chunks makes its tick eager */
-#define H5L_CKPT_EVERY_DEFAULT 0 /* writer's default N (0: off), H5L_CKPT_TICKS overrides */
+#define H5L_REC_CKPT 0x8003u                 /* frame type: optional (bit 15), kind 3 */
+#define H5L_CKPT_HDR 48                      /* fixed part of the payload */
+#define H5L_CKPT_WIDE 8                      /* a box touching more index chunks makes its tick eager */
+#define H5L_CKPT_EVERY_DEFAULT 1024          /* writer's default N (docs/performance.md); H5L_CKPT_TICKS overrides */
+#define H5L_CKPT_TABLES ((uint64_t)16 << 20) /* ... or sooner, at this many bytes of record tables */
 #define H5L_CKPT_ENV "H5L_CKPT_TICKS"
 
 /* One tick of a segment: its TICK payload without the 64-byte header
