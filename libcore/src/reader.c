@@ -127,8 +127,13 @@ typedef struct lztick {
     size_t nrec;
     h5l_rec_t **recs; /* nrec, in the allocation after x's arrays */
     lzblk_t *blk;     /* records and their boxes */
+    h5l_index_t *idx; /* a tick of more than LZ_INDEX_MIN records: them by chunk, else NULL */
     _Alignas(16) uint64_t arr[];
 } lztick_t;
+
+/* A lazy tick with more records than this gets an index of its own, so a
+ * chunk's lookup does not scan every record of a big tick. */
+#define LZ_INDEX_MIN 32
 
 static int start_from_checkpoints(h5l_reader_t *r);
 static void lazy_free_all(h5l_reader_t *r);
@@ -746,6 +751,22 @@ static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *
     }
     l->recs = recs;
     l->nrec = n;
+    if (n > LZ_INDEX_MIN) {
+        if (!(l->idx = h5l_index_new())) rc = H5L_ENOMEM;
+        for (size_t i = 0; !rc && i < n; i++) {
+            const h5l_rec_t *rec = recs[i];
+            if (!h5l_index_chunk_shape(l->idx, rec->objid))
+                rc = h5l_index_add_var(l->idx, rec->objid, rec->ndims, h5l_index_chunk_shape(r->index, rec->objid));
+        }
+        for (size_t i = 0; !rc && i < n; i++) rc = h5l_index_insert(l->idx, recs[i]);
+        if (rc) {
+            h5l_index_free(l->idx);
+            free(recs);
+            lz_free(l);
+            return h5l_err_set(err, rc, "%s: tick %llu: cannot index its records: %s", r->path,
+                               (unsigned long long)tick, h5l_strerror(rc));
+        }
+    }
     *out = l;
     return H5L_OK;
 }
@@ -770,7 +791,10 @@ static void lazy_free_all(h5l_reader_t *r)
 {
     for (uint64_t t = 0; t < r->nticks && t < r->ck_last; t++) {
         lztick_t *l = r->ticks[t].lazy ? (lztick_t *)(uintptr_t)atomic_load(&r->ticks[t].tx) : NULL;
-        if (l) free(l->recs);
+        if (l) {
+            free(l->recs);
+            h5l_index_free(l->idx);
+        }
         lz_free(l);
     }
     h5l_ckmap_free(r->ckmap);
@@ -1356,12 +1380,14 @@ typedef struct lzscr {
     size_t tcap;
     h5l_rec_t **p;
     size_t cap;
+    h5l_index_scratch_t iscr; /* lookups in a lazy tick's own index */
 } lzscr_t;
 
 static void lzscr_free(lzscr_t *s)
 {
     free(s->ticks);
     free(s->p);
+    h5l_index_scratch_free(&s->iscr);
 }
 
 /* Does a box of rec touch index chunk coord (chunk shape ch)? */
@@ -1404,8 +1430,12 @@ static int chunk_list(h5l_reader_t *r, uint32_t objid, const uint64_t *coord, ui
         const lztick_t *l;
         int rc = lazy_get(r, ls->ticks[i], &l, err);
         if (rc) return rc;
-        for (size_t j = 0; j < l->nrec; j++) {
-            h5l_rec_t *rec = l->recs[j];
+        h5l_rec_t *const *cand = l->recs;
+        size_t nc = l->nrec;
+        if (l->idx && h5l_index_chunk(l->idx, objid, coord, UINT64_MAX, &ls->iscr, &cand, &nc))
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        for (size_t j = 0; j < nc; j++) {
+            h5l_rec_t *rec = cand[j];
             if (rec->objid != objid || !rec_touches(rec, coord, ch)) continue;
             if (h5l_grow((void **)&ls->p, &ls->cap, m + 1, sizeof *ls->p))
                 return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
