@@ -685,7 +685,8 @@ struct h5l_ckmap {
     size_t nvars;
     uint64_t *pool; /* runs; pool[0] unused: offset 0 means none */
     size_t npool, cap_pool;
-    uint64_t *births; /* increasing ticks at which some chunk got its first tick */
+    uint32_t *births; /* increasing ticks at which some chunk got its first tick (32 bits: a map of
+                       * later ticks is refused, and the reader reads the whole journal) */
     size_t nbirths, cap_births;
 };
 
@@ -820,14 +821,16 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
         }
         uint64_t ref = k->nt == 1 ? k->ticks[0] | ONE : cm_run(m, k->ticks, k->nt);
         if (!ref || cm_insert(v, k->coord, ref)) return H5L_ENOMEM;
-        if (h5l_grow((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births)) return H5L_ENOMEM;
-        m->births[m->nbirths++] = k->ticks[0];
+        if (k->ticks[0] > UINT32_MAX ||
+            h5l_grow((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births))
+            return H5L_ENOMEM;
+        m->births[m->nbirths++] = (uint32_t)k->ticks[0];
     }
     /* this segment's births: sorted, each once (all after earlier segments') */
     size_t n = m->nbirths - nb0;
-    uint64_t *b = m->births + nb0;
+    uint32_t *b = m->births + nb0;
     for (size_t i = 1; i < n; i++) { /* mostly sorted already: insertion sort */
-        uint64_t t = b[i];
+        uint32_t t = b[i];
         size_t j = i;
         while (j && b[j - 1] > t) {
             b[j] = b[j - 1];
@@ -919,7 +922,7 @@ uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
 
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
 {
-    size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * 8 + m->nvars * sizeof *m->vars;
+    size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * 4 + m->nvars * sizeof *m->vars;
     for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
 }

@@ -56,6 +56,9 @@ typedef struct tickx {
     uint64_t *sums;    /* every rank's segment checksums */
 } tickx_t;
 
+typedef struct lztick lztick_t; /* a lazy tick's decoded table (below) */
+typedef _Atomic(lztick_t *) lzslot_t;
+
 struct h5l_reader {
     char *path, *jpath;
     int fd;                 /* the HDF5 file */
@@ -91,21 +94,29 @@ struct h5l_reader {
      * their tables are decoded when a read first needs them (tickrec
      * lazy), except eager ticks, indexed at open like any other. */
     uint64_t ck_last;
-    h5l_ckmap_t *ckmap;      /* which checkpointed ticks touch each chunk; NULL: none */
-    pthread_mutex_t lazy_mu; /* one lazy decode at a time (under the read lock) */
-    uint64_t lazy_nrec;      /* records of lazy ticks (h5l_reader_nrecords) */
+    _Atomic(lzslot_t *) *lzdir; /* ceil(ck_last / LZPAGE) pages */
+    h5l_ckmap_t *ckmap;         /* which checkpointed ticks touch each chunk; NULL: none */
+    pthread_mutex_t lazy_mu;    /* one lazy decode at a time (under the read lock) */
+    uint64_t lazy_nrec;         /* records of lazy ticks (h5l_reader_nrecords) */
 };
 
 /* What the reader keeps of a tick: its TICK payload header without the
- * tick number (its place) in 56 bytes, not h5l_tick_info_t's 64 and two
- * more arrays: a long log keeps one per tick. The sizes fit 32 bits because
- * load_tick_body refuses larger ones (a table is at most TABLE_MAX). */
+ * tick number (its place) in 48 bytes, not h5l_tick_info_t's 64 and an
+ * array of pool offsets: a long log keeps one per tick. The sizes fit 32
+ * bits because load_tick_body refuses larger ones (a table is at most
+ * TABLE_MAX); a lazy tick's decoded table is found through lzdir. */
+#define TX_LAZY UINT32_MAX
 typedef struct tickrec {
     uint64_t time_ns, data_off, data_size, table_off;
     uint32_t table_size, nrecords, nranks;
-    uint32_t lazy;       /* 1: its table is decoded when first needed */
-    _Atomic uint64_t tx; /* !lazy: where its part of the pool starts; lazy: its lztick_t *, 0 until decoded */
+    uint32_t tx; /* where its part of the pool starts; TX_LAZY: its table is decoded when first needed */
 } tickrec_t;
+
+/* Lazy ticks' decoded tables: pages of LZPAGE pointers, a page allocated
+ * when a read first needs a tick of it, so the pointers cost memory only
+ * where tables were decoded. Published with release stores, read with
+ * acquire loads under the read lock; allocated under lazy_mu. */
+#define LZPAGE 1024
 
 static h5l_tick_info_t tick_info_of(const tickrec_t *tr, uint64_t tick)
 {
@@ -122,14 +133,14 @@ typedef struct lzblk {
     size_t used, cap;
     _Alignas(16) unsigned char mem[];
 } lzblk_t;
-typedef struct lztick {
+struct lztick {
     tickx_t x;
     size_t nrec;
     h5l_rec_t **recs; /* nrec, in the allocation after x's arrays */
     lzblk_t *blk;     /* records and their boxes */
     h5l_index_t *idx; /* a tick of more than LZ_INDEX_MIN records: them by chunk, else NULL */
     _Alignas(16) uint64_t arr[];
-} lztick_t;
+};
 
 /* A lazy tick with more records than this gets an index of its own, so a
  * chunk's lookup does not scan every record of a big tick. */
@@ -332,7 +343,7 @@ static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
 {
     tickx_t x;
     x.nranks = r->ticks[tick - 1].nranks;
-    x.rstart = r->pool + atomic_load_explicit(&r->ticks[tick - 1].tx, memory_order_relaxed);
+    x.rstart = r->pool + r->ticks[tick - 1].tx;
     x.segbase = x.rstart + x.nranks + 1;
     x.sums = x.segbase + x.nranks + 1;
     return x;
@@ -348,7 +359,7 @@ static h5l_rec_t *index_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
  * first if it is lazy. Under the read lock. */
 static int tick_x(h5l_reader_t *r, uint64_t tick, tickx_t *x, h5l_err_t *err)
 {
-    if (!r->ticks[tick - 1].lazy) {
+    if (r->ticks[tick - 1].tx != TX_LAZY) {
         *x = tx_of(r, tick);
         return H5L_OK;
     }
@@ -574,7 +585,12 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
     if (lazy) xneed = 0;
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
-    if (r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
+    if (!lazy && (uint64_t)r->pool_len + xneed >= TX_LAZY) /* tickrec keeps pool offsets in 32 bits */
+        rc = h5l_err_set(err, H5L_ENOMEM,
+                         "%s: tick %llu: the reader's pool of offsets and checksums is full (2^32 entries)", r->path,
+                         (unsigned long long)t.tick);
+    if (!rc &&
+        r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
         size_t cap = r->pool_cap ? 2 * r->pool_cap : 4096;
         if (cap < r->pool_len + xneed) cap = r->pool_len + xneed;
         uint64_t *p = realloc(r->pool, cap * sizeof *p);
@@ -644,8 +660,7 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
         tr->table_size = (uint32_t)t.table_size;
         tr->nrecords = (uint32_t)t.nrecords;
         tr->nranks = t.nranks;
-        tr->lazy = (uint32_t)lazy;
-        atomic_init(&tr->tx, lazy ? 0 : r->pool_len);
+        tr->tx = lazy ? TX_LAZY : (uint32_t)r->pool_len;
         if (lazy)
             r->lazy_nrec += t.nrecords;
         else
@@ -773,14 +788,22 @@ static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *
 
 static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_err_t *err)
 {
-    _Atomic uint64_t *slot = &r->ticks[tick - 1].tx;
-    lztick_t *l = (lztick_t *)(uintptr_t)atomic_load_explicit(slot, memory_order_acquire);
+    size_t pg = (size_t)((tick - 1) / LZPAGE), at = (size_t)((tick - 1) % LZPAGE);
+    lzslot_t *page = atomic_load_explicit(&r->lzdir[pg], memory_order_acquire);
+    lztick_t *l = page ? atomic_load_explicit(&page[at], memory_order_acquire) : NULL;
     int rc = H5L_OK;
     if (!l) {
         pthread_mutex_lock(&r->lazy_mu);
-        l = (lztick_t *)(uintptr_t)atomic_load_explicit(slot, memory_order_acquire);
-        if (!l && !(rc = lazy_load(r, tick, &l, err)))
-            atomic_store_explicit(slot, (uint64_t)(uintptr_t)l, memory_order_release);
+        page = atomic_load_explicit(&r->lzdir[pg], memory_order_acquire);
+        if (!page) {
+            if ((page = calloc(LZPAGE, sizeof *page)))
+                atomic_store_explicit(&r->lzdir[pg], page, memory_order_release);
+            else
+                rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        }
+        l = page ? atomic_load_explicit(&page[at], memory_order_acquire) : NULL;
+        if (page && !l && !(rc = lazy_load(r, tick, &l, err)))
+            atomic_store_explicit(&page[at], l, memory_order_release);
         pthread_mutex_unlock(&r->lazy_mu);
     }
     *out = l;
@@ -789,14 +812,20 @@ static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_er
 
 static void lazy_free_all(h5l_reader_t *r)
 {
-    for (uint64_t t = 0; t < r->nticks && t < r->ck_last; t++) {
-        lztick_t *l = r->ticks[t].lazy ? (lztick_t *)(uintptr_t)atomic_load(&r->ticks[t].tx) : NULL;
-        if (l) {
-            free(l->recs);
-            h5l_index_free(l->idx);
+    for (size_t pg = 0; r->lzdir && pg < (r->ck_last + LZPAGE - 1) / LZPAGE; pg++) {
+        lzslot_t *page = atomic_load(&r->lzdir[pg]);
+        for (size_t i = 0; page && i < LZPAGE; i++) {
+            lztick_t *l = atomic_load(&page[i]);
+            if (l) {
+                free(l->recs);
+                h5l_index_free(l->idx);
+            }
+            lz_free(l);
         }
-        lz_free(l);
+        free((void *)page);
     }
+    free((void *)r->lzdir);
+    r->lzdir = NULL;
     h5l_ckmap_free(r->ckmap);
     r->ckmap = NULL;
     r->ck_last = r->lazy_nrec = 0;
@@ -830,7 +859,8 @@ static int start_from_checkpoints(h5l_reader_t *r)
     int k = h5l_ckpt_chain_read(r->jfd, r->jbase, end, r->seed, r->scan.what, &ch);
     if (k != 1) return k == H5L_ENOMEM ? k : H5L_OK;
     uint64_t last = ch.last;
-    int ok = (r->ckmap = h5l_ckmap_new()) != NULL;
+    int ok = (r->ckmap = h5l_ckmap_new()) != NULL &&
+             (r->lzdir = calloc((size_t)((last + LZPAGE - 1) / LZPAGE), sizeof *r->lzdir)) != NULL;
     if (ok) r->ck_last = last;
     if (ok) { /* room for every checkpointed tick at once */
         tickrec_t *ti = realloc(r->ticks, (size_t)last * sizeof *ti);
