@@ -89,7 +89,8 @@ void h5l_ckpt_clear(h5l_ckpt_t *c)
     memset(c, 0, sizeof *c);
 }
 
-#define BAD(...) (h5l_ckpt_clear(c), h5l_err_set(err, H5L_ECORRUPT, __VA_ARGS__))
+/* the message first: its arguments may point into what clearing frees */
+#define BAD(...) (h5l_err_set(err, H5L_ECORRUPT, __VA_ARGS__), h5l_ckpt_clear(c), H5L_ECORRUPT)
 
 /* Read n tick differences into out (ticks of [lo, hi], strictly increasing). */
 static int get_ticks(h5l_cur_t *cur, uint64_t lo, uint64_t hi, uint64_t *out, size_t n)

@@ -201,27 +201,35 @@ static void test_rules(void)
     sample(&s, pos);
     s.chunks[1].coord = s.coords; /* the same chunk twice */
     expect_bad(&s, pos, "chunk twice");
+    sample_free(&s);
     sample(&s, pos);
     s.chunks[0].objid = 2; /* out of order */
     expect_bad(&s, pos, "out of order");
+    sample_free(&s);
     sample(&s, pos);
     s.lists[1] = 6; /* an eager tick listed */
     expect_bad(&s, pos, "eager listed");
+    sample_free(&s);
     sample(&s, pos);
     s.lists[1] = 8; /* a tick after the segment */
     expect_bad(&s, pos, "tick past the segment");
+    sample_free(&s);
     sample(&s, pos);
     s.lists[0] = 7; /* not increasing */
     expect_bad(&s, pos, "ticks not increasing");
+    sample_free(&s);
     sample(&s, pos);
     s.eager[0] = 4; /* eager before the segment */
     expect_bad(&s, pos, "eager before the segment");
+    sample_free(&s);
     sample(&s, pos);
     s.c.prevpos = 0; /* F = 5 needs a previous checkpoint */
     expect_bad(&s, pos, "no previous");
+    sample_free(&s);
     sample(&s, pos);
     s.c.tickpos = 1008; /* frames would end elsewhere */
     expect_bad(&s, pos, "tick frames elsewhere");
+    sample_free(&s);
     sample(&s, pos);
     s.chunks[2].nd = 3; /* a coordinate more: the frames still line up, the entries do not */
     s.chunks[2].coord = s.coords + 3;

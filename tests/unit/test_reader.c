@@ -465,7 +465,7 @@ static void fx_save_closed(fx_t *fx, uint64_t jr_len)
 
 /* ---- the reference ------------------------------------------------- */
 
-static const fx_t *sort_fx;
+static _Thread_local const fx_t *sort_fx; /* per thread: check_reads runs in several */
 static int seq_cmp(const void *a, const void *b)
 {
     const wr_t *x = &sort_fx->w[*(const size_t *)a], *y = &sort_fx->w[*(const size_t *)b];
