@@ -367,20 +367,40 @@ static int ent_cmp(const void *a, const void *b)
 }
 
 /* Read the table of ti into buf (grown); 0 or -1. */
-static int read_table(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint8_t **buf, size_t *cap)
+/* Room to read a segment's tables back: small tables (a long log of small
+ * ticks has them a few hundred bytes apart) come through a window of the
+ * file, one pread for hundreds of ticks; a larger one is read alone. */
+#define RWIN ((size_t)256 << 10)
+typedef struct rback {
+    uint8_t *win, *own;
+    uint64_t woff;
+    size_t wlen, owncap;
+} rback_t;
+
+/* The table of ti, read back: a pointer into rb, or NULL. */
+static const uint8_t *read_table(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, rback_t *rb)
 {
-    if (ti->table_size > ((uint64_t)1 << 30)) return -1;
-    if (*cap < ti->table_size) {
-        uint8_t *b = realloc(*buf, (size_t)ti->table_size);
-        if (!b) return -1;
-        *buf = b;
-        *cap = (size_t)ti->table_size;
-    }
+    uint64_t off = ti->table_off, n = ti->table_size;
     size_t got;
-    h5l_err_t e;
-    if (h5l_fd_read(w->fd, *buf, (size_t)ti->table_size, ti->table_off, &got, w->path, &e) || got != ti->table_size)
-        return -1;
-    return 0;
+    if (n > ((uint64_t)1 << 30)) return NULL;
+    if (rb->win && off >= rb->woff && n <= rb->wlen && off - rb->woff <= rb->wlen - n)
+        return rb->win + (off - rb->woff);
+    if (n <= RWIN / 4) {
+        if (!rb->win && !(rb->win = malloc(RWIN))) return NULL;
+        rb->wlen = 0;
+        if (h5l_fd_read(w->fd, rb->win, RWIN, off, &got, w->path, NULL) || got < n) return NULL;
+        rb->woff = off;
+        rb->wlen = got;
+        return rb->win;
+    }
+    if (rb->owncap < n) {
+        uint8_t *b = realloc(rb->own, (size_t)n);
+        if (!b) return NULL;
+        rb->own = b;
+        rb->owncap = (size_t)n;
+    }
+    if (h5l_fd_read(w->fd, rb->own, (size_t)n, off, &got, w->path, NULL) || got != n) return NULL;
+    return rb->own;
 }
 
 /* Build and append the checkpoint of the pending segment, ending at the
@@ -392,22 +412,24 @@ static int build(h5l_ckpt_w_t *w, uint64_t pos, const h5l_schema_t *s, h5l_buf_t
         return -1;
     }
     uint64_t *eager = malloc(w->nti * sizeof *eager);
-    uint8_t *tab = NULL;
-    size_t tcap = 0, neager = 0;
+    rback_t rb = {0};
+    size_t neager = 0;
     int rc = eager ? 0 : -1;
     w->nent = 0;
     for (size_t i = 0; i < w->nti && !rc; i++) {
         const h5l_tick_info_t *ti = &w->ti[i];
         w->tick_mark = w->nent;
         w->cur_tick = ti->tick;
-        int k = read_table(w, ti, &tab, &tcap) ? 1 : h5l_ckpt_table_chunks(tab, ti, w->seed, s, add_ent, w);
+        const uint8_t *tab = read_table(w, ti, &rb);
+        int k = !tab ? 1 : h5l_ckpt_table_chunks(tab, ti, w->seed, s, add_ent, w);
         if (k == H5L_ENOMEM) rc = -1;
         if (k) { /* eager: drop what it listed */
             w->nent = w->tick_mark;
             eager[neager++] = ti->tick;
         }
     }
-    free(tab);
+    free(rb.win);
+    free(rb.own);
     size_t *ix = NULL, nix = 0;
     for (size_t p = 0; !rc && p < w->nent; p += w->ent[p + 1] + 3) nix++;
     if (!rc && !(ix = malloc((nix ? nix : 1) * sizeof *ix))) rc = -1;
