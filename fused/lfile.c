@@ -79,9 +79,11 @@ struct hfs_lfile {
     uint64_t bfail_version; /* a build of this skeleton version failed ... */
     int bfailed;            /* ... (not retried until the version changes) */
     h5l_err_t berr;
-    pthread_cond_t built; /* building 1 -> 0 */
-    hfs_lfile_t *bnext;   /* build queue */
-    hfs_lfile_t *next;    /* registry */
+    hfs_skel_live_t *live; /* the newest skeleton kept open for patching
+                            * (builder thread only; live files) */
+    pthread_cond_t built;  /* building 1 -> 0 */
+    hfs_lfile_t *bnext;    /* build queue */
+    hfs_lfile_t *next;     /* registry */
 };
 
 static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid);
@@ -101,7 +103,13 @@ static hfs_lfile_t *bq_head, *bq_tail;
 static int bq_started, bq_stop;
 static pthread_t bq_thread;
 static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
-static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns;
+static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns, st_patched;
+
+/* Live files whose newest skeleton stays open for patching, at most
+ * LIVE_MAX at once (each holds its libhdf5 file: metadata cache and
+ * capture, about the size of its image twice); others build in full. */
+#define LIVE_MAX 16
+static atomic_int n_live;
 
 int hfs_lfile_init(size_t cache_limit)
 {
@@ -150,6 +158,10 @@ static void lfile_free(hfs_lfile_t *lf)
     free(lf->cds);
     hfs_snap_unref(lf->snap);
     hfs_skel_unref(lf->skel);
+    if (lf->live) {
+        hfs_skel_live_free(lf->live);
+        atomic_fetch_sub(&n_live, 1);
+    }
     h5l_reader_close(lf->reader);
     pthread_mutex_destroy(&lf->mu);
     pthread_cond_destroy(&lf->built);
@@ -532,7 +544,28 @@ static void build_one(hfs_lfile_t *lf)
     pthread_mutex_unlock(&lf->mu);
     hfs_skel_t *k = NULL;
     h5l_err_t e = {0};
-    int rc = need ? hfs_skel_build(lf->reader, tick, &k, &e) : H5L_OK;
+    int rc = H5L_OK;
+    if (need && closed) { /* the last tick: a full build (the same bytes as any build of it), nothing kept */
+        if (lf->live) {
+            hfs_skel_live_free(lf->live);
+            lf->live = NULL;
+            atomic_fetch_sub(&n_live, 1);
+        }
+        rc = hfs_skel_build(lf->reader, tick, &k, &e);
+    } else if (need) {
+        int had = lf->live != NULL;
+        uint64_t patches = hfs_skel_live_patches(lf->live);
+        if (had || atomic_fetch_add(&n_live, 1) < LIVE_MAX) {
+            rc = hfs_skel_build_live(lf->reader, tick, &lf->live, &k, &e);
+            if (!lf->live)
+                atomic_fetch_sub(&n_live, 1);
+            else if (had && hfs_skel_live_patches(lf->live) > patches)
+                atomic_fetch_add(&st_patched, 1);
+        } else {
+            atomic_fetch_sub(&n_live, 1);
+            rc = hfs_skel_build(lf->reader, tick, &k, &e);
+        }
+    }
     if (need) {
         atomic_fetch_add(rc ? &st_build_fail : &st_builds, 1);
         if (!rc) {
@@ -891,9 +924,11 @@ char *hfs_lfile_stats_text(void)
                      (unsigned long long)cs.superseded, (unsigned long long)cs.bytes_assembled,
                      (unsigned long long)cs.bytes_hit, (unsigned long long)cs.bytes_skipped);
     h5l_buf_put(&b, line, (size_t)n);
-    n = snprintf(line, sizeof line, "skeletons: built %llu (failed %llu), %.3f s building, longest %.3f s\n",
+    n = snprintf(line, sizeof line,
+                 "skeletons: built %llu (failed %llu, patched in place %llu), %.3f s building, longest %.3f s\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
-                 (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9);
+                 (unsigned long long)atomic_load(&st_patched), (double)atomic_load(&st_build_ns) * 1e-9,
+                 (double)atomic_load(&st_build_max_ns) * 1e-9);
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {

@@ -230,8 +230,9 @@ static void session_unref(hfs_memvfd_t *s)
     free(s);
 }
 
-/* Move the capture into an image (coalescing the pieces). */
-static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s)
+/* The capture as an image (coalescing the pieces): moved out of the
+ * session at close (move = 1), copied from a file still open otherwise. */
+static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s, int move)
 {
     hfs_memvfd_image_t *img = calloc(1, sizeof *img);
     if (!img) return NULL;
@@ -249,16 +250,18 @@ static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s)
         hfs_memvfd_extent_t *e = &img->extents[img->n_extents];
         e->addr = s->pc[i].addr;
         e->len = len;
-        if (j == i + 1) {
-            e->bytes = s->pc[i].buf; /* move */
+        if (move && j == i + 1) {
+            e->bytes = s->pc[i].buf;
             s->pc[i].buf = NULL;
         } else {
             e->bytes = malloc((size_t)len);
             if (!e->bytes) goto fail;
             for (size_t k = i; k < j; k++) {
                 memcpy(e->bytes + (s->pc[k].addr - e->addr), s->pc[k].buf, (size_t)s->pc[k].len);
-                free(s->pc[k].buf);
-                s->pc[k].buf = NULL;
+                if (move) {
+                    free(s->pc[k].buf);
+                    s->pc[k].buf = NULL;
+                }
             }
         }
         img->n_extents++;
@@ -327,7 +330,7 @@ static herr_t cb_close(H5FD_t *file)
     if (s->failed) {
         rc = -1;              /* the capture is incomplete: no image */
     } else if (s->refs > 1) { /* someone holds the session */
-        s->img = build_image(s);
+        s->img = build_image(s, 1);
         if (!s->img) rc = -1;
     }
     session_free_capture(s);
@@ -666,6 +669,12 @@ hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s)
     }
     session_unref(s);
     return img;
+}
+
+hfs_memvfd_image_t *hfs_memvfd_snapshot(hfs_memvfd_t *s)
+{
+    if (!s || s->state != ST_OPEN || s->failed) return NULL;
+    return build_image(s, 0);
 }
 
 void hfs_memvfd_put(hfs_memvfd_t *s)

@@ -230,6 +230,14 @@ uint64_t hfs_memvfd_meta_bytes(const hfs_memvfd_t *s);
  * failure while capturing. */
 hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s);
 
+/* While the file is open, after H5Fflush (every dirty metadata entry and
+ * the superblock with the current EOA written): a new image of the file as
+ * it is now, owned by the caller; the session keeps capturing. This is how
+ * a skeleton kept open and patched tick after tick (skel.c) publishes each
+ * version. NULL if the file is not open, the capture failed, or out of
+ * memory. */
+hfs_memvfd_image_t *hfs_memvfd_snapshot(hfs_memvfd_t *s);
+
 /* Give back a reference without taking the image. NULL is ignored. */
 void hfs_memvfd_put(hfs_memvfd_t *s);
 

@@ -236,6 +236,8 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
     return H5L_OK;
 }
 
+static int write_coords(build_t *b, uint32_t vi, hid_t dset);
+
 /* Allocate the chunks of chunked variable vi that hold data: write each
  * (sorted, so the file does not depend on the index's hash order) in its
  * own capture window, after the whole metadata is built. */
@@ -243,9 +245,6 @@ static int write_chunks(build_t *b, uint32_t vi, hid_t dset)
 {
     hfs_svar_t *v = &b->k->vars[vi];
     uint32_t objid = v->objid;
-    uint64_t block_bytes = v->esize;
-    for (uint32_t d = 0; d < v->ndims; d++) block_bytes *= v->block[d];
-    hfs_memvfd_alloc_t a;
     b->ncoords = 0;
     b->ndims = v->ndims;
     int rc = h5l_reader_chunks(b->r, b->tick, objid, add_coord, b);
@@ -259,6 +258,18 @@ static int write_chunks(build_t *b, uint32_t vi, hid_t dset)
                 memmove(b->coords + k++ * v->ndims, b->coords + c * v->ndims, w);
         b->ncoords = k;
     }
+    return write_coords(b, vi, dset);
+}
+
+/* Allocate chunks b->coords[0 .. ncoords) (sorted, distinct) of chunked
+ * variable vi, each in its own capture window. */
+static int write_coords(build_t *b, uint32_t vi, hid_t dset)
+{
+    hfs_svar_t *v = &b->k->vars[vi];
+    uint64_t block_bytes = v->esize;
+    for (uint32_t d = 0; d < v->ndims; d++) block_bytes *= v->block[d];
+    hfs_memvfd_alloc_t a;
+    int rc;
     if (b->zero_len < block_bytes) {
         free(b->zero);
         b->zero = calloc(1, (size_t)block_bytes);
@@ -299,7 +310,69 @@ static int cmp_region(const void *x, const void *y)
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
-int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err)
+/* The live state of a skeleton kept open (see skel.h). */
+typedef struct sparse_set {
+    uint64_t *c; /* sorted chunk coordinates written (ndims each) */
+    size_t n, cap;
+} sparse_set_t;
+
+struct hfs_skel_live {
+    hid_t file;
+    hfs_memvfd_t *cap;
+    uint64_t tick;     /* the tick the file reflects */
+    hfs_skel_t *k;     /* the skeleton published for it (a reference) */
+    hid_t *dsets;      /* per k->vars index: the dataset, opened on first patch */
+    sparse_set_t *sp;  /* per k->vars index: chunks written (sparse variables) */
+    uint64_t chunks_v; /* h5l_reader_chunks_version at tick */
+    uint64_t patches;  /* patches applied since the full build */
+};
+
+/* Close the file of a live state and free it (hfs_hdf5_lock held). */
+static void live_free_locked(hfs_skel_live_t *l)
+{
+    if (!l) return;
+    if (l->dsets)
+        for (size_t i = 0; l->k && i < l->k->nvars; i++)
+            if (l->dsets[i] > 0) H5Dclose(l->dsets[i]);
+    if (l->file >= 0) H5Fclose(l->file);
+    hfs_memvfd_put(l->cap);
+    if (l->sp)
+        for (size_t i = 0; l->k && i < l->k->nvars; i++) free(l->sp[i].c);
+    free(l->sp);
+    free(l->dsets);
+    hfs_skel_unref(l->k);
+    free(l);
+}
+
+void hfs_skel_live_free(hfs_skel_live_t *l)
+{
+    if (!l) return;
+    hfs_hdf5_lock();
+    live_free_locked(l);
+    hfs_hdf5_unlock();
+}
+
+uint64_t hfs_skel_live_patches(const hfs_skel_live_t *l) { return l ? l->patches : 0; }
+
+/* Sort k's regions by address (new ones are appended; libhdf5 hands new
+ * space out at the end of the file, so usually they already are) and check
+ * that they are disjoint and inside the file. */
+static int finish_regions(hfs_skel_t *k, h5l_reader_t *r, h5l_err_t *err)
+{
+    int sorted = 1;
+    for (size_t i = 1; i < k->nregions && sorted; i++) sorted = k->regions[i - 1].addr < k->regions[i].addr;
+    if (!sorted) qsort(k->regions, k->nregions, sizeof *k->regions, cmp_region);
+    for (size_t i = 0; i < k->nregions; i++) {
+        const hfs_region_t *g = &k->regions[i];
+        if ((i && g->addr < k->regions[i - 1].addr + k->regions[i - 1].len) || g->addr + g->len > k->eof)
+            return h5l_err_set(err, H5L_ECORRUPT, "%s: raw regions of the skeleton overlap", h5l_reader_path(r));
+    }
+    return H5L_OK;
+}
+
+/* A full build. With keep, the file stays open (flushed, its image
+ * copied) and becomes the live state *keep for later patches. */
+static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hfs_skel_t **out, h5l_err_t *err)
 {
     *out = NULL;
     struct timespec t0, t1;
@@ -308,11 +381,21 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
     if (!k) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     atomic_init(&k->refs, 1);
     int rc = H5L_OK;
+    hfs_skel_live_t *l = NULL;
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     k->version = hfs_skel_version(r, s, tick);
     k->vars = calloc(s->nobjs + 1, sizeof *k->vars);
     if (!k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+    if (!rc && keep) {
+        l = calloc(1, sizeof *l);
+        if (l) {
+            l->file = -1;
+            l->dsets = calloc(s->nobjs + 1, sizeof *l->dsets);
+            l->sp = calloc(s->nobjs + 1, sizeof *l->sp);
+        }
+        if (!l || !l->dsets || !l->sp) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+    }
     hfs_hdf5_lock();
 #ifdef HFS_TEST_HOOKS
     if (!rc) rc = test_hook(r, err);
@@ -336,6 +419,16 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
             hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
             rc = ds < 0 ? H5L_EHDF5 : write_chunks(&b, (uint32_t)i, ds);
             if (ds >= 0) H5Dclose(ds);
+            if (!rc && l && b.ncoords) { /* what a patch compares against */
+                size_t bytes = b.ncoords * k->vars[i].ndims * sizeof *b.coords;
+                l->sp[i].c = malloc(bytes);
+                if (!l->sp[i].c)
+                    rc = H5L_ENOMEM;
+                else {
+                    memcpy(l->sp[i].c, b.coords, bytes);
+                    l->sp[i].n = l->sp[i].cap = b.ncoords;
+                }
+            }
             if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
         }
         free(b.coords);
@@ -344,6 +437,16 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
             h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
                         (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
     }
+    if (l && !rc) { /* kept open: the image of the flushed file */
+        if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(cap)))
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: flushing the skeleton failed", h5l_reader_path(r));
+        l->file = file;
+        l->cap = cap;
+        l->tick = tick;
+        l->chunks_v = h5l_reader_chunks_version(r, tick);
+        file = -1;
+        cap = NULL;
+    }
     if (file >= 0 && H5Fclose(file) < 0 && !rc)
         rc = h5l_err_set(err, H5L_EHDF5, "%s: closing the skeleton failed", h5l_reader_path(r));
     if (cap) {
@@ -351,25 +454,304 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
         if (!k->img && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: skeleton image not available", h5l_reader_path(r));
     }
     if (fapl >= 0) H5Pclose(fapl);
+    if (l && rc) {
+        live_free_locked(l);
+        l = NULL;
+    }
     hfs_hdf5_unlock();
     h5l_reader_unlock(r);
     if (!rc) {
-        if (k->nregions) qsort(k->regions, k->nregions, sizeof *k->regions, cmp_region);
         k->eof = k->img->eof;
-        for (size_t i = 0; i < k->nregions; i++) {
-            const hfs_region_t *g = &k->regions[i];
-            if ((i && g->addr < k->regions[i - 1].addr + k->regions[i - 1].len) || g->addr + g->len > k->eof) {
-                rc = h5l_err_set(err, H5L_ECORRUPT, "%s: raw regions of the skeleton overlap", h5l_reader_path(r));
-                break;
-            }
-        }
+        rc = finish_regions(k, r, err);
     }
     if (rc) {
+        hfs_skel_live_free(l);
         hfs_skel_unref(k);
         return rc;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     k->build_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+    if (l) {
+        l->k = hfs_skel_ref(k);
+        *keep = l;
+    }
     *out = k;
     return H5L_OK;
+}
+
+int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err)
+{
+    return build_full(r, tick, NULL, out, err);
+}
+
+/* The chunks H5Dset_extent allocates when a dataset with early allocation
+ * grows from old_nblk to nblk chunks per dimension, in the order libhdf5
+ * 1.10 allocates them (H5D__chunk_allocate): one pass per dimension op,
+ * over the chunks beyond the old extent in dimension op, within the old
+ * extent in the dimensions before it and anywhere in those after it,
+ * row-major within the pass; a pass that starts at 0 allocates everything
+ * left and ends the walk. fn(ctx, blk) gets each chunk's row-major index in
+ * the new shape. */
+static int each_new_chunk(uint32_t nd, const uint64_t *old_nblk, const uint64_t *nblk,
+                          int (*fn)(void *ctx, uint64_t blk), void *ctx)
+{
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], c[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) hi[d] = nblk[d]; /* exclusive */
+    for (uint32_t op = 0; op < nd; op++) {
+        if (old_nblk[op] < nblk[op]) {
+            for (uint32_t d = 0; d < nd; d++) lo[d] = 0;
+            lo[op] = old_nblk[op];
+            int empty = 0;
+            for (uint32_t d = 0; d < nd; d++) empty |= lo[d] >= hi[d];
+            for (uint32_t d = 0; d < nd; d++) c[d] = lo[d];
+            while (!empty) {
+                uint64_t blk = 0;
+                for (uint32_t d = 0; d < nd; d++) blk = blk * nblk[d] + c[d];
+                int rc = fn(ctx, blk);
+                if (rc) return rc;
+                int d = (int)nd - 1;
+                for (; d >= 0; d--) {
+                    if (++c[d] < hi[d]) break;
+                    c[d] = lo[d];
+                }
+                if (d < 0) break;
+            }
+        }
+        if (old_nblk[op] == 0) break;
+        hi[op] = old_nblk[op];
+    }
+    return H5L_OK;
+}
+
+typedef struct grow_ctx {
+    build_t *b;
+    uint32_t vi;
+    size_t next, end; /* raw records of the window not yet matched */
+    uint64_t bytes;
+    uint64_t first_blk, last_blk;
+    size_t n;
+} grow_ctx_t;
+
+static int grow_one(void *ctx, uint64_t blk)
+{
+    grow_ctx_t *g = ctx;
+    hfs_memvfd_alloc_t a;
+    if (g->next >= g->end || hfs_memvfd_raw_get(g->b->cap, g->next, &a) || a.size != g->bytes) return H5L_ECORRUPT;
+    g->next++;
+    if (!g->n++) g->first_blk = blk;
+    g->last_blk = blk;
+    return add_region(g->b, a.addr, a.size, g->vi, blk);
+}
+
+/* Chunk coordinates of row-major block blk of a variable with nblk blocks
+ * per dimension. */
+static void blk_coords(uint32_t nd, const uint64_t *nblk, uint64_t blk, uint64_t *c)
+{
+    for (int d = (int)nd - 1; d >= 0; d--) {
+        c[d] = blk % nblk[d];
+        blk /= nblk[d];
+    }
+}
+
+/* The address libhdf5 has for chunk blk of v (guard; O(chunks) in 1.10.8). */
+static int chunk_addr(hid_t ds, const hfs_svar_t *v, uint64_t blk, haddr_t *addr)
+{
+    uint64_t c[H5L_MAX_DIMS];
+    hsize_t off[H5L_MAX_DIMS], size = 0;
+    unsigned mask = 0;
+    blk_coords(v->ndims, v->nblk, blk, c);
+    for (uint32_t d = 0; d < v->ndims; d++) off[d] = c[d] * v->block[d];
+    *addr = HADDR_UNDEF;
+    return H5Dget_chunk_info_by_coord(ds, off, &mask, addr, &size) < 0 ? H5L_EHDF5 : H5L_OK;
+}
+
+/* Patch the live file from l->tick to tick, publishing a new skeleton.
+ * H5L_ESTATE: the change is not one a patch makes (an object or attribute
+ * changed, a dimension shrank, a variable turns sparse); other errors:
+ * libhdf5 or the mapping guard failed. Either way the caller drops the
+ * live state (it may be half patched) and builds in full. Reader's read
+ * lock and the libhdf5 lock held. */
+static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick, hfs_skel_t *k,
+                        h5l_err_t *err)
+{
+    const hfs_skel_t *k0 = l->k;
+    uint64_t t0 = l->tick;
+    const char *path = h5l_reader_path(r);
+    if (tick <= t0)
+        return h5l_err_set(err, H5L_ESTATE, "%s: tick %llu is not after the live skeleton's", path,
+                           (unsigned long long)tick);
+    for (size_t i = 0; i < s->nobjs; i++)
+        if (s->objs[i].kind && s->objs[i].tick > t0 && s->objs[i].tick <= tick)
+            return h5l_err_set(err, H5L_ESTATE, "%s: '%s' was defined", path, s->objs[i].path);
+    for (size_t i = 0; i < s->nattrs; i++)
+        if (s->attrs[i].tick > t0 && s->attrs[i].tick <= tick)
+            return h5l_err_set(err, H5L_ESTATE, "%s: an attribute was set", path);
+    for (size_t d = 0; d < s->ndims; d++) {
+        if (s->dims[d].tick > t0 && s->dims[d].tick <= tick)
+            return h5l_err_set(err, H5L_ESTATE, "%s: dimension '%s' was defined", path, s->dims[d].name);
+        if (s->dims[d].tick <= t0 && h5l_schema_dimlen(s, (uint32_t)d, tick) < h5l_schema_dimlen(s, (uint32_t)d, t0))
+            return h5l_err_set(err, H5L_ESTATE, "%s: dimension '%s' shrank", path, s->dims[d].name);
+    }
+    k->nvars = k0->nvars;
+    memcpy(k->vars, k0->vars, k0->nvars * sizeof *k->vars);
+    build_t b = {k, r, s, tick, l->cap, 0, 0, err, NULL, 0, 0, 0, NULL, 0};
+    if (k0->nregions) {
+        if (h5l_grow((void **)&k->regions, &b.cap_regions, k0->nregions, sizeof *k->regions)) return H5L_ENOMEM;
+        memcpy(k->regions, k0->regions, k0->nregions * sizeof *k->regions);
+        k->nregions = k0->nregions;
+    }
+    int rc = H5L_OK;
+    for (uint32_t vi = 0; !rc && vi < k->nvars; vi++) {
+        hfs_svar_t *v = &k->vars[vi];
+        uint64_t shape[H5L_MAX_DIMS], nblk[H5L_MAX_DIMS], nblocks = 1, bytes = v->esize;
+        h5l_schema_shape(s, v->objid, tick, shape);
+        if (!memcmp(shape, v->shape, v->ndims * sizeof *shape)) continue;
+        if (atomic_load(&g_cancel)) return h5l_err_set(err, H5L_EIO, "%s: skeleton build cancelled (stopping)", path);
+        if (!v->chunked) return h5l_err_set(err, H5L_ESTATE, "%s: a contiguous variable changed shape", path);
+        if (!v->sparse && h5l_canon_sparse(s, v->objid, tick))
+            return h5l_err_set(err, H5L_ESTATE, "%s: '%s' became sparse", path, s->objs[v->objid].path);
+        for (uint32_t d = 0; d < v->ndims; d++) {
+            nblk[d] = (shape[d] + v->block[d] - 1) / v->block[d];
+            nblocks *= nblk[d];
+            bytes *= v->block[d];
+        }
+        if (!l->dsets[vi] && (l->dsets[vi] = H5Dopen2(l->file, s->objs[v->objid].path, H5P_DEFAULT)) < 0)
+            return h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s'", path, s->objs[v->objid].path);
+        hid_t ds = l->dsets[vi];
+        hsize_t ext[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
+        size_t r0 = hfs_memvfd_raw_begin(l->cap);
+        herr_t x = H5Dset_extent(ds, ext);
+        size_t r1 = hfs_memvfd_raw_end(l->cap);
+        if (x < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot extend '%s'", path, s->objs[v->objid].path);
+        int renumber = 0;
+        for (uint32_t d = 1; d < v->ndims; d++) renumber |= nblk[d] != v->nblk[d];
+        if (renumber) /* the row-major numbers of its old blocks change */
+            for (size_t i = 0; i < k->nregions; i++) {
+                if (k->regions[i].var != vi) continue;
+                uint64_t c[H5L_MAX_DIMS], blk = 0;
+                blk_coords(v->ndims, v->nblk, k->regions[i].blk, c);
+                for (uint32_t d = 0; d < v->ndims; d++) blk = blk * nblk[d] + c[d];
+                k->regions[i].blk = blk;
+            }
+        uint64_t old_nblk[H5L_MAX_DIMS];
+        memcpy(old_nblk, v->nblk, sizeof old_nblk);
+        memcpy(v->shape, shape, v->ndims * sizeof *shape);
+        memcpy(v->nblk, nblk, v->ndims * sizeof *nblk);
+        v->nblocks = nblocks;
+        if (v->sparse) {
+            if (r1 != r0)
+                return h5l_err_set(err, H5L_ECORRUPT, "%s: extending sparse '%s' allocated", path,
+                                   s->objs[v->objid].path);
+            continue;
+        }
+        grow_ctx_t g = {&b, vi, r0, r1, bytes, 0, 0, 0};
+        rc = each_new_chunk(v->ndims, old_nblk, nblk, grow_one, &g);
+        if (!rc && g.next != r1) rc = H5L_ECORRUPT;
+        for (int e = 0; !rc && e < 2 && g.n; e++) { /* guard the order at both ends */
+            haddr_t addr;
+            uint64_t blk = e ? g.last_blk : g.first_blk;
+            rc = chunk_addr(ds, v, blk, &addr);
+            const hfs_region_t *reg = &k->regions[k->nregions - (e ? 1 : g.n)];
+            if (!rc && (reg->blk != blk || addr != reg->addr)) rc = H5L_ECORRUPT;
+        }
+        if (rc)
+            return h5l_err_set(err, rc, "%s: the chunks allocated by extending '%s' are not where expected", path,
+                               s->objs[v->objid].path);
+    }
+    for (uint32_t d = 0; d < s->ndims; d++)
+        if (h5l_schema_dimlen(s, d, tick) != h5l_schema_dimlen(s, d, t0) &&
+            (rc = h5l_canon_grow_dim(l->file, s, d, tick, err)))
+            return rc;
+    uint64_t cv = h5l_reader_chunks_version(r, tick);
+    for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
+        hfs_svar_t *v = &k->vars[vi];
+        if (!v->sparse) continue;
+        b.ncoords = 0;
+        b.ndims = v->ndims;
+        if ((rc = h5l_reader_chunks(r, tick, v->objid, add_coord, &b))) break;
+        qsort_r(b.coords, b.ncoords, v->ndims * sizeof *b.coords, cmp_coord, &b.ndims);
+        sparse_set_t *ss = &l->sp[vi];
+        size_t w = v->ndims * sizeof *b.coords, fresh = 0, j = 0;
+        for (size_t c = 0; c < b.ncoords; c++) { /* keep those not written yet, each once */
+            const uint64_t *cc = b.coords + c * v->ndims;
+            if (c && !memcmp(cc, b.coords + (c - 1) * v->ndims, w)) continue;
+            int cmp = 1;
+            while (j < ss->n && (cmp = cmp_coord(ss->c + j * v->ndims, cc, &b.ndims)) < 0) j++;
+            if (j < ss->n && cmp == 0) continue;
+            memmove(b.coords + fresh++ * v->ndims, cc, w);
+        }
+        b.ncoords = fresh;
+        if (!fresh) continue;
+        if (!l->dsets[vi] && (l->dsets[vi] = H5Dopen2(l->file, s->objs[v->objid].path, H5P_DEFAULT)) < 0) {
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s'", path, s->objs[v->objid].path);
+            break;
+        }
+        if ((rc = write_coords(&b, vi, l->dsets[vi]))) break;
+        /* merge them into the set written */
+        size_t n = ss->n + fresh;
+        if (h5l_grow((void **)&ss->c, &ss->cap, n, w)) {
+            rc = H5L_ENOMEM;
+            break;
+        }
+        size_t a = ss->n, c = fresh;
+        while (c) { /* from the back: both sorted */
+            const uint64_t *fc = b.coords + (c - 1) * v->ndims;
+            if (a && cmp_coord(ss->c + (a - 1) * v->ndims, fc, &b.ndims) > 0) {
+                memmove(ss->c + (a + c - 1) * v->ndims, ss->c + (a - 1) * v->ndims, w);
+                a--;
+            } else {
+                memmove(ss->c + (a + c - 1) * v->ndims, fc, w);
+                c--;
+            }
+        }
+        ss->n = n;
+    }
+    free(b.coords);
+    free(b.zero);
+    if (rc) return rc;
+    l->chunks_v = cv;
+    return H5L_OK;
+}
+
+int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    hfs_skel_live_t *l = *live;
+    if (l) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        h5l_err_t pe = {0};
+        hfs_skel_t *k = calloc(1, sizeof *k);
+        int rc = k ? H5L_OK : H5L_ENOMEM;
+        if (k) atomic_init(&k->refs, 1);
+        h5l_reader_rdlock(r);
+        const h5l_schema_t *s = h5l_reader_schema(r);
+        if (!rc && !(k->vars = calloc(l->k->nvars + 1, sizeof *k->vars))) rc = H5L_ENOMEM;
+        hfs_hdf5_lock();
+        if (!rc) rc = patch_locked(l, r, s, tick, k, &pe);
+        if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)))) rc = H5L_EHDF5;
+        if (!rc) k->version = hfs_skel_version(r, s, tick);
+        hfs_hdf5_unlock();
+        h5l_reader_unlock(r);
+        if (!rc) {
+            k->eof = k->img->eof;
+            rc = finish_regions(k, r, &pe);
+        }
+        if (!rc) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            k->build_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            hfs_skel_unref(l->k);
+            l->k = hfs_skel_ref(k);
+            l->tick = tick;
+            l->patches++;
+            *out = k;
+            return H5L_OK;
+        }
+        /* not patchable, or the patch failed half way: start afresh */
+        hfs_skel_unref(k);
+        hfs_skel_live_free(l);
+        *live = NULL;
+    }
+    return build_full(r, tick, live, out, err);
 }

@@ -37,9 +37,10 @@
 #define CRT_ORDER (H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED)
 
 /* Objects carry no modification times (as netCDF-C writes them): a
- * canonical file is then a function of its tick alone, so two builds of one
- * tick (the daemon after a restart, the ticks tree, h5logreplay) give the
- * same bytes. */
+ * canonical file built in full is then a function of its tick alone, so two
+ * builds of one tick (the daemon after a restart, the ticks tree,
+ * h5logreplay) give the same bytes. (A live file's skeleton patched in
+ * place, fused/skel.c, has the same content in another layout.) */
 hid_t h5l_canon_fcpl(void)
 {
     hid_t p = H5Pcreate(H5P_FILE_CREATE);
@@ -538,5 +539,44 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc,
     free(b.scale_ref);
     free(b.refs);
     free(b.listed);
+    return rc;
+}
+
+int h5l_canon_sparse(const h5l_schema_t *s, uint32_t objid, uint64_t tick)
+{
+    const h5l_obj_t *o = &s->objs[objid];
+    if (!o->chunked || !o->ndims) return 0;
+    hsize_t dims[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < o->ndims; d++) {
+        dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
+        chunk[d] = o->chunk[d];
+    }
+    return sparse_shape(o->ndims, dims, chunk);
+}
+
+/* The placeholder's NAME is netCDF's marker followed by the length in ten
+ * columns (make_placeholder); a longer length would change the attribute's
+ * size, which an in-place patch does not do (H5L_ESTATE). */
+int h5l_canon_grow_dim(hid_t file, const h5l_schema_t *s, uint32_t d, uint64_t tick, h5l_err_t *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "/%s", s->dims[d].name);
+    long other = h5l_schema_find(s, path);
+    if (other >= 0 && s->objs[other].tick <= tick) return H5L_OK; /* a variable: grown as one */
+    hsize_t len = h5l_schema_dimlen(s, d, tick);
+    char mark[128];
+    int n = snprintf(mark, sizeof mark, NC_DIM_MARK "%10llu", (unsigned long long)len);
+    hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+    if (ds < 0) return h5l_err_set(err, H5L_EHDF5, "cannot open dimension scale '%s'", path);
+    int rc = H5L_OK;
+    hid_t at = H5Aopen(ds, "NAME", H5P_DEFAULT);
+    hid_t t = at < 0 ? -1 : H5Aget_type(at);
+    if (t < 0 || H5Tget_size(t) != (size_t)n + 1)
+        rc = h5l_err_set(err, H5L_ESTATE, "dimension scale '%s': its NAME changes size", path);
+    else if (H5Dset_extent(ds, &len) < 0 || H5Awrite(at, t, mark) < 0)
+        rc = h5l_err_set(err, H5L_EHDF5, "cannot extend dimension scale '%s'", path);
+    if (t >= 0) H5Tclose(t);
+    if (at >= 0) H5Aclose(at);
+    H5Dclose(ds);
     return rc;
 }

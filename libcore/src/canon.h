@@ -46,4 +46,14 @@ typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
 int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn, void *ctx,
                     h5l_err_t *err);
 
+/* Would variable objid's dataset be sparse at tick (chunked, more than
+ * 2^16 chunks: incremental allocation, only chunks with data written)? */
+int h5l_canon_sparse(const h5l_schema_t *s, uint32_t objid, uint64_t tick);
+
+/* A skeleton patched in place (fused/skel.c): dimension d's data-less
+ * scale, if it has one (no coordinate variable), takes its length at tick:
+ * extent and netCDF's NAME marker, which carries the length. H5L_ESTATE
+ * when that cannot be done in place (the caller rebuilds). */
+int h5l_canon_grow_dim(hid_t file, const h5l_schema_t *s, uint32_t d, uint64_t tick, h5l_err_t *err);
+
 #endif

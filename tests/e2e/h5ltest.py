@@ -22,6 +22,28 @@ LIVE_WRITER = os.path.join(BUILD, "tests", "live_writer")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
 
+
+
+def sanitizer_env(lib):
+    """Under `make asan` libh5log.so needs the ASan/UBSan runtimes, which
+    must be loaded before anything else: a Python process preloads them,
+    and LeakSanitizer is off (the interpreter keeps its memory at exit).
+    {} for a build without sanitizers."""
+    try:
+        needed = subprocess.run(["objdump", "-p", lib], capture_output=True, text=True).stdout
+    except OSError:
+        return {}
+    rts = [subprocess.run(["gcc", f"-print-file-name={r}.so"], capture_output=True, text=True).stdout.strip()
+           for r in ("libasan", "libubsan") if r in needed]
+    if not rts:
+        return {}
+    return {"LD_PRELOAD": " ".join(rts),
+            "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0:" + os.environ.get("ASAN_OPTIONS", "")}
+
+
+# what a Python process that loads libh5log.so (ctypes) needs in its environment
+SAN_ENV = sanitizer_env(os.path.join(BUILD, "libh5log.so"))
+
 TICK = 0.1            # the daemon's -o tick=
 MOUNT_TIMEOUT = 10.0  # seconds until the mount must be up
 WATCHDOG = 150.0      # seconds a single test may keep a daemon mounted

@@ -17,6 +17,7 @@ Run with /usr/bin/python3 -m pytest (Debian's h5py, numpy, netCDF4, xarray).
 import errno
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -466,6 +467,11 @@ def test_live_snapshots_are_consistent(tmp_path, h5logfs):
     assert not stale, (f"{len(stale)} opens saw an old tick (seen, published > {margin:.1f} s before): "
                        f"{stale[:5]}")
     assert "live.h5.h5lj" not in os.listdir(m.mnt)
+    # the variable grew every tick: most skeletons were patched in place
+    # (fused/skel.c), and every snapshot above checked out all the same
+    stats = open(os.path.join(m.mnt, ".h5logfs-stats")).read()
+    patched = int(re.search(r"patched in place (\d+)", stats).group(1))
+    assert patched >= 3, stats.splitlines()[:3]
     m.assert_alive()
 
 

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from h5ltest import BUILD, ENV, HERE
+from h5ltest import BUILD, ENV, HERE, SAN_ENV
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 PY = "/usr/bin/python3"
@@ -25,7 +25,7 @@ def seedbench(tmp_path, *extra):
            "--setup", "tiny", "--runs", "run01", "--iterations", "2", "--ranks", "1",
            "--writers", "h5log,h5py", "--engines", "h5py,netCDF4", "--sources", "mount,local",
            "--out", str(tmp_path / "out"), "--workdir", str(tmp_path), *extra]
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, env=dict(ENV, **SAN_ENV), capture_output=True, text=True, timeout=300)
     assert not [d for d in os.listdir(tmp_path) if d.startswith("h5log-seedbench.")], \
         "the temporary directory was left behind"
     return p

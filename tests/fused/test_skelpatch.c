@@ -1,0 +1,360 @@
+/* test_skelpatch.c — skeletons patched in place (fused/skel.c,
+ * hfs_skel_build_live) against full builds of the same tick.
+ *
+ * Why: a live file's skeleton is patched tick after tick (extents grown,
+ * new chunks allocated) instead of rebuilt; a wrong patch gives a valid
+ * HDF5 file whose chunk map points at the wrong bytes, or a stale extent or
+ * dimension marker. The truth here is libhdf5 itself and a full build:
+ * for every tick of a file whose dimensions grow in every way (one
+ * dimension, two at once, the leading one or not, a jump to 100,000 that
+ * turns variables sparse, an attribute and a new variable in between),
+ *   1. ticks that only grew are patched, the others build in full;
+ *   2. the patched skeleton has the full build's variables, shapes and
+ *      set of allocated blocks (var, block, length);
+ *   3. its image, opened by libhdf5, has the shapes, the chunk count of
+ *      each variable, each region's chunk at the address the map says, the
+ *      attributes of the full build (same values; object references
+ *      counted), and the dimension's netCDF marker with its new length.
+ * The log file is written with libh5log on one rank (MPI singleton). */
+#include <mpi.h>
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h5log.h"
+#include "skel.h"
+#include "tharness.h"
+
+static char g_path[512], g_img[600];
+#define NTICK 12
+#define JUMP_TICK 8 /* rows 100000.. from here: /b and /e turn sparse */
+#define ATTR_TICK 5 /* an attribute changes: full build */
+#define NEWVAR_TICK 11
+#define JUMP 100000u
+
+/* the row written at tick t (1-based) */
+static uint64_t row_of(int t) { return t < JUMP_TICK ? (uint64_t)t - 1 : JUMP + (uint64_t)(t - JUMP_TICK); }
+static uint64_t xlen_of(int t) { return 2u * (uint64_t)t + 1; }
+
+static int write_file(void)
+{
+    h5l_file_t *f;
+    int rc = h5l_create(g_path, MPI_COMM_WORLD, NULL, &f);
+    if (rc) return rc;
+    int dt, dx, dy, va, vb, vx, vs, vc, ve, vn;
+    rc |= h5l_def_dim(f, "time", H5L_UNLIMITED, &dt); /* no coordinate variable: a placeholder scale */
+    rc |= h5l_def_dim(f, "x", H5L_UNLIMITED, &dx);
+    rc |= h5l_def_dim(f, "y", 6, &dy);
+    int da[2] = {dt, dy}, db[2] = {dt, dx}, de[2] = {dx, dt};
+    uint64_t cha[2] = {2, 6}, chb[2] = {3, 4}, chx = 4, chs[2] = {1, 6}, che[2] = {4, 2};
+    rc |= h5l_def_var(f, "/a", H5T_IEEE_F32LE, 2, da, cha, &va);
+    rc |= h5l_def_var(f, "/b", H5T_STD_I32LE, 2, db, chb, &vb);
+    rc |= h5l_def_var(f, "/x", H5T_IEEE_F32LE, 1, &dx, &chx, &vx); /* x's coordinate variable */
+    rc |= h5l_def_var(f, "/g/s", H5T_IEEE_F64LE, 2, da, chs, &vs);
+    rc |= h5l_def_var(f, "/c", H5T_STD_I16LE, 1, &dy, NULL, &vc);
+    rc |= h5l_def_var(f, "/e", H5T_STD_I8LE, 2, de, che, &ve);
+    rc |= h5l_put_att_text(f, va, "units", "K");
+    float fa[6] = {0}, fx[64];
+    int32_t ib[64];
+    double ds[6] = {0};
+    int16_t ic[6] = {1, 2, 3, 4, 5, 6};
+    int8_t ie[64];
+    for (int i = 0; i < 64; i++) {
+        fx[i] = (float)i * 0.5f;
+        ib[i] = i * 7;
+        ie[i] = (int8_t)i;
+    }
+    for (int t = 1; t <= NTICK && !rc; t++) {
+        uint64_t r = row_of(t), xl = xlen_of(t);
+        uint64_t s2[2] = {r, 0}, c2[2] = {1, 6};
+        fa[0] = (float)t;
+        ds[0] = t;
+        rc |= h5l_put(f, va, s2, c2, fa);
+        if (t % 3 != 2) rc |= h5l_put(f, vs, s2, c2, ds); /* some ticks give /s no chunk */
+        uint64_t sb[2] = {r, 0}, cb[2] = {1, xl};
+        rc |= h5l_put(f, vb, sb, cb, ib);
+        uint64_t sx = 0, cx = xl;
+        rc |= h5l_put(f, vx, &sx, &cx, fx);
+        uint64_t se[2] = {0, r}, ce[2] = {xl, 1};
+        rc |= h5l_put(f, ve, se, ce, ie);
+        if (t == 1) {
+            uint64_t s1 = 0, c1 = 6;
+            rc |= h5l_put(f, vc, &s1, &c1, ic);
+        }
+        if (t == ATTR_TICK) rc |= h5l_put_att_text(f, va, "units", "degK");
+        if (t == NEWVAR_TICK) rc |= h5l_def_var(f, "/n", H5T_STD_I16LE, 1, &dy, NULL, &vn);
+        if (!rc) rc = h5l_flush(f);
+    }
+    if (rc) fprintf(stderr, "writer: %s\n", h5l_errmsg(f));
+    int crc = h5l_close(f);
+    return rc ? rc : crc;
+}
+
+typedef struct vb_key {
+    uint32_t objid;
+    uint64_t blk, len;
+} vb_key_t;
+
+static int cmp_vb(const void *x, const void *y)
+{
+    const vb_key_t *a = x, *b = y;
+    if (a->objid != b->objid) return a->objid < b->objid ? -1 : 1;
+    if (a->blk != b->blk) return a->blk < b->blk ? -1 : 1;
+    return (a->len > b->len) - (a->len < b->len);
+}
+
+static vb_key_t *blocks_of(const hfs_skel_t *k)
+{
+    vb_key_t *v = calloc(k->nregions + 1, sizeof *v); /* padding zeroed: compared with memcmp */
+    for (size_t i = 0; i < k->nregions; i++) {
+        v[i].objid = k->vars[k->regions[i].var].objid;
+        v[i].blk = k->regions[i].blk;
+        v[i].len = k->regions[i].len;
+    }
+    qsort(v, k->nregions, sizeof *v, cmp_vb);
+    return v;
+}
+
+/* Write a skeleton's image (metadata; raw bytes zero) to g_img and open it. */
+static hid_t open_image(const hfs_skel_t *k)
+{
+    uint8_t *buf = malloc((size_t)k->eof);
+    hfs_memvfd_image_read(k->img, 0, (size_t)k->eof, buf);
+    FILE *fp = fopen(g_img, "wb");
+    int ok = fp && fwrite(buf, 1, (size_t)k->eof, fp) == (size_t)k->eof;
+    if (fp) fclose(fp);
+    free(buf);
+    CHECK(ok);
+    hid_t f = ok ? H5Fopen(g_img, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    CHECK(f >= 0);
+    return f;
+}
+
+/* One attribute as text "name:type size:n:bytes-hash" (references counted only). */
+typedef struct attr_list {
+    char text[4096];
+} attr_list_t;
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *op)
+{
+    (void)info;
+    attr_list_t *l = op;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    size_t sz = H5Tget_size(t);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    uint64_t h = 1469598103934665603ull;
+    int refs = H5Tdetect_class(t, H5T_REFERENCE) > 0 || H5Tget_class(t) == H5T_VLEN;
+    if (!refs && n > 0) {
+        uint8_t *b = calloc((size_t)n, sz);
+        H5Aread(a, t, b);
+        for (size_t i = 0; i < (size_t)n * sz; i++) h = (h ^ b[i]) * 1099511628211ull;
+        free(b);
+    }
+    size_t len = strlen(l->text);
+    snprintf(l->text + len, sizeof l->text - len, "%s:%zu:%lld:%llx;", name, sz, (long long)n,
+             (unsigned long long)(refs ? 0 : h));
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Aclose(a);
+    return 0;
+}
+
+static void attrs_of(hid_t f, const char *path, attr_list_t *l)
+{
+    l->text[0] = 0;
+    hid_t o = H5Oopen(f, path, H5P_DEFAULT);
+    CHECK(o >= 0);
+    if (o < 0) return;
+    hsize_t idx = 0;
+    H5Aiterate2(o, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, attr_cb, l);
+    H5Oclose(o);
+}
+
+static const char *paths[] = {"/a", "/b", "/x", "/g/s", "/c", "/e", "/time", "/x", "/n"};
+
+/* 3. the patched image through libhdf5, against the full build's image */
+static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_t *r, uint64_t tick)
+{
+    hid_t f = open_image(k);
+    if (f < 0) return;
+    h5l_reader_rdlock(r);
+    const h5l_schema_t *s = h5l_reader_schema(r);
+    for (size_t vi = 0; vi < k->nvars; vi++) {
+        const hfs_svar_t *v = &k->vars[vi];
+        hid_t ds = H5Dopen2(f, s->objs[v->objid].path, H5P_DEFAULT);
+        CHECK(ds >= 0);
+        if (ds < 0) continue;
+        hid_t sp = H5Dget_space(ds);
+        hsize_t dims[H5L_MAX_DIMS];
+        CHECK_EQ(H5Sget_simple_extent_dims(sp, dims, NULL), (int)v->ndims);
+        for (uint32_t d = 0; d < v->ndims; d++) CHECK_EQ(dims[d], v->shape[d]);
+        size_t nreg = 0;
+        for (size_t i = 0; i < k->nregions; i++) nreg += k->regions[i].var == vi;
+        if (v->chunked) {
+            hsize_t nch = 0;
+            CHECK(H5Dget_num_chunks(ds, sp, &nch) >= 0);
+            CHECK_EQ(nch, nreg);
+            /* every region's chunk where the map says (each lookup walks
+             * the chunk index in 1.10.8: all of them up to 300, else 40) */
+            size_t seen = 0;
+            for (size_t i = 0; i < k->nregions; i++) {
+                const hfs_region_t *g = &k->regions[i];
+                if (g->var != vi) continue;
+                if (nreg > 300 && seen++ % (nreg / 40) != 0) continue;
+                uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
+                hsize_t off[H5L_MAX_DIMS], size = 0;
+                haddr_t addr = HADDR_UNDEF;
+                unsigned mask = 0;
+                hfs_skel_block_box(v, g->blk, st, ct);
+                for (uint32_t d = 0; d < v->ndims; d++) off[d] = st[d];
+                CHECK(H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size) >= 0);
+                if (addr != g->addr) {
+                    fprintf(stderr, "  tick %llu %s block %llu: map %llu, libhdf5 %llu\n", (unsigned long long)tick,
+                            s->objs[v->objid].path, (unsigned long long)g->blk, (unsigned long long)g->addr,
+                            (unsigned long long)addr);
+                    CHECK(0);
+                    break;
+                }
+            }
+        }
+        H5Sclose(sp);
+        H5Dclose(ds);
+    }
+    /* the netCDF marker of the placeholder "time" carries its length */
+    {
+        char want[128], got[128] = {0};
+        snprintf(want, sizeof want, "This is a netCDF dimension but not a netCDF variable.%10llu",
+                 (unsigned long long)h5l_schema_dimlen(s, 0, tick));
+        hid_t ds = H5Dopen2(f, "/time", H5P_DEFAULT);
+        hid_t a = ds < 0 ? -1 : H5Aopen(ds, "NAME", H5P_DEFAULT);
+        hid_t t = a < 0 ? -1 : H5Aget_type(a);
+        CHECK(t >= 0 && H5Tget_size(t) < sizeof got && H5Aread(a, t, got) >= 0);
+        CHECK(strcmp(got, want) == 0);
+        if (t >= 0) H5Tclose(t);
+        if (a >= 0) H5Aclose(a);
+        if (ds >= 0) {
+            hid_t sp = H5Dget_space(ds);
+            hsize_t len = 0;
+            H5Sget_simple_extent_dims(sp, &len, NULL);
+            CHECK_EQ(len, h5l_schema_dimlen(s, 0, tick));
+            H5Sclose(sp);
+            H5Dclose(ds);
+        }
+    }
+    h5l_reader_unlock(r);
+    /* attributes as the full build has them */
+    hid_t g = open_image(full);
+    for (size_t i = 0; g >= 0 && i < sizeof paths / sizeof *paths; i++) {
+        if (H5Lexists(g, paths[i], H5P_DEFAULT) <= 0) {
+            CHECK(H5Lexists(f, paths[i], H5P_DEFAULT) <= 0);
+            continue;
+        }
+        attr_list_t *x = malloc(sizeof *x), *y = malloc(sizeof *y);
+        attrs_of(f, paths[i], x);
+        attrs_of(g, paths[i], y);
+        if (strcmp(x->text, y->text) != 0) {
+            fprintf(stderr, "  tick %llu %s attributes: patched %s\n    full %s\n", (unsigned long long)tick, paths[i],
+                    x->text, y->text);
+            CHECK(0);
+        }
+        free(x);
+        free(y);
+    }
+    if (g >= 0) H5Fclose(g);
+    H5Fclose(f);
+}
+
+static void test_patch_equals_full_build(void)
+{
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(g_path, &r, &e), 0);
+    if (!r) return;
+    CHECK_EQ(h5l_reader_ntick(r), NTICK);
+    hfs_skel_live_t *live = NULL;
+    int patched_ticks = 0;
+    for (int t = 1; t <= NTICK; t++) {
+        uint64_t before = hfs_skel_live_patches(live);
+        int had = live != NULL;
+        hfs_skel_t *k = NULL, *full = NULL;
+        int rc = hfs_skel_build_live(r, (uint64_t)t, &live, &k, &e);
+        CHECK_EQ(rc, 0);
+        if (rc) {
+            fprintf(stderr, "  tick %d: %s\n", t, e.msg);
+            break;
+        }
+        CHECK(live != NULL);
+        /* 1. patched exactly when only extents and chunks changed */
+        int patched = had && hfs_skel_live_patches(live) == before + 1;
+        int expect = t != 1 && t != ATTR_TICK && t != JUMP_TICK && t != NEWVAR_TICK;
+        if (patched != expect) fprintf(stderr, "  tick %d: patched %d, expected %d\n", t, patched, expect);
+        CHECK_EQ(patched, expect);
+        patched_ticks += patched;
+        /* 2. same variables and allocated blocks as a full build */
+        CHECK_EQ(hfs_skel_build(r, (uint64_t)t, &full, &e), 0);
+        if (!full) {
+            hfs_skel_unref(k);
+            break;
+        }
+        CHECK_EQ(k->version, full->version);
+        CHECK_EQ(k->nvars, full->nvars);
+        for (size_t i = 0; i < k->nvars && i < full->nvars; i++) {
+            const hfs_svar_t *a = &k->vars[i], *b = &full->vars[i];
+            CHECK_EQ(a->objid, b->objid);
+            CHECK_EQ(a->sparse, b->sparse);
+            CHECK_EQ(a->nblocks, b->nblocks);
+            CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
+            CHECK(memcmp(a->nblk, b->nblk, sizeof a->nblk) == 0);
+        }
+        CHECK_EQ(k->nregions, full->nregions);
+        if (k->nregions == full->nregions) {
+            vb_key_t *x = blocks_of(k), *y = blocks_of(full);
+            CHECK(memcmp(x, y, k->nregions * sizeof *x) == 0);
+            free(x);
+            free(y);
+        }
+        /* 3. the image through libhdf5 */
+        check_image(k, full, r, (uint64_t)t);
+        hfs_skel_unref(full);
+        hfs_skel_unref(k);
+    }
+    CHECK_EQ(patched_ticks, NTICK - 4);
+    /* asking for an older tick never patches backwards */
+    hfs_skel_t *k = NULL;
+    uint64_t p = hfs_skel_live_patches(live);
+    CHECK_EQ(hfs_skel_build_live(r, 3, &live, &k, &e), 0);
+    CHECK(live && hfs_skel_live_patches(live) == 0 && p > 0);
+    if (k) CHECK_EQ(k->vars[0].shape[0], row_of(3) + 1);
+    hfs_skel_unref(k);
+    hfs_skel_live_free(live);
+    h5l_reader_close(r);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    char dir[] = "/tmp/h5l-test-skelpatch.XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(g_path, sizeof g_path, "%s/f.h5", dir);
+    snprintf(g_img, sizeof g_img, "%s/img.h5", dir);
+    int rc = write_file();
+    if (rc) {
+        fprintf(stderr, "cannot write %s\n0 passed, 1 failed\n", g_path);
+        MPI_Finalize();
+        return 1;
+    }
+    static const th_test_t tests[] = {{"test_patch_equals_full_build", test_patch_equals_full_build}};
+    int failed = th_run(tests, 1);
+    unlink(g_path);
+    unlink(g_img);
+    rmdir(dir);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
