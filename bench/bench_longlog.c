@@ -8,7 +8,10 @@
  * after, then reads the newest row and a middle one and checks them
  * against what the writer wrote. Prints one JSON object. The make target
  * (bench/bench_longlog.sh) runs it on logs of 10^4..10^6 ticks, against
- * this tree's reader and a baseline commit's, interleaved. */
+ * this tree's reader and a baseline commit's, interleaved. Built with
+ * -DBENCH_CKPT it also says up to which tick the reader started from index
+ * checkpoints ("ckpt_last"); with -DBENCH_FULL it opens with
+ * H5L_READER_FULL (this tree's reader ignoring checkpoints). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +63,12 @@ int main(int argc, char **argv)
     h5l_reader_t *r;
     long rss0 = rss_bytes();
     double w0 = clk(CLOCK_MONOTONIC), c0 = clk(CLOCK_PROCESS_CPUTIME_ID);
-    if (h5l_reader_open(argv[1], &r, &e)) {
+#ifdef BENCH_FULL
+    int orc = h5l_reader_open_flags(argv[1], H5L_READER_FULL, &r, &e);
+#else
+    int orc = h5l_reader_open(argv[1], &r, &e);
+#endif
+    if (orc) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
@@ -71,10 +79,14 @@ int main(int argc, char **argv)
     int ok = n > 0 && h5l_reader_damage(r, NULL, NULL) == 0 && row_ok(r, n, n - 1, &first_ms, &e) &&
              row_ok(r, n, n / 2, NULL, &e) && row_ok(r, n / 2 + 1, n / 2, NULL, &e);
     if (!ok) fprintf(stderr, "%s: %s\n", argv[1], e.msg[0] ? e.msg : "no ticks or damaged");
+    unsigned long long ck = 0;
+#ifdef BENCH_CKPT
+    ck = (unsigned long long)h5l_reader_ckpt_last(r);
+#endif
     printf("{\"ticks\": %llu, \"open_ms\": %.3f, \"open_cpu_ms\": %.3f, \"first_read_ms\": %.3f, "
-           "\"rss_delta_bytes\": %ld, \"bytes_per_tick\": %.1f, \"ok\": %d}\n",
+           "\"rss_delta_bytes\": %ld, \"bytes_per_tick\": %.1f, \"ckpt_last\": %llu, \"ok\": %d}\n",
            (unsigned long long)n, (w1 - w0) * 1e3, (c1 - c0) * 1e3, first_ms, rss1 - rss0,
-           n ? (double)(rss1 - rss0) / (double)n : 0.0, ok);
+           n ? (double)(rss1 - rss0) / (double)n : 0.0, ck, ok);
     h5l_reader_close(r);
     return ok ? 0 : 1;
 }

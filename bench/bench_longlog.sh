@@ -3,11 +3,14 @@
 #
 # Writes logs of BENCH_TICKS ticks (default 10^4 10^5 10^6) with
 # bench_flushes (one rank, one 64-float row per tick, ~180 B of log per
-# tick), then opens each BENCH_ROUNDS times (default 5) with bench_longlog
-# built against this tree's reader and, interleaved, against the reader of
-# BENCH_BASE (a git revision, default the commit before the long-log work;
-# "none" skips it), and reports medians: open wall and CPU time, RSS per
-# tick, and their ratios new/base. The machine is shared, so CPU time is the
+# tick; index checkpoints at the writer's default, or every BENCH_CKPT
+# ticks), then opens each BENCH_ROUNDS times (default 5) with bench_longlog
+# built against this tree's reader ("new", starting from the checkpoints),
+# the same reader ignoring them ("full", H5L_READER_FULL: what main's
+# reader does) and, interleaved, against the reader of BENCH_BASE (a git
+# revision, default the commit before the long-log work; "none" skips it),
+# and reports medians: open wall and CPU time, RSS per tick, and their
+# ratios new/base and new/full. The machine is shared, so CPU time is the
 # steadier number. With BENCH_DAEMON=1 (default) it also mounts each log's
 # directory with h5logfs and times the first lookup plus a read of one value
 # (h5py, under the mount), and the daemon's RSS growth per tick.
@@ -28,7 +31,9 @@ cleanup() { [ -d "$dir/mnt" ] && { fusermount3 -u "$dir/mnt" 2>/dev/null || fuse
 trap cleanup EXIT
 CC=${CC:-cc}
 cflags="-O2 -g -std=c11 -D_GNU_SOURCE"
-$CC $cflags -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm -o "$dir/new"
+$CC $cflags -DBENCH_CKPT -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm -o "$dir/new"
+$CC $cflags -DBENCH_CKPT -DBENCH_FULL -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm \
+    -o "$dir/full"
 if [ "$BASE" != none ]; then
     mkdir -p "$dir/base"
     git archive "$BASE" libcore | tar -x -C "$dir/base"
@@ -38,7 +43,8 @@ if [ "$BASE" != none ]; then
 fi
 for n in $TICKS; do
     mkdir -p "$dir/src$n"
-    mpirun --oversubscribe -np 1 "$BUILD/bench/bench_flushes" "$dir/src$n/t.h5" "$n" >/dev/null
+    ${BENCH_CKPT:+env H5L_CKPT_TICKS=$BENCH_CKPT} mpirun --oversubscribe -np 1 "$BUILD/bench/bench_flushes" \
+        "$dir/src$n/t.h5" "$n" >/dev/null
 done
 out="$dir/runs.jsonl"
 : > "$out"
@@ -66,6 +72,7 @@ for r in $(seq "$ROUNDS"); do
     for n in $TICKS; do
         # drop nothing from the page cache: every round measures a warm open
         echo "{\"which\": \"new\", $(tail -c +2 <<< "$("$dir/new" "$dir/src$n/t.h5")")" >> "$out"
+        echo "{\"which\": \"full\", $(tail -c +2 <<< "$("$dir/full" "$dir/src$n/t.h5")")" >> "$out"
         if [ "$BASE" != none ]; then
             echo "{\"which\": \"base\", $(tail -c +2 <<< "$("$dir/base/bl" "$dir/src$n/t.h5")")" >> "$out"
         fi
@@ -79,13 +86,16 @@ base, rounds = sys.argv[2], int(sys.argv[3])
 res = {"benchmark": "longlog", "rounds": rounds, "base": base, "sizes": []}
 for n in sorted({r["ticks"] for r in rows}):
     e = {"ticks": n}
-    for which in ("new", "base"):
+    for which in ("new", "full", "base"):
         rs = [r for r in rows if r.get("which") == which and r["ticks"] == n]
         if not rs:
             continue
         assert all(r["ok"] for r in rs), rs
         e[which] = {k: round(st.median(r[k] for r in rs), 3)
-                    for k in ("open_ms", "open_cpu_ms", "first_read_ms", "bytes_per_tick")}
+                    for k in ("open_ms", "open_cpu_ms", "first_read_ms", "bytes_per_tick", "ckpt_last")
+                    if k in rs[0]}
+    e["ratio_new_full"] = {k: round(e["new"][k] / e["full"][k], 3) if e["full"][k] else None
+                           for k in ("open_ms", "open_cpu_ms", "bytes_per_tick")}
     if "base" in e:
         e["ratio_new_base"] = {k: round(e["new"][k] / e["base"][k], 3) if e["base"][k] else None
                                for k in ("open_ms", "open_cpu_ms", "bytes_per_tick")}

@@ -135,7 +135,9 @@ static int recover(const char *path)
 {
     h5l_err_t e = {0};
     h5l_reader_t *r;
-    if (h5l_reader_open(path, &r, &e)) {
+    /* every frame and record table checked before the file is rewritten:
+     * index checkpoints would let damage before them go unseen */
+    if (h5l_reader_open_flags(path, H5L_READER_FULL, &r, &e)) {
         fprintf(stderr, "h5logrecover: %s\n", e.msg);
         return 1;
     }

@@ -1,6 +1,6 @@
 /* h5logreplay — write a canonical HDF5 file from a log-layout file.
  *
- * Usage: h5logreplay [--tick N] IN OUT   (options may also follow IN OUT)
+ * Usage: h5logreplay [--tick N] [--checkpoints] IN OUT   (options may also follow IN OUT)
  *
  * The output has real datasets with the variables' shapes, chunking, fill
  * values and attributes, and named dimensions as dimension scales — the same
@@ -39,11 +39,14 @@ typedef struct varjob {
 
 static void usage(FILE *o)
 {
-    fprintf(o, "usage: h5logreplay [--tick N] IN OUT\n"
+    fprintf(o, "usage: h5logreplay [--tick N] [--checkpoints] IN OUT\n"
                "Write the canonical HDF5 file of log-layout file IN (newest tick, or tick N) to OUT.\n"
                "Options may come before or after IN and OUT.\n"
-               "  --tick N    replay tick N (1 is the first; default: the newest)\n"
-               "  -h, --help  this text\n"
+               "  --tick N       replay tick N (1 is the first; default: the newest)\n"
+               "  --checkpoints  open from IN's index checkpoints, as the daemon does (fast for an\n"
+               "                 early tick of a long log); a damaged record table then fails the\n"
+               "                 replay instead of the tick before it being replayed\n"
+               "  -h, --help     this text\n"
                "OUT is replaced only once it is complete; OUT may not be IN.\n"
                "Exit status: 0 done, 1 error, 2 usage.\n");
 }
@@ -229,12 +232,15 @@ static int commit_tmp(const char *out)
 }
 
 /* Replay tick `tick` (0: newest) of IN into OUT. Returns the exit status. */
-static int replay(const char *in, const char *out, uint64_t tick)
+static int replay(const char *in, const char *out, uint64_t tick, int ckpt)
 {
     if (check_out(in, out)) return 1;
     h5l_err_t e = {0};
     h5l_reader_t *r;
-    if (h5l_reader_open(in, &r, &e)) {
+    /* the whole journal and every record table at open, checkpoints or
+     * not: a damaged tick is found before anything is written, and the
+     * last intact one is replayed (it reads most tables anyway) */
+    if (h5l_reader_open_flags(in, ckpt ? 0 : H5L_READER_FULL, &r, &e)) {
         fprintf(stderr, "h5logreplay: %s\n", e.msg);
         return 1;
     }
@@ -307,6 +313,7 @@ int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"tick", required_argument, NULL, 't'},
+        {"checkpoints", no_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -317,6 +324,7 @@ int main(int argc, char **argv)
     const char *pos[2];
     int npos = 0;
     uint64_t tick = 0;
+    int ckpt = 0;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "-:h", longopts, NULL)) != -1;) {
         switch (c) {
@@ -330,6 +338,9 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            break;
+        case 'c':
+            ckpt = 1;
             break;
         case 'h':
             usage(stdout);
@@ -366,7 +377,7 @@ int main(int argc, char **argv)
      * write error (EFBIG), cleaned up like any other, not a silent death
      * that would leave the temporary behind */
     signal(SIGXFSZ, SIG_IGN);
-    int rc = replay(pos[0], pos[1], tick);
+    int rc = replay(pos[0], pos[1], tick, ckpt);
     if (!g_hdf5_broken) H5close();
     return rc;
 }

@@ -122,6 +122,18 @@ H5L_API int h5l_probe(const char *path, h5l_err_t *err);
  * says which tick is damaged and why. */
 H5L_API int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err);
 
+/* h5l_reader_open with flags. A reader starts from the journal's index
+ * checkpoints when it has them (docs/format.md 3.5): ticks they cover are
+ * not read at open, and a record table is decoded and verified the first
+ * time a read needs it, so damage in it is reported by that read.
+ * H5L_READER_FULL: ignore checkpoints, read the whole journal and verify
+ * every record table at open (h5logdump --check). */
+enum { H5L_READER_FULL = 1 };
+H5L_API int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, h5l_err_t *err);
+/* The newest tick the reader took from index checkpoints at open, 0 if it
+ * read the whole journal (none, unusable ones, or H5L_READER_FULL). */
+H5L_API uint64_t h5l_reader_ckpt_last(h5l_reader_t *r);
+
 /* Load ticks committed since the last call. *nnew (may be NULL) gets how many.
  * A torn tail is not an error (and costs no read until the journal grows
  * past it). After damage the reader keeps serving the ticks loaded before

@@ -151,10 +151,20 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
         int z = zero_tail(s, pos + flen, end, err);
         if (z < 0) return z;
         if (z) return torn(s, pos, end + 1, "last frame incomplete", err);
+        if (type & H5L_REC_OPTIONAL) { /* skipped, not lost: nothing depends on it */
+            fr->type = type;
+            fr->payload = NULL;
+            fr->len = 0;
+            fr->pos = pos;
+            fr->next = pos + flen;
+            fr->damaged = 1;
+            return 1;
+        }
         return h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu fails its checksum", s->what,
                            (unsigned long long)(s->base + pos));
     }
     fr->type = type;
+    fr->damaged = 0;
     fr->payload = p + H5L_FRAME_LEN;
     fr->len = len;
     fr->pos = pos;

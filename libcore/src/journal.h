@@ -23,6 +23,8 @@ typedef struct h5l_frame {
     const uint8_t *payload; /* valid until the next h5l_jscan_next */
     uint32_t len;
     uint64_t pos, next; /* journal offsets of this frame and of the next */
+    int damaged;        /* an optional frame whose payload fails its checksum
+                         * (header verified): payload is NULL, skip it */
 } h5l_frame_t;
 
 typedef struct h5l_jscan {
@@ -50,7 +52,11 @@ void h5l_jscan_free(h5l_jscan_t *s);
  * the journal must get before a retry can change the answer; H5L_ECORRUPT
  * when the bytes are damaged (message names `what` and the frame's offset in
  * that file: base + pos), H5L_EIO
- * when reading fails. */
+ * when reading fails. A frame of an optional type (bit 15) whose header
+ * verifies but whose payload does not, with more journal after it, is
+ * returned with fr->damaged set and no payload: nothing depends on an
+ * optional frame, and its verified header says where the next one starts
+ * (docs/format.md 3.2). */
 int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, h5l_err_t *err);
 
 /* Create (truncate) the sidecar at path with a header for id; *fd gets an

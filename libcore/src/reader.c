@@ -29,9 +29,11 @@
 #include <unistd.h>
 
 #include "box.h"
+#include "ckpt.h"
 #include "codec.h"
 #include "drop.h"
 #include "fdio.h"
+#include "grow.h"
 #include "format.h"
 #include "index.h"
 #include "grow.h"
@@ -55,6 +57,9 @@ typedef struct tickx {
     uint64_t *sums;    /* every rank's segment checksums */
 } tickx_t;
 
+typedef struct lztick lztick_t; /* a lazy tick's decoded table (below) */
+typedef _Atomic(lztick_t *) lzslot_t;
+
 struct h5l_reader {
     char *path, *jpath;
     int fd;                 /* the HDF5 file */
@@ -68,10 +73,9 @@ struct h5l_reader {
     uint32_t seglog;
     h5l_schema_t schema;
     h5l_index_t *index;
-    h5l_tick_info_t *ticks;
-    uint64_t *pool; /* every tick's rstart, segbase and sums, back to back */
+    struct tickrec *ticks; /* tick t at ticks[t - 1] */
+    uint64_t *pool;        /* every tick's rstart, segbase and sums, back to back */
     size_t pool_len, pool_cap;
-    uint64_t *txoff; /* tick t's part starts at pool[txoff[t - 1]] */
     size_t nticks, cap_ticks;
     h5l_rec_t **pend; /* a tick's records, checked, before they are indexed (kept: one */
     size_t cap_pend;  /* allocation for all ticks, not one per tick) */
@@ -87,7 +91,64 @@ struct h5l_reader {
     pthread_mutex_t refresh_mu; /* one refresh at a time */
     _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
+    /* Ticks 1..ck_last came from index checkpoints (docs/format.md 3.5):
+     * their tables are decoded when a read first needs them (tickrec
+     * lazy), except eager ticks, indexed at open like any other. */
+    uint64_t ck_last;
+    _Atomic(lzslot_t *) *lzdir; /* ceil(ck_last / LZPAGE) pages */
+    h5l_ckmap_t *ckmap;         /* which checkpointed ticks touch each chunk; NULL: none */
+    pthread_mutex_t lazy_mu;    /* one lazy decode at a time (under the read lock) */
+    uint64_t lazy_nrec;         /* records of lazy ticks (h5l_reader_nrecords) */
 };
+
+/* What the reader keeps of a tick: its TICK payload header without the
+ * tick number (its place) in 48 bytes, not h5l_tick_info_t's 64 and an
+ * array of pool offsets: a long log keeps one per tick. The sizes fit 32
+ * bits because load_tick_body refuses larger ones (a table is at most
+ * TABLE_MAX); a lazy tick's decoded table is found through lzdir. */
+#define TX_LAZY UINT32_MAX
+typedef struct tickrec {
+    uint64_t time_ns, data_off, data_size, table_off;
+    uint32_t table_size, nrecords, nranks;
+    uint32_t tx; /* where its part of the pool starts; TX_LAZY: its table is decoded when first needed */
+} tickrec_t;
+
+/* Lazy ticks' decoded tables: pages of LZPAGE pointers, a page allocated
+ * when a read first needs a tick of it, so the pointers cost memory only
+ * where tables were decoded. Published with release stores, read with
+ * acquire loads under the read lock; allocated under lazy_mu. */
+#define LZPAGE 1024
+
+static h5l_tick_info_t tick_info_of(const tickrec_t *tr, uint64_t tick)
+{
+    h5l_tick_info_t t = {tick,          tr->time_ns,   tr->nranks,     tr->data_off,
+                         tr->data_size, tr->table_off, tr->table_size, tr->nrecords};
+    return t;
+}
+
+/* A lazily decoded record table: the tick's rank offsets and checksums and
+ * its records in sequence order, in one allocation; never changes once
+ * published. */
+typedef struct lzblk {
+    struct lzblk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char mem[];
+} lzblk_t;
+struct lztick {
+    tickx_t x;
+    size_t nrec;
+    h5l_rec_t **recs; /* nrec, in the allocation after x's arrays */
+    lzblk_t *blk;     /* records and their boxes */
+    h5l_index_t *idx; /* a tick of more than LZ_INDEX_MIN records: them by chunk, else NULL */
+    _Alignas(16) uint64_t arr[];
+};
+
+/* A lazy tick with more records than this gets an index of its own, so a
+ * chunk's lookup does not scan every record of a big tick. */
+#define LZ_INDEX_MIN 32
+
+static int start_from_checkpoints(h5l_reader_t *r);
+static void lazy_free_all(h5l_reader_t *r);
 
 static _Atomic uint64_t reader_serial; /* tells readers apart in the segment caches */
 
@@ -178,6 +239,11 @@ static int check_jhdr(h5l_reader_t *r, h5l_err_t *err)
 
 int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
 {
+    return h5l_reader_open_flags(path, 0, out, err);
+}
+
+int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, h5l_err_t *err)
+{
     *out = NULL;
     h5l_reader_t *r = calloc(1, sizeof *r);
     if (!r) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
@@ -190,6 +256,7 @@ int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
     pthread_rwlock_init(&r->lock, &ra);
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&r->refresh_mu, NULL);
+    pthread_mutex_init(&r->lazy_mu, NULL);
     int rc;
     r->path = strdup(path);
     if (r->path && asprintf(&r->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) r->jpath = NULL;
@@ -204,6 +271,10 @@ int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err)
         goto fail;
     }
     if ((rc = attach_journal(r, err)) || (rc = check_jhdr(r, err))) goto fail;
+    if (!(flags & H5L_READER_FULL) && start_from_checkpoints(r)) {
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
     /* damage found while loading is kept (h5l_reader_damage): the ticks
      * before it are served; only an error that lets nothing be read fails */
     rc = h5l_reader_refresh(r, NULL, err);
@@ -221,13 +292,14 @@ void h5l_reader_close(h5l_reader_t *r)
     if (r->jfd >= 0 && r->jfd != r->fd) close(r->jfd);
     if (r->fd >= 0) close(r->fd);
     h5l_jscan_free(&r->scan);
+    lazy_free_all(r);
+    pthread_mutex_destroy(&r->lazy_mu);
     free(r->twin);
     free(r->pend);
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
     free(r->pool);
-    free(r->txoff);
     free(r->ticks);
     free(r->path);
     free(r->jpath);
@@ -266,18 +338,40 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
 /* Decode and check the record table of tick t into pend[] (not indexed
  * yet) and fill x (rank starts, checksums). Runs under the write lock. */
 /* The view of loaded tick `tick`'s part of the pool. Under the lock. */
+static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_err_t *err);
+
 static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
 {
     tickx_t x;
     x.nranks = r->ticks[tick - 1].nranks;
-    x.rstart = r->pool + r->txoff[tick - 1];
+    x.rstart = r->pool + r->ticks[tick - 1].tx;
     x.segbase = x.rstart + x.nranks + 1;
     x.sums = x.segbase + x.nranks + 1;
     return x;
 }
 
+typedef h5l_rec_t *(*newrec_fn)(void *ctx, uint32_t nboxes, uint32_t ndims);
+static h5l_rec_t *index_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
+{
+    return h5l_index_new_rec(ctx, nboxes, ndims);
+}
+
+/* The view of tick `tick`'s rank offsets and checksums, decoding its table
+ * first if it is lazy. Under the read lock. */
+static int tick_x(h5l_reader_t *r, uint64_t tick, tickx_t *x, h5l_err_t *err)
+{
+    if (r->ticks[tick - 1].tx != TX_LAZY) {
+        *x = tx_of(r, tick);
+        return H5L_OK;
+    }
+    const lztick_t *l;
+    int rc = lazy_get(r, tick, &l, err);
+    if (!rc) *x = l->x;
+    return rc;
+}
+
 static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *tab, tickx_t *x, uint64_t maxsums,
-                      h5l_rec_t ***pend, size_t *cap_pend, size_t *npend, h5l_err_t *err)
+                      h5l_rec_t ***pend, size_t *cap_pend, size_t *npend, newrec_fn newrec, void *rctx, h5l_err_t *err)
 {
     size_t pos = 0;
     uint64_t total = 0, seg = (uint64_t)1 << r->seglog, nsums = 0;
@@ -331,7 +425,7 @@ static int load_table(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t *
                 *pend = p;
                 *cap_pend = cap;
             }
-            h5l_rec_t *rec = h5l_index_new_rec(r->index, nboxes, nd);
+            h5l_rec_t *rec = newrec(rctx, nboxes, nd);
             if (!rec) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory loading records", r->path);
             rec->tick = t->tick;
             rec->rank = rank;
@@ -431,12 +525,14 @@ static int table_bytes(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t 
     return H5L_OK;
 }
 
-static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
+/* Load tick *tp (its TICK payload header decoded, its nops schema ops at
+ * the cursor): ops applied, and unless lazy its record table checked and
+ * indexed (lazy: decoded when a read first needs it, lazy_get). */
+static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t *cp, uint32_t nops, int lazy,
+                          h5l_err_t *err)
 {
-    h5l_cur_t c = h5l_cur(payload, len);
-    h5l_tick_info_t t;
-    uint32_t nops;
-    if (h5l_tick_decode(&c, &t, &nops)) return h5l_err_set(err, H5L_ECORRUPT, "%s: tick record too short", r->path);
+    h5l_tick_info_t t = *tp;
+    h5l_cur_t c = *cp;
     if (t.tick != r->nticks + 1 || t.nranks == 0)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path, (unsigned long long)t.tick,
                            r->nticks);
@@ -463,12 +559,13 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
      * (bytes never written, read as zeros; a real table never has 64 zero
      * bytes in a row) is refused before it is allocated and read. */
     uint64_t hole;
+    /* (a lazy tick's table is looked for holes when it is decoded) */
     /* Only a table that would cost an allocation worth avoiding is looked
      * for holes: SEEK_HOLE may walk the file from the table to the next
      * hole (tmpfs: page by page to the end), once per tick made opening a
      * long log quadratic. A smaller table over a hole is read, and its
      * zeros fail the block checksum. */
-    if (t.table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t.table_off, t.table_size, &hole))
+    if (!lazy && t.table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t.table_off, t.table_size, &hole))
         return h5l_err_set(
             err, H5L_ECORRUPT,
             "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)", r->path,
@@ -484,11 +581,17 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     size_t xneed = 2 * ((size_t)t.nranks + 1) + (size_t)maxsums; /* pool entries at most */
     uint8_t *tab = NULL;
     const uint8_t *tabp = NULL;
-    int trc = table_bytes(r, &t, &tabp, &tab, err);
+    int trc = lazy ? H5L_OK : table_bytes(r, &t, &tabp, &tab, err);
     if (trc) return trc;
+    if (lazy) xneed = 0;
     int rc = H5L_OK;
     pthread_rwlock_wrlock(&r->lock);
-    if (r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
+    if (!lazy && (uint64_t)r->pool_len + xneed >= TX_LAZY) /* tickrec keeps pool offsets in 32 bits */
+        rc = h5l_err_set(err, H5L_ENOMEM,
+                         "%s: tick %llu: the reader's pool of offsets and checksums is full (2^32 entries)", r->path,
+                         (unsigned long long)t.tick);
+    if (!rc &&
+        r->pool_cap - r->pool_len < xneed) { /* moved only under the write lock: views are taken under a read lock */
         size_t cap = r->pool_cap ? 2 * r->pool_cap : 4096;
         if (cap < r->pool_len + xneed) cap = r->pool_len + xneed;
         uint64_t *p = realloc(r->pool, cap * sizeof *p);
@@ -500,7 +603,7 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
         }
     }
     tickx_t xv = {0}, *x = &xv;
-    if (!rc) {
+    if (!rc && !lazy) {
         x->nranks = t.nranks;
         x->rstart = r->pool + r->pool_len;
         x->segbase = x->rstart + t.nranks + 1;
@@ -529,7 +632,8 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     /* Check every record before indexing any, and undo the tick's schema ops
      * on failure: a tick that fails leaves neither records nor definitions. */
     size_t npend = 0;
-    if (!rc) rc = load_table(r, &t, tabp, x, maxsums, &r->pend, &r->cap_pend, &npend, err);
+    if (!rc && !lazy)
+        rc = load_table(r, &t, tabp, x, maxsums, &r->pend, &r->cap_pend, &npend, index_rec, r->index, err);
     for (size_t i = 0; !rc && i < npend; i++)
         if ((rc = h5l_index_insert(r->index, r->pend[i])))
             rc = h5l_err_set(err, rc, "%s: cannot index record: %s", r->path, h5l_strerror(rc));
@@ -541,23 +645,268 @@ static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_
     if (rc) h5l_schema_rollback(&r->schema, t.tick);
     if (!rc && r->nticks == r->cap_ticks) {
         size_t cap = r->cap_ticks ? r->cap_ticks * 2 : 64;
-        h5l_tick_info_t *ti = realloc(r->ticks, cap * sizeof *ti);
+        tickrec_t *ti = realloc(r->ticks, cap * sizeof *ti);
         if (ti) r->ticks = ti;
-        uint64_t *tx = ti ? realloc(r->txoff, cap * sizeof *tx) : NULL;
-        if (tx) r->txoff = tx;
-        if (!ti || !tx)
+        if (!ti)
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         else
             r->cap_ticks = cap;
     }
-    if (!rc) { /* the tick becomes visible here */
-        r->txoff[r->nticks] = r->pool_len;
-        r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
-        r->ticks[r->nticks++] = t;
+    if (!rc) { /* the tick becomes visible here (lazy: its table decoded when first needed) */
+        tickrec_t *tr = &r->ticks[r->nticks];
+        tr->time_ns = t.time_ns;
+        tr->data_off = t.data_off;
+        tr->data_size = t.data_size;
+        tr->table_off = t.table_off;
+        tr->table_size = (uint32_t)t.table_size;
+        tr->nrecords = (uint32_t)t.nrecords;
+        tr->nranks = t.nranks;
+        tr->tx = lazy ? TX_LAZY : (uint32_t)r->pool_len;
+        if (lazy)
+            r->lazy_nrec += t.nrecords;
+        else
+            r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
+        r->nticks++;
     }
     pthread_rwlock_unlock(&r->lock);
     free(tab);
+    *cp = c;
     return rc;
+}
+
+static int load_tick(h5l_reader_t *r, const uint8_t *payload, uint32_t len, h5l_err_t *err)
+{
+    h5l_cur_t c = h5l_cur(payload, len);
+    h5l_tick_info_t t;
+    uint32_t nops;
+    if (h5l_tick_decode(&c, &t, &nops)) return h5l_err_set(err, H5L_ECORRUPT, "%s: tick record too short", r->path);
+    return load_tick_body(r, &t, &c, nops, 0, err);
+}
+
+/* ---- lazily decoded tables of checkpointed ticks ---- */
+
+#define LZBLK ((size_t)1 << 20)
+
+static h5l_rec_t *lz_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
+{
+    lztick_t *l = ctx;
+    size_t n = (sizeof(h5l_rec_t) + (size_t)nboxes * ndims * 2 * sizeof(uint64_t) + 15) & ~(size_t)15;
+    if (!l->blk || l->blk->cap - l->blk->used < n) {
+        size_t cap = n > LZBLK ? n : LZBLK;
+        if (!l->blk) cap = n * 4 > LZBLK ? cap : n * 4; /* a small tick's first block is small */
+        lzblk_t *b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->next = l->blk;
+        b->used = 0;
+        b->cap = cap;
+        l->blk = b;
+    }
+    h5l_rec_t *rec = (h5l_rec_t *)(l->blk->mem + l->blk->used);
+    l->blk->used += n;
+    memset(rec, 0, sizeof *rec);
+    rec->nboxes = nboxes;
+    rec->ndims = ndims;
+    rec->boxes = (uint64_t *)(rec + 1);
+    return rec;
+}
+
+static void lz_free(lztick_t *l)
+{
+    if (!l) return;
+    while (l->blk) {
+        lzblk_t *n = l->blk->next;
+        free(l->blk);
+        l->blk = n;
+    }
+    free(l);
+}
+
+/* Decode and check the record table of lazy tick `tick` (every check an
+ * eager load makes: format.md 4 and 4.1). Under the read lock and lazy_mu. */
+static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *err)
+{
+    const h5l_tick_info_t tv = tick_info_of(&r->ticks[tick - 1], tick), *t = &tv;
+    uint64_t hole;
+    if (t->table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t->table_off, t->table_size, &hole))
+        return h5l_err_set(
+            err, H5L_ECORRUPT,
+            "%s: tick %llu: record table [%llu, +%llu) lies over a hole of the file at %llu (never written)", r->path,
+            (unsigned long long)t->tick, (unsigned long long)t->table_off, (unsigned long long)t->table_size,
+            (unsigned long long)hole);
+    uint64_t seg = (uint64_t)1 << r->seglog;
+    uint64_t maxsums = t->data_size / seg + t->nranks;
+    uint64_t tabsums = (t->table_size - (uint64_t)t->nranks * H5L_BLOCK_LEN) / 8;
+    if (maxsums > tabsums) maxsums = tabsums;
+    size_t xneed = 2 * ((size_t)t->nranks + 1) + (size_t)maxsums;
+    uint8_t *tab = malloc(t->table_size ? (size_t)t->table_size : 1);
+    lztick_t *l = calloc(1, sizeof *l + xneed * sizeof(uint64_t));
+    if (!tab || !l) {
+        free(tab);
+        free(l);
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    }
+    h5l_err_t e2 = {0};
+    if (h5l_fd_read_all(r->fd, tab, (size_t)t->table_size, t->table_off, r->path, &e2)) {
+        free(tab);
+        free(l);
+        return h5l_err_set(err, H5L_EIO, "%s: tick %llu: cannot read record table: %s", r->path,
+                           (unsigned long long)t->tick, e2.msg);
+    }
+    l->x.nranks = t->nranks;
+    l->x.rstart = l->arr;
+    l->x.segbase = l->x.rstart + t->nranks + 1;
+    l->x.sums = l->x.segbase + t->nranks + 1;
+    h5l_rec_t **recs = NULL;
+    size_t cap = 0, n = 0;
+    int rc = load_table(r, t, tab, &l->x, maxsums, &recs, &cap, &n, lz_rec, l, err);
+    free(tab);
+    if (rc) {
+        free(recs);
+        lz_free(l);
+        return rc;
+    }
+    l->recs = recs;
+    l->nrec = n;
+    if (n > LZ_INDEX_MIN) {
+        if (!(l->idx = h5l_index_new())) rc = H5L_ENOMEM;
+        for (size_t i = 0; !rc && i < n; i++) {
+            const h5l_rec_t *rec = recs[i];
+            if (!h5l_index_chunk_shape(l->idx, rec->objid))
+                rc = h5l_index_add_var(l->idx, rec->objid, rec->ndims, h5l_index_chunk_shape(r->index, rec->objid));
+        }
+        for (size_t i = 0; !rc && i < n; i++) rc = h5l_index_insert(l->idx, recs[i]);
+        if (rc) {
+            h5l_index_free(l->idx);
+            free(recs);
+            lz_free(l);
+            return h5l_err_set(err, rc, "%s: tick %llu: cannot index its records: %s", r->path,
+                               (unsigned long long)tick, h5l_strerror(rc));
+        }
+    }
+    *out = l;
+    return H5L_OK;
+}
+
+static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_err_t *err)
+{
+    size_t pg = (size_t)((tick - 1) / LZPAGE), at = (size_t)((tick - 1) % LZPAGE);
+    lzslot_t *page = atomic_load_explicit(&r->lzdir[pg], memory_order_acquire);
+    lztick_t *l = page ? atomic_load_explicit(&page[at], memory_order_acquire) : NULL;
+    int rc = H5L_OK;
+    if (!l) {
+        pthread_mutex_lock(&r->lazy_mu);
+        page = atomic_load_explicit(&r->lzdir[pg], memory_order_acquire);
+        if (!page) {
+            if ((page = calloc(LZPAGE, sizeof *page)))
+                atomic_store_explicit(&r->lzdir[pg], page, memory_order_release);
+            else
+                rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        }
+        l = page ? atomic_load_explicit(&page[at], memory_order_acquire) : NULL;
+        if (page && !l && !(rc = lazy_load(r, tick, &l, err)))
+            atomic_store_explicit(&page[at], l, memory_order_release);
+        pthread_mutex_unlock(&r->lazy_mu);
+    }
+    *out = l;
+    return rc;
+}
+
+static void lazy_free_all(h5l_reader_t *r)
+{
+    for (size_t pg = 0; r->lzdir && pg < (r->ck_last + LZPAGE - 1) / LZPAGE; pg++) {
+        lzslot_t *page = atomic_load(&r->lzdir[pg]);
+        for (size_t i = 0; page && i < LZPAGE; i++) {
+            lztick_t *l = atomic_load(&page[i]);
+            if (l) {
+                free(l->recs);
+                h5l_index_free(l->idx);
+            }
+            lz_free(l);
+        }
+        free((void *)page);
+    }
+    free((void *)r->lzdir);
+    r->lzdir = NULL;
+    h5l_ckmap_free(r->ckmap);
+    r->ckmap = NULL;
+    r->ck_last = r->lazy_nrec = 0;
+}
+
+/* Forget everything loaded: back to a reader that has read only the
+ * journal header. 0 or H5L_ENOMEM. */
+static int reset_load(h5l_reader_t *r)
+{
+    lazy_free_all(r);
+    h5l_schema_free(&r->schema);
+    h5l_index_free(r->index);
+    r->index = h5l_index_new();
+    r->nticks = 0;
+    r->pool_len = 0;
+    r->jpos = H5L_JHDR_LEN;
+    return !r->index || h5l_schema_init(&r->schema) ? H5L_ENOMEM : H5L_OK;
+}
+
+/* Start from the journal's index checkpoints (docs/format.md 3.5): the
+ * schema and ticks of every checkpointed segment from their compact
+ * entries, eager ticks' tables indexed now, every other table decoded when
+ * first needed; then the frames after the newest checkpoint are read as
+ * usual. Anything that does not line up — and anything a tick's own checks
+ * refuse — and the reader starts over and reads the whole journal, so a
+ * checkpoint never changes an answer. 0, or H5L_ENOMEM. */
+static int start_from_checkpoints(h5l_reader_t *r)
+{
+    uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
+    h5l_ckpt_chain_t ch;
+    int k = h5l_ckpt_chain_read(r->jfd, r->jbase, end, r->seed, r->scan.what, &ch);
+    if (k != 1) return k == H5L_ENOMEM ? k : H5L_OK;
+    uint64_t last = ch.last;
+    int ok = (r->ckmap = h5l_ckmap_new()) != NULL &&
+             (r->lzdir = calloc((size_t)((last + LZPAGE - 1) / LZPAGE), sizeof *r->lzdir)) != NULL;
+    if (ok) r->ck_last = last;
+    if (ok) { /* room for every checkpointed tick at once */
+        tickrec_t *ti = realloc(r->ticks, (size_t)last * sizeof *ti);
+        if (ti) r->ticks = ti;
+        ok = ti != NULL;
+        if (ok) r->cap_ticks = (size_t)last;
+    }
+    r->fsize = file_size(r->fd);
+    h5l_err_t e = {0};
+    uint8_t *fb = NULL; /* one segment read and decoded at a time */
+    size_t fcap = 0;
+    for (size_t i = 0; ok && i < ch.n; i++) {
+        h5l_ckpt_t c = {0};
+        if (fcap < ch.lens[i]) {
+            free(fb);
+            fcap = ch.lens[i];
+            if (!(fb = malloc(fcap))) fcap = 0;
+        }
+        ok = fb && !h5l_fd_read_all(r->jfd, fb, ch.lens[i], r->jbase + ch.pos[i], r->scan.what, NULL) &&
+             h5l_ckpt_decode(fb, ch.lens[i], r->seed, ch.pos[i], &c, r->scan.what, &e) == H5L_OK &&
+             c.first == r->nticks + 1;
+        size_t ei = 0;
+        for (uint64_t j = 0; ok && j <= c.last - c.first; j++) {
+            const h5l_ckpt_tick_t *t = &c.ticks[j];
+            int eager = ei < c.neager && c.eager[ei] == t->info.tick;
+            ei += eager;
+            h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
+            ok = load_tick_body(r, &t->info, &cur, t->nops, !eager, &e) == H5L_OK && cur.pos == cur.len;
+        }
+        ok = ok && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
+        h5l_ckpt_clear(&c);
+    }
+    free(fb);
+    if (ok) { /* the journal goes on with the next tick, its CLOSE or its end */
+        h5l_frame_t fr;
+        int n = h5l_jscan_next(&r->scan, ch.next, end, &fr, &e);
+        ok = n == 0 || (n == 1 && (fr.type == H5L_REC_CLOSE || (fr.type & H5L_REC_OPTIONAL) ||
+                                   (fr.type == H5L_REC_TICK && fr.len >= 8 && h5l_get_le64(fr.payload) == last + 1)));
+    }
+    if (ok) {
+        r->jpos = ch.next;
+        h5l_ckmap_trim(r->ckmap);
+    }
+    h5l_ckpt_chain_free(&ch);
+    return ok ? H5L_OK : reset_load(r);
 }
 
 int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
@@ -652,6 +1001,7 @@ int h5l_reader_closed(h5l_reader_t *r)
 }
 
 int h5l_reader_live(h5l_reader_t *r) { return r->live; }
+uint64_t h5l_reader_ckpt_last(h5l_reader_t *r) { return r->ck_last; }
 const uint8_t *h5l_reader_id(h5l_reader_t *r) { return r->id; }
 const char *h5l_reader_path(h5l_reader_t *r) { return r->path; }
 
@@ -666,7 +1016,7 @@ uint64_t h5l_reader_journal_pos(h5l_reader_t *r)
 uint64_t h5l_reader_nrecords(h5l_reader_t *r)
 {
     pthread_rwlock_rdlock(&r->lock);
-    uint64_t n = h5l_index_nrecords(r->index);
+    uint64_t n = h5l_index_nrecords(r->index) + r->lazy_nrec;
     pthread_rwlock_unlock(&r->lock);
     return n;
 }
@@ -676,7 +1026,7 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
     pthread_rwlock_rdlock(&r->lock);
     int rc = H5L_ENOTFOUND;
     if (t >= 1 && t <= r->nticks) {
-        *out = r->ticks[t - 1];
+        *out = tick_info_of(&r->ticks[t - 1], t);
         rc = H5L_OK;
     }
     pthread_rwlock_unlock(&r->lock);
@@ -806,7 +1156,10 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
     if (tick < 1 || tick > r->nticks || rank >= r->ticks[tick - 1].nranks)
         return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
                            rank);
-    const tickx_t xv = tx_of(r, tick), *x = &xv;
+    tickx_t xv;
+    const tickx_t *x = &xv;
+    int xrc = tick_x(r, tick, &xv, err);
+    if (xrc) return xrc;
     uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
     if (off < rs || n > re - off)
         return h5l_err_set(err, H5L_EINVAL, "%s: read [%llu, +%zu) outside the data of tick %llu rank %u", r->path,
@@ -906,7 +1259,9 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded", r->path, (unsigned long long)tick);
         goto out;
     }
-    const tickx_t xv = tx_of(r, tick), *x = &xv;
+    tickx_t xv;
+    const tickx_t *x = &xv;
+    if ((rc = tick_x(r, tick, &xv, err))) goto out;
     size_t cap = (size_t)1 << r->seglog;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -1049,10 +1404,93 @@ static int covered(h5l_rec_t *const *list, size_t n, uint32_t nd, const uint64_t
     return 0;
 }
 
+/* Room for chunk_list's answer when checkpointed ticks take part: the
+ * caller's, one per call. */
+typedef struct lzscr {
+    uint64_t *ticks;
+    size_t tcap;
+    h5l_rec_t **p;
+    size_t cap;
+    h5l_index_scratch_t iscr; /* lookups in a lazy tick's own index */
+} lzscr_t;
+
+static void lzscr_free(lzscr_t *s)
+{
+    free(s->ticks);
+    free(s->p);
+    h5l_index_scratch_free(&s->iscr);
+}
+
+/* Does a box of rec touch index chunk coord (chunk shape ch)? */
+static int rec_touches(const h5l_rec_t *rec, const uint64_t *coord, const uint64_t *ch)
+{
+    uint32_t nd = rec->ndims;
+    for (uint32_t k = 0; k < rec->nboxes; k++) {
+        const uint64_t *s = rec->boxes + (size_t)k * 2 * nd, *c = s + nd;
+        uint32_t d = 0;
+        while (d < nd && s[d] / ch[d] <= coord[d] && (s[d] + c[d] - 1) / ch[d] >= coord[d]) d++;
+        if (d == nd) return 1;
+    }
+    return 0;
+}
+
+static int seq_before(const h5l_rec_t *a, const h5l_rec_t *b)
+{
+    if (a->tick != b->tick) return a->tick < b->tick;
+    if (a->rank != b->rank) return a->rank < b->rank;
+    return a->order < b->order;
+}
+
+/* Every record of ticks <= tick touching chunk coord of objid, in sequence
+ * order: the index's (ticks read at open), merged with those of the
+ * checkpointed ticks the chunk map lists for it (their tables decoded now
+ * if they were not yet). Under the read lock. */
+static int chunk_list(h5l_reader_t *r, uint32_t objid, const uint64_t *coord, uint64_t tick, h5l_index_scratch_t *iscr,
+                      lzscr_t *ls, h5l_rec_t *const **list, size_t *n, h5l_err_t *err)
+{
+    if (h5l_index_chunk(r->index, objid, coord, tick, iscr, list, n))
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    size_t nt;
+    if (!r->ckmap) return H5L_OK;
+    if (h5l_ckmap_ticks(r->ckmap, objid, coord, tick, &ls->ticks, &ls->tcap, &nt))
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    if (!nt) return H5L_OK;
+    const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
+    size_t m = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const lztick_t *l;
+        int rc = lazy_get(r, ls->ticks[i], &l, err);
+        if (rc) return rc;
+        h5l_rec_t *const *cand = l->recs;
+        size_t nc = l->nrec;
+        if (l->idx && h5l_index_chunk(l->idx, objid, coord, UINT64_MAX, &ls->iscr, &cand, &nc))
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        for (size_t j = 0; j < nc; j++) {
+            h5l_rec_t *rec = cand[j];
+            if (rec->objid != objid || !rec_touches(rec, coord, ch)) continue;
+            if (h5l_grow((void **)&ls->p, &ls->cap, m + 1, sizeof *ls->p))
+                return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            ls->p[m++] = rec;
+        }
+    }
+    size_t n0 = *n;
+    if (h5l_grow((void **)&ls->p, &ls->cap, 2 * m + n0, sizeof *ls->p))
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    h5l_rec_t *const *a = *list;
+    h5l_rec_t **out = ls->p + m;
+    size_t i = 0, j = 0, k = 0;
+    while (i < m || j < n0) out[k++] = j == n0 || (i < m && seq_before(ls->p[i], a[j])) ? ls->p[i++] : a[j++];
+    *list = out;
+    *n = k;
+    return H5L_OK;
+}
+
+/* Sequence order (tick, rank, order): the index's serials and a lazy
+ * tick's records (which have none of the reader's serials) alike. */
 static int cmp_rec_seq(const void *x, const void *y)
 {
     const h5l_rec_t *a = *(h5l_rec_t *const *)x, *b = *(h5l_rec_t *const *)y;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    return seq_before(a, b) ? -1 : seq_before(b, a);
 }
 
 /* Piece (ps, pc) of the read box (start, count): the fill value (unless
@@ -1103,7 +1541,8 @@ static size_t uniq_recs(h5l_rec_t **all, size_t n)
  * read 1 GiB of log. Read lock held. */
 static int read_by_record(h5l_reader_t *r, uint64_t tick, const h5l_obj_t *o, uint32_t objid, const uint64_t *lo,
                           const uint64_t *hi, const uint64_t *start, const uint64_t *count, void *buf,
-                          h5l_index_scratch_t *iscr, uint8_t **scratch, size_t *scratch_cap, h5l_err_t *err)
+                          h5l_index_scratch_t *iscr, lzscr_t *ls, uint8_t **scratch, size_t *scratch_cap,
+                          h5l_err_t *err)
 {
     uint32_t nd = o->ndims;
     uint64_t cur[H5L_MAX_DIMS];
@@ -1114,8 +1553,8 @@ static int read_by_record(h5l_reader_t *r, uint64_t tick, const h5l_obj_t *o, ui
     for (;;) {
         h5l_rec_t *const *list;
         size_t k;
-        if (h5l_index_chunk(r->index, objid, cur, tick, iscr, &list, &k) ||
-            h5l_grow((void **)&all, &cap, n + k, sizeof *all)) {
+        if ((rc = chunk_list(r, objid, cur, tick, iscr, ls, &list, &k, err))) break;
+        if (h5l_grow((void **)&all, &cap, n + k, sizeof *all)) {
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
             break;
         }
@@ -1145,6 +1584,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64
     uint8_t *scratch = NULL;
     size_t scratch_cap = 0;
     h5l_index_scratch_t iscr = {0};
+    lzscr_t ls = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks) {
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path, (unsigned long long)tick,
@@ -1177,16 +1617,13 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64
         cur[d] = lo[d];
     }
     if (memcmp(lo, hi, nd * sizeof *lo) != 0) { /* more than one index chunk */
-        rc = read_by_record(r, tick, o, objid, lo, hi, start, count, buf, &iscr, &scratch, &scratch_cap, err);
+        rc = read_by_record(r, tick, o, objid, lo, hi, start, count, buf, &iscr, &ls, &scratch, &scratch_cap, err);
         goto out;
     }
     for (;;) {
         h5l_rec_t *const *list;
         size_t n;
-        if (h5l_index_chunk(r->index, objid, cur, tick, &iscr, &list, &n)) {
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-            break;
-        }
+        if ((rc = chunk_list(r, objid, cur, tick, &iscr, &ls, &list, &n, err))) break;
         uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS], ps[H5L_MAX_DIMS], pc[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < nd; d++) {
             cs[d] = cur[d] * ch[d];
@@ -1209,6 +1646,7 @@ out:
     pthread_rwlock_unlock(&r->lock);
     free(scratch);
     h5l_index_scratch_free(&iscr);
+    lzscr_free(&ls);
     return rc;
 }
 
@@ -1222,12 +1660,41 @@ static int count_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
     return c[0] > 1; /* stop at the second run */
 }
 
-int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx)
+/* Index chunks not listed by the chunk map (those it lists come from it). */
+typedef struct unlisted {
+    h5l_reader_t *r;
+    uint32_t objid;
+    uint64_t tick;
+    h5l_chunk_fn fn;
+    void *ctx;
+    uint64_t *buf;
+    size_t cap;
+} unlisted_t;
+
+static int unlisted_fn(void *vctx, const uint64_t *coord)
 {
-    return h5l_index_chunks(r->index, objid, tick, fn, ctx);
+    unlisted_t *u = vctx;
+    size_t n;
+    if (h5l_ckmap_ticks(u->r->ckmap, u->objid, coord, u->tick, &u->buf, &u->cap, &n)) return H5L_ENOMEM;
+    return n ? 0 : u->fn(u->ctx, coord);
 }
 
-uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick) { return h5l_index_chunks_version(r->index, tick); }
+int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx)
+{
+    if (!r->ckmap) return h5l_index_chunks(r->index, objid, tick, fn, ctx);
+    int rc = h5l_ckmap_chunks(r->ckmap, objid, tick, fn, ctx);
+    if (rc) return rc;
+    unlisted_t u = {r, objid, tick, fn, ctx, NULL, 0};
+    rc = h5l_index_chunks(r->index, objid, tick, unlisted_fn, &u);
+    free(u.buf);
+    return rc;
+}
+
+uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
+{
+    uint64_t a = h5l_index_chunks_version(r->index, tick), b = r->ckmap ? h5l_ckmap_version(r->ckmap, tick) : 0;
+    return a > b ? a : b;
+}
 
 int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord, const uint64_t *start,
                           const uint64_t *count, h5l_chunk_info_t *out, h5l_err_t *err)
@@ -1235,6 +1702,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
     memset(out, 0, sizeof *out);
     int rc = H5L_OK;
     h5l_index_scratch_t iscr = {0};
+    lzscr_t ls = {0};
     pthread_rwlock_rdlock(&r->lock);
     if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
         rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid, (unsigned long long)tick);
@@ -1243,10 +1711,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
     const h5l_obj_t *o = &r->schema.objs[objid];
     h5l_rec_t *const *list;
     size_t n;
-    if (h5l_index_chunk(r->index, objid, coord, tick, &iscr, &list, &n)) {
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        goto out;
-    }
+    if ((rc = chunk_list(r, objid, coord, tick, &iscr, &ls, &list, &n, err))) goto out;
     out->nrec = n;
     if (n == 0) goto out;
     const h5l_rec_t *last = list[n - 1];
@@ -1280,5 +1745,6 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
 out:
     pthread_rwlock_unlock(&r->lock);
     h5l_index_scratch_free(&iscr);
+    lzscr_free(&ls);
     return rc;
 }

@@ -43,6 +43,7 @@
 #include "h5log.h"
 #include "anchor.h"
 #include "box.h"
+#include "ckpt.h"
 #include "codec.h"
 #include "format.h"
 #include "h5type.h"
@@ -123,8 +124,9 @@ struct h5l_file {
     h5l_anchor_t *anc;
     int jfd;
     uint64_t joff;
-    h5l_buf_t jcopy; /* every journal byte, embedded at close */
-    h5l_buf_t pend;  /* the sealed tick's frame, to be written again unchanged */
+    h5l_buf_t jcopy;  /* every journal byte, embedded at close */
+    h5l_buf_t pend;   /* the sealed tick's frame, to be written again unchanged */
+    h5l_ckpt_w_t *ck; /* index checkpoints (ckpt.c); NULL: none */
 };
 
 static _Thread_local char create_err[512];
@@ -192,6 +194,7 @@ static void free_file(h5l_file_t *f)
     h5l_buf_free(&f->recs);
     h5l_buf_free(&f->jcopy);
     h5l_buf_free(&f->pend);
+    h5l_ckpt_w_free(f->ck);
     h5l_schema_free(&f->schema);
     if (f->arena) munmap(f->arena, f->arena_cap);
     if (f->jfd >= 0) close(f->jfd);
@@ -350,6 +353,7 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         int c = h5l_journal_create(f->jpath, f->id, now_ns(), f->seglog, &f->jfd, &f->jcopy, &e);
         f->joff = H5L_JHDR_LEN;
         if (!c) c = h5l_anchor_create(path, f->id, &f->anc, &e);
+        if (!c) f->ck = h5l_ckpt_w_new(path, h5l_ckpt_every(), h5l_seed(f->id)); /* NULL: none */
         st.code = c;
         if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
         memcpy(st.v, f->id, 16);
@@ -1327,6 +1331,9 @@ static int flush_commit(h5l_file_t *f, flush_t *fl, int wrc)
                 fail(f, H5L_ENOMEM, "%s: out of memory building tick %llu", f->path, (unsigned long long)fl->tick);
         else
             st.code = seal_frame(f, pl.p, pl.len);
+        if (!st.code) /* a checkpoint due at this tick follows its frame, in the same write */
+            h5l_ckpt_w_tick(f->ck, &ti, (uint32_t)(f->nops + fl->ngrown), pl.p + H5L_TICK_LEN, pl.len - H5L_TICK_LEN,
+                            f->joff, &f->schema, &f->pend);
         if (!st.code) {
             st.v[1] = 1; /* sealed: from now on this tick is this frame */
             st.code = put_sealed(f, fl->tick);

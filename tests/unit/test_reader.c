@@ -35,8 +35,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckpt.h"
 #include "codec.h"
 #include "format.h"
+#include "schema.h"
 #include "h5log_reader.h"
 #include "tharness.h"
 
@@ -463,7 +465,7 @@ static void fx_save_closed(fx_t *fx, uint64_t jr_len)
 
 /* ---- the reference ------------------------------------------------- */
 
-static const fx_t *sort_fx;
+static _Thread_local const fx_t *sort_fx; /* per thread: check_reads runs in several */
 static int seq_cmp(const void *a, const void *b)
 {
     const wr_t *x = &sort_fx->w[*(const size_t *)a], *y = &sort_fx->w[*(const size_t *)b];
@@ -1879,10 +1881,194 @@ static void test_journal_hole_tail(void)
     fx_free(&fx);
 }
 
+/* ---- index checkpoints (format.md 3.5) ------------------------------ */
+
+/* Rebuild fx's journal with a checkpoint after every `every` ticks, made by
+ * the writer's own builder (h5l_ckpt_w_tick) from the tables it reads back
+ * from the file, as rank 0 does: the TICK frames' bytes are kept (they do
+ * not depend on their place), each checkpoint follows its last tick. */
+static int fx_add_ckpts(fx_t *fx, uint64_t every)
+{
+    write_file(fx->path, fx->file.p, fx->file.len); /* the tables, for the builder to read back */
+    h5l_ckpt_w_t *w = h5l_ckpt_w_new(fx->path, every, fx->seed);
+    h5l_schema_t sch;
+    h5l_schema_init(&sch);
+    h5l_buf_t nj = {0}, out = {0};
+    h5l_buf_put(&nj, fx->jr.p, H5L_JHDR_LEN);
+    int nck = 0;
+    for (int k = 0; k < fx->nfr; k++) {
+        const uint8_t *f = fx->jr.p + fx->fr_start[k];
+        size_t flen = fx->fr_end[k] - fx->fr_start[k];
+        uint64_t pos = nj.len;
+        fx->fr_start[k] = nj.len;
+        if ((h5l_get_le32(f + 4) & 0xFFFF) != H5L_REC_TICK) {
+            h5l_buf_put(&nj, f, flen);
+            fx->fr_end[k] = nj.len;
+            continue;
+        }
+        h5l_cur_t c = h5l_cur(f + H5L_FRAME_LEN, h5l_get_le32(f));
+        h5l_tick_info_t ti;
+        uint32_t nops;
+        CHECK_EQ(h5l_tick_decode(&c, &ti, &nops), 0);
+        const uint8_t *ops = c.p + c.pos;
+        size_t opslen = c.len - c.pos;
+        for (uint32_t i = 0; i < nops; i++) { /* the builder needs the schema as of the tick */
+            h5l_op_t op;
+            CHECK_EQ(h5l_op_decode(&c, &op), 0);
+            CHECK_EQ(h5l_schema_apply(&sch, ti.tick, &op, NULL), 0);
+            h5l_op_clear(&op);
+        }
+        out.len = 0;
+        h5l_buf_put(&out, f, flen);
+        h5l_ckpt_w_tick(w, &ti, nops, ops, opslen, pos, &sch, &out);
+        nck += out.len > flen;
+        h5l_buf_put(&nj, out.p, out.len);
+        fx->fr_end[k] = pos + flen; /* the TICK frame; its checkpoint, if any, follows */
+    }
+    h5l_buf_free(&fx->jr);
+    fx->jr = nj;
+    h5l_buf_free(&out);
+    h5l_ckpt_w_free(w);
+    h5l_schema_free(&sch);
+    return nck;
+}
+
+typedef struct {
+    h5l_reader_t *r;
+    const fx_t *fx;
+    int ok;
+} ckread_t;
+
+static void *ck_reads(void *p)
+{
+    ckread_t *a = p;
+    a->ok = check_reads(a->r, a->fx, 6);
+    return NULL;
+}
+
+/* A file with checkpoints reads like the reference at every tick, live and
+ * closed, from concurrent threads (tables decoded on first need, under the
+ * read lock); the reader says it started from them, and opened whole it
+ * gives the same answers. */
+static void test_checkpointed_file(void)
+{
+    for (int closed = 0; closed < 2; closed++) {
+        fx_t fx;
+        build_main(&fx);
+        CHECK_EQ(fx_add_ckpts(&fx, 2), 2); /* after ticks 2 and 4; tick 5 from its frame */
+        if (closed) {
+            fx_close_frame(&fx);
+            fx_save_closed(&fx, fx.jr.len);
+        } else {
+            fx_save_live(&fx, fx.jr.len);
+        }
+        for (unsigned flags = 0; flags < 2; flags++) {
+            h5l_reader_t *r = NULL;
+            h5l_err_t e = {0};
+            int rc = h5l_reader_open_flags(fx.path, flags ? H5L_READER_FULL : 0, &r, &e);
+            CHECK_EQ(rc, H5L_OK);
+            if (rc) {
+                fprintf(stderr, "  open: %s\n", e.msg);
+                continue;
+            }
+            CHECK_EQ(h5l_reader_ckpt_last(r), flags ? 0 : 4);
+            CHECK_EQ(h5l_reader_journal_pos(r), fx.jr.len);
+            check_meta(r, &fx);
+            pthread_t th[3];
+            ckread_t a[3];
+            for (int i = 0; i < 3; i++) {
+                a[i] = (ckread_t){r, &fx, 0};
+                CHECK(pthread_create(&th[i], NULL, ck_reads, &a[i]) == 0);
+            }
+            for (int i = 0; i < 3; i++) {
+                pthread_join(th[i], NULL);
+                CHECK(a[i].ok);
+            }
+            h5l_reader_close(r);
+        }
+        fx_free(&fx);
+    }
+}
+
+/* A checkpoint whose payload is damaged is not used (the whole journal is
+ * read, same answers); a damaged table of a checkpointed tick fails the
+ * reads that need it and nothing else. */
+static void test_checkpoint_damage(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
+    /* the first checkpoint: the frame after tick 2's */
+    size_t at = fx.fr_end[1];
+    CHECK_EQ(h5l_get_le32(fx.jr.p + at + 4) & 0xFFFF, H5L_REC_CKPT);
+    fx.jr.p[at + H5L_FRAME_LEN + 20] ^= 0x01;
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    int rc;
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    if (r) {
+        CHECK_EQ(h5l_reader_ckpt_last(r), 0); /* the chain is broken at its first link */
+        CHECK_EQ(h5l_reader_damage(r, NULL, NULL), H5L_OK);
+        check_meta(r, &fx);
+        CHECK(check_reads(r, &fx, 4));
+        h5l_reader_close(r);
+    }
+    fx.jr.p[at + H5L_FRAME_LEN + 20] ^= 0x01;
+    /* one tick's table damaged (its first block's checksum): a lazy tick's
+     * damage fails the reads that need it (not the ticks before it); an
+     * eager tick's (its boxes touch many chunks: decoded at open) makes the
+     * reader read the whole journal, which reports the damage at open */
+    int lazy_seen = 0;
+    for (uint64_t t = 1; t <= 4; t++) {
+        if (t == 3) continue; /* tick 3 writes nothing: no read needs its table */
+        fx.file.p[fx.ti[t].table_off] ^= 0x40;
+        fx_save_live(&fx, fx.jr.len);
+        fx.file.p[fx.ti[t].table_off] ^= 0x40;
+        h5l_reader_t *r = NULL;
+        h5l_err_t e = {0};
+        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+        if (!r) continue;
+        uint64_t bad = 0, sh[2], s0[2] = {0, 0};
+        if (h5l_reader_ckpt_last(r) == 0) { /* eager */
+            CHECK_EQ(h5l_reader_damage(r, &bad, NULL), H5L_ECORRUPT);
+            CHECK_EQ(bad, t);
+            h5l_reader_close(r);
+            continue;
+        }
+        lazy_seen++;
+        CHECK_EQ(h5l_reader_ckpt_last(r), 4);
+        CHECK_EQ(h5l_reader_damage(r, NULL, NULL), H5L_OK); /* not known at open */
+        uint8_t *b = malloc(14 * 10 * 4);
+        for (uint64_t T = 1; T <= 5; T++) {
+            h5l_reader_rdlock(r);
+            h5l_schema_shape(h5l_reader_schema(r), O_CH, T, sh);
+            h5l_reader_unlock(r);
+            rc = h5l_reader_read(r, T, O_CH, s0, sh, b, &e);
+            CHECK_EQ(rc, T < t ? H5L_OK : H5L_ECORRUPT); /* every read of it from tick t on, again and again */
+            char want[32];
+            snprintf(want, sizeof want, "tick %llu", (unsigned long long)t);
+            if (T >= t) CHECK(strstr(e.msg, want) != NULL);
+        }
+        free(b);
+        h5l_reader_close(r);
+        r = NULL;
+        CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &r, &e), H5L_OK);
+        if (r) {
+            CHECK_EQ(h5l_reader_damage(r, &bad, NULL), H5L_ECORRUPT);
+            CHECK_EQ(bad, t);
+            h5l_reader_close(r);
+        }
+    }
+    CHECK(lazy_seen > 0);
+    fx_free(&fx);
+}
+
 TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
           T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
           T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
           T(test_live_refresh_and_torn_tail), T(test_flipped_middle_frame), T(test_bad_table_checksum),
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
-          T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow))
+          T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
+          T(test_checkpointed_file), T(test_checkpoint_damage))

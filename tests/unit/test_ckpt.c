@@ -1,0 +1,428 @@
+/* test_ckpt.c — index checkpoints (docs/format.md 3.5): the frame's bytes
+ * against the layout table, decode(encode(x)) == x, and rejection of every
+ * damaged form: each byte flipped, each truncated prefix, a wrong journal
+ * offset, and payloads that verify but break a rule (ticks out of the
+ * segment, entries out of order, an eager tick listed, trailing bytes).
+ * Then the writer's side: chunks of a record table (checked against boxes
+ * chosen here), a wide box making its tick eager, a damaged block refused,
+ * and the builder end to end on a file of tables written here.
+ *
+ * Why: a checkpoint lets readers skip decoding ticks; a wrong one would give
+ * wrong answers, so the decoder must refuse anything not exactly right
+ * (readers then read the whole journal). Buffers are exact-size heap copies
+ * so ASan sees any over-read. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "codec.h"
+#include "format.h"
+#include "schema.h"
+#include "tharness.h"
+
+static const uint8_t ID[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13, 14, 15, 0xA0};
+
+static uint8_t *dup_n(const uint8_t *p, size_t n)
+{
+    uint8_t *q = malloc(n ? n : 1);
+    if (n) memcpy(q, p, n);
+    return q;
+}
+
+/* One DIMLEN op (24 bytes), as a TICK payload would hold it. */
+static void dimlen_op(h5l_buf_t *b, uint32_t dimid, uint64_t len)
+{
+    h5l_op_t op = {0};
+    op.kind = H5L_OP_DIMLEN;
+    op.id = dimid;
+    op.len = len;
+    h5l_op_encode(b, &op);
+}
+
+/* A checkpoint of ticks 5..7 with ops, one eager tick, three chunks. */
+typedef struct sample {
+    h5l_buf_t ops[3];
+    h5l_ckpt_tick_t ticks[3];
+    uint64_t eager[1];
+    uint64_t coords[6], lists[4];
+    h5l_ckpt_chunk_t chunks[3];
+    h5l_ckpt_t c;
+} sample_t;
+
+static void sample(sample_t *s, uint64_t pos)
+{
+    memset(s, 0, sizeof *s);
+    uint64_t fpos = 1000;
+    for (int i = 0; i < 3; i++) {
+        if (i != 1) dimlen_op(&s->ops[i], 0, 5 + (uint64_t)i);
+        h5l_tick_info_t ti = {5 + (uint64_t)i,
+                              1700000000000000000ull + 1000 * (uint64_t)i,
+                              2,
+                              8192 + 512 * (uint64_t)i,
+                              256,
+                              8192 + 512 * (uint64_t)i + 256,
+                              64,
+                              2};
+        if (i == 2) ti.time_ns -= 5000; /* a clock going back: a negative difference */
+        s->ticks[i].info = ti;
+        s->ticks[i].nops = i != 1;
+        s->ticks[i].ops = s->ops[i].p;
+        s->ticks[i].opslen = s->ops[i].len;
+        if (i < 2) fpos += h5l_frame_size(H5L_TICK_LEN + s->ops[i].len);
+    }
+    /* the frame of tick 7 starts at fpos and ends at pos */
+    (void)fpos;
+    s->eager[0] = 6;
+    uint64_t co[6] = {0, 3, 4, 0, 4, 1};
+    memcpy(s->coords, co, sizeof co);
+    uint64_t li[4] = {5, 7, 5, 7};
+    memcpy(s->lists, li, sizeof li);
+    s->chunks[0] = (h5l_ckpt_chunk_t){1, 2, s->coords, 2, s->lists};
+    s->chunks[1] = (h5l_ckpt_chunk_t){1, 2, s->coords + 2, 1, s->lists + 2};
+    s->chunks[2] = (h5l_ckpt_chunk_t){3, 2, s->coords + 4, 1, s->lists + 3};
+    s->c = (h5l_ckpt_t){5, 7, 1000, pos, 600, s->ticks, s->eager, 1, s->chunks, 3, NULL};
+}
+
+static void sample_free(sample_t *s)
+{
+    for (int i = 0; i < 3; i++) h5l_buf_free(&s->ops[i]);
+}
+
+static uint64_t sample_pos(void)
+{
+    sample_t s;
+    sample(&s, 0);
+    uint64_t p = 1000;
+    for (int i = 0; i < 3; i++) p += h5l_frame_size(H5L_TICK_LEN + s.ops[i].len);
+    sample_free(&s);
+    return p;
+}
+
+static void test_roundtrip(void)
+{
+    uint64_t seed = h5l_seed(ID), pos = sample_pos();
+    sample_t s;
+    sample(&s, pos);
+    h5l_buf_t b = {0};
+    h5l_ckpt_encode(&b, &s.c, seed);
+    CHECK(!b.oom);
+    CHECK_EQ(b.len % 8, 0);
+    /* frame header (3.2) and fixed payload fields (3.5) */
+    CHECK_EQ(h5l_get_le32(b.p), b.len - 24 - (b.len - 24 - h5l_get_le32(b.p)));
+    CHECK_EQ(b.p[4] | b.p[5] << 8, 0x8003);
+    CHECK_EQ(b.p[6] | b.p[7] << 8, 2);
+    CHECK(h5l_hash(b.p + 24, h5l_get_le32(b.p), seed) == h5l_get_le64(b.p + 8));
+    CHECK_EQ(h5l_get_le64(b.p + 24), 5);
+    CHECK_EQ(h5l_get_le64(b.p + 32), 7);
+    CHECK_EQ(h5l_get_le64(b.p + 40), 1000);
+    CHECK_EQ(h5l_get_le64(b.p + 48), pos);
+    CHECK_EQ(h5l_get_le64(b.p + 56), 600);
+    CHECK_EQ(h5l_get_le64(b.p + 64), 0);
+    /* the first tick entry: zz(time) as a varint starts the varints */
+    uint8_t *f = dup_n(b.p, b.len);
+    h5l_ckpt_t d;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_ckpt_decode(f, b.len, seed, pos, &d, "t.h5", &e), 0);
+    CHECK_EQ(d.first, 5);
+    CHECK_EQ(d.last, 7);
+    CHECK_EQ(d.tickpos, 1000);
+    CHECK_EQ(d.selfpos, pos);
+    CHECK_EQ(d.prevpos, 600);
+    for (int i = 0; i < 3; i++) {
+        CHECK(memcmp(&d.ticks[i].info, &s.ticks[i].info, sizeof d.ticks[i].info) == 0);
+        CHECK_EQ(d.ticks[i].nops, s.ticks[i].nops);
+        CHECK_EQ(d.ticks[i].opslen, s.ticks[i].opslen);
+        CHECK(d.ticks[i].opslen == 0 || memcmp(d.ticks[i].ops, s.ticks[i].ops, d.ticks[i].opslen) == 0);
+    }
+    CHECK_EQ(d.neager, 1);
+    CHECK_EQ(d.eager[0], 6);
+    CHECK_EQ(d.nchunks, 3);
+    for (int i = 0; i < 3 && d.nchunks == 3; i++) {
+        CHECK_EQ(d.chunks[i].objid, s.chunks[i].objid);
+        CHECK_EQ(d.chunks[i].nd, 2);
+        CHECK(memcmp(d.chunks[i].coord, s.chunks[i].coord, 16) == 0);
+        CHECK_EQ(d.chunks[i].nt, s.chunks[i].nt);
+        CHECK(memcmp(d.chunks[i].ticks, s.chunks[i].ticks, s.chunks[i].nt * 8) == 0);
+    }
+    h5l_ckpt_clear(&d);
+    /* elsewhere than it says: refused */
+    CHECK_EQ(h5l_ckpt_decode(f, b.len, seed, pos + 8, &d, "t.h5", &e), H5L_ECORRUPT);
+    /* another file's seed: refused */
+    CHECK_EQ(h5l_ckpt_decode(f, b.len, seed ^ 1, pos, &d, "t.h5", &e), H5L_ECORRUPT);
+    free(f);
+    /* every byte flipped (each bit pattern 0xFF, then one low bit): refused */
+    int accepted = 0;
+    for (size_t i = 0; i < b.len; i++) {
+        for (int m = 0; m < 2; m++) {
+            f = dup_n(b.p, b.len);
+            f[i] ^= m ? 0x01 : 0xFF;
+            if (h5l_ckpt_decode(f, b.len, seed, pos, &d, "t.h5", &e) != H5L_ECORRUPT) accepted++;
+            h5l_ckpt_clear(&d);
+            free(f);
+        }
+    }
+    CHECK_EQ(accepted, 0);
+    /* every truncated prefix: refused */
+    accepted = 0;
+    for (size_t n = 0; n < b.len; n++) {
+        f = dup_n(b.p, n);
+        if (h5l_ckpt_decode(f, n, seed, pos, &d, "t.h5", &e) != H5L_ECORRUPT) accepted++;
+        h5l_ckpt_clear(&d);
+        free(f);
+    }
+    CHECK_EQ(accepted, 0);
+    h5l_buf_free(&b);
+    sample_free(&s);
+}
+
+/* Encode a modified sample (checksums right) and expect a refusal. */
+static void expect_bad(sample_t *s, uint64_t pos, const char *why)
+{
+    uint64_t seed = h5l_seed(ID);
+    h5l_buf_t b = {0};
+    h5l_ckpt_encode(&b, &s->c, seed);
+    uint8_t *f = dup_n(b.p, b.len);
+    h5l_ckpt_t d;
+    h5l_err_t e = {0};
+    int rc = h5l_ckpt_decode(f, b.len, seed, pos, &d, "t.h5", &e);
+    if (rc != H5L_ECORRUPT) fprintf(stderr, "  accepted: %s\n", why);
+    CHECK_EQ(rc, H5L_ECORRUPT);
+    h5l_ckpt_clear(&d);
+    free(f);
+    h5l_buf_free(&b);
+}
+
+static void test_rules(void)
+{
+    uint64_t pos = sample_pos();
+    sample_t s;
+    sample(&s, pos);
+    s.chunks[1].coord = s.coords; /* the same chunk twice */
+    expect_bad(&s, pos, "chunk twice");
+    sample_free(&s);
+    sample(&s, pos);
+    s.chunks[0].objid = 2; /* out of order */
+    expect_bad(&s, pos, "out of order");
+    sample_free(&s);
+    sample(&s, pos);
+    s.lists[1] = 6; /* an eager tick listed */
+    expect_bad(&s, pos, "eager listed");
+    sample_free(&s);
+    sample(&s, pos);
+    s.lists[1] = 8; /* a tick after the segment */
+    expect_bad(&s, pos, "tick past the segment");
+    sample_free(&s);
+    sample(&s, pos);
+    s.lists[0] = 7; /* not increasing */
+    expect_bad(&s, pos, "ticks not increasing");
+    sample_free(&s);
+    sample(&s, pos);
+    s.eager[0] = 4; /* eager before the segment */
+    expect_bad(&s, pos, "eager before the segment");
+    sample_free(&s);
+    sample(&s, pos);
+    s.c.prevpos = 0; /* F = 5 needs a previous checkpoint */
+    expect_bad(&s, pos, "no previous");
+    sample_free(&s);
+    sample(&s, pos);
+    s.c.tickpos = 1008; /* frames would end elsewhere */
+    expect_bad(&s, pos, "tick frames elsewhere");
+    sample_free(&s);
+    sample(&s, pos);
+    s.chunks[2].nd = 3; /* a coordinate more: the frames still line up, the entries do not */
+    s.chunks[2].coord = s.coords + 3;
+    s.chunks[1].objid = 1;
+    s.chunks[2].objid = 1;
+    expect_bad(&s, pos, "two ranks for one variable");
+    sample_free(&s);
+    /* trailing bytes after a valid payload */
+    sample(&s, pos);
+    uint64_t seed = h5l_seed(ID);
+    h5l_buf_t b = {0};
+    h5l_ckpt_encode(&b, &s.c, seed);
+    uint32_t len = h5l_get_le32(b.p);
+    h5l_buf_t pl = {0}, fr = {0};
+    h5l_buf_put(&pl, b.p + 24, len);
+    h5l_buf_u8(&pl, 0);
+    h5l_frame_encode(&fr, H5L_REC_CKPT, pl.p, (uint32_t)pl.len, seed);
+    h5l_ckpt_t d;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_ckpt_decode(fr.p, fr.len, seed, pos, &d, "t.h5", &e), H5L_ECORRUPT);
+    CHECK(strstr(e.msg, "t.h5") != NULL);
+    h5l_ckpt_clear(&d);
+    h5l_buf_free(&b);
+    h5l_buf_free(&pl);
+    h5l_buf_free(&fr);
+    sample_free(&s);
+}
+
+/* A schema: dims t (unlimited), x (64); /v [t, x] float chunked [1, 16]. */
+static void mk_schema(h5l_schema_t *s)
+{
+    h5l_schema_init(s);
+    h5l_op_t d0 = {.kind = H5L_OP_DIM, .id = 0, .flags = 1, .len = 0, .name = "t"};
+    h5l_op_t d1 = {.kind = H5L_OP_DIM, .id = 1, .flags = 0, .len = 64, .name = "x"};
+    uint32_t dimids[2] = {0, 1};
+    uint64_t chunk[2] = {1, 16};
+    float fill = 0;
+    h5l_op_t v = {.kind = H5L_OP_VAR,
+                  .id = 1,
+                  .name = "/v",
+                  .type = {H5L_CLASS_FLOAT, 4, 0, 0},
+                  .flags = 1,
+                  .ndims = 2,
+                  .dimids = dimids,
+                  .chunk = chunk,
+                  .data = &fill,
+                  .data_len = 4};
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_schema_apply(s, 1, &d0, &e), 0);
+    CHECK_EQ(h5l_schema_apply(s, 1, &d1, &e), 0);
+    CHECK_EQ(h5l_schema_apply(s, 1, &v, &e), 0);
+}
+
+/* A one-rank record table of tick `tick` with the given boxes of /v. */
+static void mk_table(h5l_buf_t *t, uint64_t tick, int nrec, const uint64_t (*box)[4])
+{
+    uint64_t seed = h5l_seed(ID);
+    h5l_buf_t p = {0};
+    for (int i = 0; i < nrec; i++) h5l_rec_encode(&p, 1, 1, 2, box[i], box[i] + 2);
+    h5l_buf_u64(&p, 0x1234); /* one data checksum */
+    uint8_t hdr[H5L_BLOCK_LEN];
+    h5l_block_t blk = {0, (uint32_t)p.len, (uint32_t)nrec, 100};
+    h5l_block_encode(&blk, hdr);
+    size_t at = t->len;
+    h5l_buf_put(t, hdr, sizeof hdr);
+    h5l_buf_put(t, p.p, p.len);
+    h5l_put_le64(t->p + at, h5l_block_sum(t->p + at, seed, tick, 0));
+    h5l_buf_pad8(t);
+    h5l_buf_free(&p);
+}
+
+typedef struct seen {
+    uint64_t c[64][2];
+    int n;
+} seen_t;
+
+static int note(void *ctx, uint32_t objid, uint32_t nd, const uint64_t *coord)
+{
+    seen_t *s = ctx;
+    if (objid != 1 || nd != 2 || s->n == 64) return -7;
+    s->c[s->n][0] = coord[0];
+    s->c[s->n][1] = coord[1];
+    s->n++;
+    return 0;
+}
+
+static void test_table_chunks(void)
+{
+    h5l_schema_t s;
+    mk_schema(&s);
+    uint64_t seed = h5l_seed(ID);
+    /* row 3, columns 10..33: chunks (3,0) (3,1) (3,2); then (7, 48..63): (7,3) */
+    const uint64_t box[2][4] = {{3, 10, 1, 24}, {7, 48, 1, 16}};
+    h5l_buf_t t = {0};
+    mk_table(&t, 9, 2, box);
+    h5l_tick_info_t ti = {9, 0, 1, 4096, 100, 4096 + 100, t.len, 2};
+    uint8_t *tab = dup_n(t.p, t.len);
+    seen_t sn = {0};
+    CHECK_EQ(h5l_ckpt_table_chunks(tab, &ti, seed, &s, note, &sn), 0);
+    CHECK_EQ(sn.n, 4);
+    uint64_t want[4][2] = {{3, 0}, {3, 1}, {3, 2}, {7, 3}};
+    for (int i = 0; i < 4 && sn.n == 4; i++) CHECK(sn.c[i][0] == want[i][0] && sn.c[i][1] == want[i][1]);
+    /* bound to its tick: another tick's seed fails */
+    ti.tick = 10;
+    sn.n = 0;
+    CHECK_EQ(h5l_ckpt_table_chunks(tab, &ti, seed, &s, note, &sn), H5L_ECORRUPT);
+    ti.tick = 9;
+    /* a flipped byte: refused */
+    tab[30] ^= 1;
+    CHECK_EQ(h5l_ckpt_table_chunks(tab, &ti, seed, &s, note, &sn), H5L_ECORRUPT);
+    free(tab);
+    h5l_buf_free(&t);
+    /* a box over 5 rows x 64 columns touches 20 chunks: eager */
+    const uint64_t wide[1][4] = {{0, 0, 5, 64}};
+    mk_table(&t, 9, 1, wide);
+    ti.table_size = t.len;
+    ti.nrecords = 1;
+    tab = dup_n(t.p, t.len);
+    sn.n = 0;
+    CHECK_EQ(h5l_ckpt_table_chunks(tab, &ti, seed, &s, note, &sn), 1);
+    free(tab);
+    h5l_buf_free(&t);
+    h5l_schema_free(&s);
+}
+
+/* The builder end to end: three ticks with every = 3, tables in a file
+ * written here, the third wide; the checkpoint appended after tick 3 says
+ * what the boxes say. */
+static void test_builder(void)
+{
+    char path[] = "/tmp/test_ckpt.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    h5l_schema_t s;
+    mk_schema(&s);
+    uint64_t seed = h5l_seed(ID);
+    h5l_ckpt_w_t *w = h5l_ckpt_w_new(path, 3, seed);
+    CHECK(w != NULL);
+    const uint64_t boxes[3][4] = {{0, 0, 1, 20}, {0, 16, 2, 16}, {0, 0, 4, 64}};
+    h5l_buf_t ops = {0};
+    dimlen_op(&ops, 0, 1);
+    uint64_t jpos = 64, off = 4096;
+    h5l_buf_t out = {0};
+    for (uint64_t tick = 1; tick <= 3; tick++) {
+        h5l_buf_t t = {0};
+        mk_table(&t, tick, 1, &boxes[tick - 1]);
+        CHECK_EQ(pwrite(fd, t.p, t.len, (off_t)off), (ssize_t)t.len);
+        h5l_tick_info_t ti = {tick, 1000 * tick, 1, off - 100, 100, off, t.len, 1};
+        out.len = 0;
+        h5l_buf_put(&out, "TICKFRM!", 8); /* stands for the TICK frame before it */
+        h5l_ckpt_w_tick(w, &ti, 1, ops.p, ops.len, jpos, &s, &out);
+        CHECK_EQ(out.len > 8, tick == 3);
+        jpos += h5l_frame_size(H5L_TICK_LEN + ops.len);
+        off += 4096;
+        h5l_buf_free(&t);
+    }
+    h5l_ckpt_t d;
+    h5l_err_t e = {0};
+    uint8_t *f = dup_n(out.p + 8, out.len - 8);
+    CHECK_EQ(h5l_ckpt_decode(f, out.len - 8, seed, jpos, &d, path, &e), 0);
+    CHECK_EQ(d.first, 1);
+    CHECK_EQ(d.last, 3);
+    CHECK_EQ(d.prevpos, 0);
+    CHECK_EQ(d.neager, 1);
+    CHECK_EQ(d.neager ? d.eager[0] : 0, 3);
+    /* tick 1: (0,0) (0,1); tick 2: (0,1) (1,1) */
+    CHECK_EQ(d.nchunks, 3);
+    if (d.nchunks == 3) {
+        CHECK(d.chunks[0].coord[0] == 0 && d.chunks[0].coord[1] == 0 && d.chunks[0].nt == 1 &&
+              d.chunks[0].ticks[0] == 1);
+        CHECK(d.chunks[1].coord[0] == 0 && d.chunks[1].coord[1] == 1 && d.chunks[1].nt == 2 &&
+              d.chunks[1].ticks[0] == 1 && d.chunks[1].ticks[1] == 2);
+        CHECK(d.chunks[2].coord[0] == 1 && d.chunks[2].coord[1] == 1 && d.chunks[2].ticks[0] == 2);
+    }
+    if (d.ticks) CHECK_EQ(d.ticks[1].info.table_off, 4096 * 2);
+    if (e.code) fprintf(stderr, "  %s\n", e.msg);
+    h5l_ckpt_clear(&d);
+    free(f);
+    h5l_ckpt_w_free(w);
+    h5l_buf_free(&out);
+    h5l_buf_free(&ops);
+    h5l_schema_free(&s);
+    close(fd);
+    unlink(path);
+}
+
+int main(void)
+{
+    const th_test_t tests[] = {
+        {"roundtrip", test_roundtrip},
+        {"rules", test_rules},
+        {"table_chunks", test_table_chunks},
+        {"builder", test_builder},
+    };
+    return th_run(tests, (int)(sizeof tests / sizeof tests[0]));
+}
