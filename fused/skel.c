@@ -237,28 +237,34 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
 }
 
 static int write_coords(build_t *b, uint32_t vi, hid_t dset);
+static int chunks_with_data(build_t *b, uint32_t vi);
 
 /* Allocate the chunks of chunked variable vi that hold data: write each
  * (sorted, so the file does not depend on the index's hash order) in its
  * own capture window, after the whole metadata is built. */
 static int write_chunks(build_t *b, uint32_t vi, hid_t dset)
 {
+    int rc = chunks_with_data(b, vi);
+    return rc || !b->ncoords ? rc : write_coords(b, vi, dset);
+}
+
+/* The chunks of variable vi that hold data at b->tick into b->coords:
+ * sorted (so the file does not depend on the index's hash order), each
+ * once (a wide record's chunks may come more than once, index.h). */
+static int chunks_with_data(build_t *b, uint32_t vi)
+{
     hfs_svar_t *v = &b->k->vars[vi];
-    uint32_t objid = v->objid;
     b->ncoords = 0;
     b->ndims = v->ndims;
-    int rc = h5l_reader_chunks(b->r, b->tick, objid, add_coord, b);
-    if (rc) return rc;
-    if (!b->ncoords) return H5L_OK;
+    int rc = h5l_reader_chunks(b->r, b->tick, v->objid, add_coord, b);
+    if (rc || !b->ncoords) return rc;
     qsort_r(b->coords, b->ncoords, v->ndims * sizeof *b->coords, cmp_coord, &b->ndims);
-    { /* a wide record's chunks may come more than once (index.h): each once */
-        size_t k = 0, w = v->ndims * sizeof *b->coords;
-        for (size_t c = 0; c < b->ncoords; c++)
-            if (!k || memcmp(b->coords + (k - 1) * v->ndims, b->coords + c * v->ndims, w) != 0)
-                memmove(b->coords + k++ * v->ndims, b->coords + c * v->ndims, w);
-        b->ncoords = k;
-    }
-    return write_coords(b, vi, dset);
+    size_t k = 0, w = v->ndims * sizeof *b->coords;
+    for (size_t c = 0; c < b->ncoords; c++)
+        if (!k || memcmp(b->coords + (k - 1) * v->ndims, b->coords + c * v->ndims, w) != 0)
+            memmove(b->coords + k++ * v->ndims, b->coords + c * v->ndims, w);
+    b->ncoords = k;
+    return H5L_OK;
 }
 
 /* Allocate chunks b->coords[0 .. ncoords) (sorted, distinct) of chunked
@@ -565,6 +571,17 @@ static int chunk_addr(hid_t ds, const hfs_svar_t *v, uint64_t blk, haddr_t *addr
     return H5Dget_chunk_info_by_coord(ds, off, &mask, addr, &size) < 0 ? H5L_EHDF5 : H5L_OK;
 }
 
+/* The live file's dataset of variable vi, opened on first use. */
+static int live_dset(hfs_skel_live_t *l, const h5l_schema_t *s, uint32_t vi, const char *path, h5l_err_t *err)
+{
+    const char *p = s->objs[l->k->vars[vi].objid].path;
+    if (!l->dsets[vi] && (l->dsets[vi] = H5Dopen2(l->file, p, H5P_DEFAULT)) < 0) {
+        l->dsets[vi] = 0;
+        return h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s' in the live skeleton", path, p);
+    }
+    return H5L_OK;
+}
+
 /* Patch the live file from l->tick to tick, publishing a new skeleton.
  * H5L_ESTATE: the change is not one a patch makes (an object or attribute
  * changed, a dimension shrank, a variable turns sparse); other errors:
@@ -615,8 +632,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             nblocks *= nblk[d];
             bytes *= v->block[d];
         }
-        if (!l->dsets[vi] && (l->dsets[vi] = H5Dopen2(l->file, s->objs[v->objid].path, H5P_DEFAULT)) < 0)
-            return h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s'", path, s->objs[v->objid].path);
+        if ((rc = live_dset(l, s, vi, path, err))) return rc;
         hid_t ds = l->dsets[vi];
         hsize_t ext[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
@@ -667,15 +683,11 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
-        b.ncoords = 0;
-        b.ndims = v->ndims;
-        if ((rc = h5l_reader_chunks(r, tick, v->objid, add_coord, &b))) break;
-        qsort_r(b.coords, b.ncoords, v->ndims * sizeof *b.coords, cmp_coord, &b.ndims);
+        if ((rc = chunks_with_data(&b, vi))) break;
         sparse_set_t *ss = &l->sp[vi];
         size_t w = v->ndims * sizeof *b.coords, fresh = 0, j = 0;
-        for (size_t c = 0; c < b.ncoords; c++) { /* keep those not written yet, each once */
+        for (size_t c = 0; c < b.ncoords; c++) { /* keep those not written yet */
             const uint64_t *cc = b.coords + c * v->ndims;
-            if (c && !memcmp(cc, b.coords + (c - 1) * v->ndims, w)) continue;
             int cmp = 1;
             while (j < ss->n && (cmp = cmp_coord(ss->c + j * v->ndims, cc, &b.ndims)) < 0) j++;
             if (j < ss->n && cmp == 0) continue;
@@ -683,11 +695,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         }
         b.ncoords = fresh;
         if (!fresh) continue;
-        if (!l->dsets[vi] && (l->dsets[vi] = H5Dopen2(l->file, s->objs[v->objid].path, H5P_DEFAULT)) < 0) {
-            rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s'", path, s->objs[v->objid].path);
-            break;
-        }
-        if ((rc = write_coords(&b, vi, l->dsets[vi]))) break;
+        if ((rc = live_dset(l, s, vi, path, err)) || (rc = write_coords(&b, vi, l->dsets[vi]))) break;
         /* merge them into the set written */
         size_t n = ss->n + fresh;
         if (h5l_grow((void **)&ss->c, &ss->cap, n, w)) {
