@@ -218,6 +218,17 @@ H5L_API uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick);
 H5L_API int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off,
                              h5l_err_t *err);
 
+/* Check the journal's index checkpoints against its TICK frames and record
+ * tables (h5logdump --check; docs/format.md 3.5): report(ctx, message) for
+ * each damaged checkpoint (readers skip those) and each one whose content
+ * differs from what it summarises (readers would trust it). Checkpoints
+ * covering ticks past the reader's damage are not compared. *found gets the
+ * checkpoints met, *bad the problems reported (either may be NULL). 0, or
+ * H5L_ENOMEM / H5L_EIO. Best on a reader opened with H5L_READER_FULL (every
+ * table verified first). */
+H5L_API int h5l_reader_check_checkpoints(h5l_reader_t *r, void (*report)(void *ctx, const char *msg), void *ctx,
+                                         uint64_t *found, uint64_t *bad, h5l_err_t *err);
+
 /* Read and verify every data byte of tick t (h5logdump --check). *bad gets
  * the number of segments that fail their checksum; H5L_ECORRUPT (message:
  * the first) if any, H5L_EIO if reading fails. */

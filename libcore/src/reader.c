@@ -30,6 +30,7 @@
 
 #include "box.h"
 #include "ckpt.h"
+#include "ckverify.h"
 #include "codec.h"
 #include "drop.h"
 #include "fdio.h"
@@ -1002,6 +1003,20 @@ int h5l_reader_closed(h5l_reader_t *r)
 
 int h5l_reader_live(h5l_reader_t *r) { return r->live; }
 uint64_t h5l_reader_ckpt_last(h5l_reader_t *r) { return r->ck_last; }
+
+int h5l_reader_check_checkpoints(h5l_reader_t *r, void (*report)(void *ctx, const char *msg), void *ctx,
+                                 uint64_t *found, uint64_t *bad, h5l_err_t *err)
+{
+    pthread_mutex_lock(&r->refresh_mu); /* the schema and tick count stay as they are */
+    h5l_ckv_in_t in = {r->jfd, r->jbase, r->live ? file_size(r->jfd) : r->jlimit, r->live, r->fd, r->seed,
+                       r->scan.what, &r->schema, r->nticks};
+    h5l_ckv_out_t out;
+    int rc = h5l_ckv_check(&in, report, ctx, &out, err);
+    pthread_mutex_unlock(&r->refresh_mu);
+    if (found) *found = out.found;
+    if (bad) *bad = out.bad;
+    return rc;
+}
 const uint8_t *h5l_reader_id(h5l_reader_t *r) { return r->id; }
 const char *h5l_reader_path(h5l_reader_t *r) { return r->path; }
 

@@ -116,6 +116,8 @@ def test_checkpointed_file_equals_model(tmp_path, h5logfs, seed, nranks, every):
     assert not diffs, difftest.report(seed, nranks, diffs)
     p = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", "--quiet", h5], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
+    # every checkpoint compared with the frames and tables it summarises
+    assert "%d index checkpoints" % (ticks // every) in p.stdout, p.stdout
 
 
 def _flip(path, at):
@@ -148,6 +150,11 @@ def test_damaged_checkpoint_payload_loses_nothing(tmp_path, which):
     for pos, n in pick:  # in the middle of the payload
         _flip(path, base + pos + 24 + n // 2)
     assert from_ckpt(h5) == (len(ck) - 1 if which == "newest" else 0)
+    # readers skip them silently; h5logdump --check names each one
+    p = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", "--quiet", h5], capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
+    named = [ln for ln in p.stdout.splitlines() if ln.startswith("CORRUPT:") and "fails its checksum" in ln]
+    assert [int(ln.split("journal offset ")[1].split(":")[0]) for ln in named] == [pos for pos, _ in pick], p.stdout
     diffs = check_ticks(h5, states, str(tmp_path))
     assert not diffs, diffs
 

@@ -219,6 +219,8 @@ static FZ_UNUSED void fz_exercise(const char *path)
     if (getenv("H5L_FUZZ_VERBOSE")) /* what an input made: for writing seeds and reading crashes */
         fprintf(stderr, "fuzz: %llu ticks, %llu records%s%s\n", (unsigned long long)nt,
                 (unsigned long long)h5l_reader_nrecords(r), drc ? "; damage: " : "", drc ? e.msg : "");
+    uint64_t nck = 0, badck = 0;
+    (void)h5l_reader_check_checkpoints(r, NULL, NULL, &nck, &badck, &e); /* h5logdump --check's */
     uint8_t *buf = malloc(4096 * 8);
     if (!buf) abort();
     for (uint64_t T = 1; T <= nt; T++) {

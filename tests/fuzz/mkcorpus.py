@@ -53,6 +53,8 @@ def tick_fields(p):
 class LogFile:
     def __init__(self, path):
         self.name = os.path.basename(path)[:-3]
+        if os.path.basename(os.path.dirname(path)) == 'c':  # the checkpointed run
+            self.name = 'ck-' + self.name
         self.b = open(path, 'rb').read()
         b = self.b
         assert b[:8] == b'\x89H5LOG\r\n', path
@@ -190,11 +192,14 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
                OMPI_MCA_rmaps_base_oversubscribe='1')
     with tempfile.TemporaryDirectory(prefix='h5lcorpus.') as tmp:
-        for prog, args in (('test_writer', ['w', '--ticks', '8', '--seed', '1']), ('test_frames', ['f'])):
+        # the third: index checkpoints after every 2 ticks (CHECKPOINT frames,
+        # lazily decoded tables: what a reader starts from)
+        for prog, args, ck in (('test_writer', ['w', '--ticks', '8', '--seed', '1'], '0'), ('test_frames', ['f'], '0'),
+                               ('test_writer', ['c', '--ticks', '8', '--seed', '2'], '2')):
             d = os.path.join(tmp, args[0])
             os.makedirs(d)
             subprocess.run(['mpirun', '--oversubscribe', '-np', '1', os.path.join(build, 'tests', prog), d] + args[1:],
-                           env=env, check=True, stdout=subprocess.DEVNULL)
+                           env=dict(env, H5L_CKPT_TICKS=ck), check=True, stdout=subprocess.DEVNULL)
         files = sorted(glob.glob(os.path.join(tmp, '*', '*.h5')))
         for h in ('jscan', 'tick', 'file'):
             for old in glob.glob(os.path.join(out, h, 'seed-*')):

@@ -2064,6 +2064,107 @@ static void test_checkpoint_damage(void)
     fx_free(&fx);
 }
 
+typedef struct {
+    int n;
+    char first[1024], last[1024];
+} ckrep_t;
+
+static void ck_report(void *ctx, const char *msg)
+{
+    ckrep_t *c = ctx;
+    if (!c->n++) snprintf(c->first, sizeof c->first, "%s", msg);
+    snprintf(c->last, sizeof c->last, "%s", msg);
+}
+
+/* fx saved live, opened whole, its checkpoints checked: the problems found
+ * (-1: the check failed), *found and rep filled. */
+static long ck_verify(fx_t *fx, uint64_t *found, ckrep_t *rep)
+{
+    fx_save_live(fx, fx->jr.len);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    *rep = (ckrep_t){0};
+    *found = 0;
+    if (h5l_reader_open_flags(fx->path, H5L_READER_FULL, &r, &e)) return -1;
+    uint64_t bad = 0;
+    int rc = h5l_reader_check_checkpoints(r, ck_report, rep, found, &bad, &e);
+    h5l_reader_close(r);
+    if (rc) return -1;
+    CHECK_EQ(bad, (uint64_t)rep->n);
+    return (long)bad;
+}
+
+/* h5logdump --check's checkpoint verification: intact checkpoints pass;
+ * a damaged one is named; a well-formed one (valid checksums) whose content
+ * is not what its ticks' frames and tables say is named with the
+ * difference: a missing chunk, a moved chunk, a tick entry changed. */
+static void test_checkpoint_verify(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
+    size_t first = fx.fr_end[1], newest = fx.fr_end[3];
+    CHECK_EQ(h5l_get_le32(fx.jr.p + first + 4) & 0xFFFF, H5L_REC_CKPT);
+    CHECK_EQ(h5l_get_le32(fx.jr.p + newest + 4) & 0xFFFF, H5L_REC_CKPT);
+    uint64_t found;
+    ckrep_t rep;
+    CHECK_EQ(ck_verify(&fx, &found, &rep), 0);
+    CHECK_EQ(found, 2);
+
+    fx.jr.p[first + H5L_FRAME_LEN + 20] ^= 0x01;
+    CHECK_EQ(ck_verify(&fx, &found, &rep), 1);
+    CHECK(strstr(rep.last, "fails its checksum") != NULL);
+    char off[64];
+    snprintf(off, sizeof off, "journal offset %zu", first);
+    CHECK(strstr(rep.last, off) != NULL);
+    fx.jr.p[first + H5L_FRAME_LEN + 20] ^= 0x01;
+
+    h5l_buf_t orig = {0};
+    h5l_buf_put(&orig, fx.jr.p, fx.jr.len);
+    /* the first checkpoint (ticks 1..2: the second has no chunks), changed;
+     * when its length changes, the second's links are reported too */
+    size_t n = (size_t)h5l_frame_size(h5l_get_le32(orig.p + first));
+    const char *want[] = {"the checkpoint does not list it", "the checkpoint does not list it",
+                          "differs from its TICK frame", "differs from its TICK frame"};
+    for (int mode = 0; mode < 4; mode++) {
+        h5l_ckpt_t c = {0};
+        h5l_err_t e = {0};
+        CHECK_EQ(h5l_ckpt_decode(orig.p + first, n, fx.seed, first, &c, "test", &e), H5L_OK);
+        if (mode == 0) { /* the last chunk forgotten */
+            CHECK(c.nchunks > 0);
+            c.nchunks--;
+        } else if (mode == 1) { /* the last chunk moved further along its last dimension */
+            CHECK(c.nchunks > 0 && c.chunks[c.nchunks - 1].nd > 0);
+            h5l_ckpt_chunk_t *k = &c.chunks[c.nchunks - 1];
+            ((uint64_t *)k->coord)[k->nd - 1] += 1000;
+        } else if (mode == 2) { /* a tick's data size */
+            c.ticks[0].info.data_size += 8;
+        } else { /* a tick's time */
+            c.ticks[c.last - c.first].info.time_ns ^= 1;
+        }
+        h5l_buf_t b = {0};
+        h5l_ckpt_encode(&b, &c, fx.seed);
+        h5l_ckpt_clear(&c);
+        fx.jr.len = 0;
+        h5l_buf_put(&fx.jr, orig.p, first);
+        h5l_buf_put(&fx.jr, b.p, b.len);
+        h5l_buf_put(&fx.jr, orig.p + first + n, orig.len - first - n);
+        long nb = ck_verify(&fx, &found, &rep);
+        CHECK_EQ(nb, b.len == n ? 1 : 2);
+        h5l_buf_free(&b);
+        CHECK_EQ(found, 2);
+        CHECK(strstr(rep.first, want[mode]) != NULL);
+        snprintf(off, sizeof off, "journal offset %zu (ticks 1..2)", first);
+        CHECK(strstr(rep.first, off) != NULL);
+        if (!strstr(rep.first, want[mode])) fprintf(stderr, "  mode %d: %s\n", mode, rep.first);
+    }
+    fx.jr.len = 0;
+    h5l_buf_put(&fx.jr, orig.p, orig.len);
+    CHECK_EQ(ck_verify(&fx, &found, &rep), 0);
+    h5l_buf_free(&orig);
+    fx_free(&fx);
+}
+
 TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
           T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
           T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
@@ -2071,4 +2172,4 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage))
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify))
