@@ -63,6 +63,16 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
         return h5l_err_set(err, H5L_EHDF5, "%s: test hook: this build fails", path);
     return H5L_OK;
 }
+
+/* A patch to tick $H5LOGFS_TEST_PATCH_FAIL fails its chunk-order guard
+ * after extending the first variable that grew (the live file is then
+ * half patched), as a libhdf5 that allocated elsewhere would make it
+ * (tests/fused/test_skelpatch.c). */
+static int patch_fail_hook(uint64_t tick)
+{
+    const char *t = getenv("H5LOGFS_TEST_PATCH_FAIL");
+    return t && *t && strtoull(t, NULL, 10) == tick;
+}
 #endif
 
 static pthread_mutex_t hdf5_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -671,6 +681,9 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             const hfs_region_t *reg = &k->regions[k->nregions - (e ? 1 : g.n)];
             if (!rc && (reg->blk != blk || addr != reg->addr)) rc = H5L_ECORRUPT;
         }
+#ifdef HFS_TEST_HOOKS
+        if (!rc && patch_fail_hook(tick)) rc = H5L_ECORRUPT;
+#endif
         if (rc)
             return h5l_err_set(err, rc, "%s: the chunks allocated by extending '%s' are not where expected", path,
                                s->objs[v->objid].path);
