@@ -85,7 +85,7 @@ help:
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
-	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build"
+	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build, libhdf5's own time for the 20,000 datasets (bench/h5floor)"
 	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick, from index checkpoints vs the whole journal vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_CKPT, BENCH_DAEMON)"
 	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
 	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
@@ -308,7 +308,7 @@ $(BUILD)/fused/skel_hooks.o: fused/skel.c
 $(HOOKS_DAEMON): $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(LINK_LIB) $(FUSE_LIBS)
-bench-scale: all $(BUILD)/bench/live_many $(HOOKS_DAEMON)
+bench-scale: all $(BUILD)/bench/live_many $(BUILD)/bench/h5floor $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
 bench-longlog: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_longlog.sh $(BUILD)
