@@ -205,6 +205,11 @@ $(BUILD)/tests/test_canon: tests/fused/test_canon.c $(LFILE_OBJS) $(BUILD)/libh5
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
 
 # skeletons patched in place against full builds, through libhdf5
+# at most 16 live skeletons kept, slots given back (18 live files, one rank)
+$(BUILD)/tests/test_livemax: tests/fused/test_livemax.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+
 # (with skel.c's test hooks: a patch made to fail half way)
 $(BUILD)/tests/test_skelpatch: tests/fused/test_skelpatch.c $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h
 	@mkdir -p $(dir $@)

@@ -925,9 +925,11 @@ char *hfs_lfile_stats_text(void)
                      (unsigned long long)cs.bytes_hit, (unsigned long long)cs.bytes_skipped);
     h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line,
-                 "skeletons: built %llu (failed %llu, patched in place %llu), %.3f s building, longest %.3f s\n",
+                 "skeletons: built %llu (failed %llu, patched in place %llu, live skeletons kept %d of %d), %.3f s "
+                 "building, longest %.3f s\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
-                 (unsigned long long)atomic_load(&st_patched), (double)atomic_load(&st_build_ns) * 1e-9,
+                 (unsigned long long)atomic_load(&st_patched), atomic_load(&n_live), LIVE_MAX,
+                 (double)atomic_load(&st_build_ns) * 1e-9,
                  (double)atomic_load(&st_build_max_ns) * 1e-9);
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
