@@ -114,63 +114,150 @@ static int sparse_shape(uint32_t ndims, const hsize_t *dims, const hsize_t *chun
     return 0;
 }
 
-int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
-                      h5l_err_t *err)
+/* The property lists, type and dataspace of the last dataset created,
+ * kept for the next one: a model's variables mostly share them, and a
+ * dataset creation property list made, filled (chunk, fill value, times)
+ * and closed per variable cost a third of libhdf5's time per variable on
+ * top of the creation itself (bench/h5floor's variants). The key is every
+ * input the lists depend on. Owned by one build; hids closed by
+ * props_free. */
+#define PKEY_MAX (8 + 8 * H5L_MAX_DIMS + 256)
+typedef struct props {
+    hid_t dcpl, type, space;
+    uint8_t key[PKEY_MAX]; /* dcpl and type */
+    size_t keylen;
+    hsize_t sdims[2 * H5L_MAX_DIMS]; /* space: dims, then max dims */
+    uint32_t sndims;
+    int have_space;
+} props_t;
+
+#define PROPS_INIT {-1, -1, -1, {0}, 0, {0}, 0, 0}
+
+static void props_free(props_t *p)
 {
-    const h5l_obj_t *o = &s->objs[objid];
-    hsize_t dims[H5L_MAX_DIMS], maxd[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < o->ndims; d++) {
-        dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
-        maxd[d] = s->dims[o->dimids[d]].unlimited ? H5S_UNLIMITED : dims[d];
-        chunk[d] = o->chunk[d]; /* never larger than a fixed dimension (schema.c) */
+    if (p->dcpl >= 0) H5Pclose(p->dcpl);
+    if (p->type >= 0) H5Tclose(p->type);
+    if (p->space >= 0) H5Sclose(p->space);
+    *p = (props_t)PROPS_INIT;
+}
+
+/* How the dataset's storage is allocated (alloc resolved for its shape). */
+enum { ST_NONE_INCR, ST_NONE_LATE, ST_EARLY_SPARSE, ST_EARLY_ALL, ST_OTHER };
+
+static int make_props(props_t *p, const h5l_obj_t *o, int st, h5l_err_t *err)
+{
+    uint8_t key[PKEY_MAX];
+    size_t k = 0;
+    key[k++] = o->type.cls;
+    key[k++] = o->type.size;
+    key[k++] = o->type.sign;
+    key[k++] = o->type.order;
+    key[k++] = (uint8_t)o->chunked;
+    key[k++] = (uint8_t)o->ndims;
+    key[k++] = (uint8_t)st;
+    key[k++] = (uint8_t)o->fill_mode;
+    for (uint32_t d = 0; o->chunked && d < o->ndims; d++, k += 8) memcpy(key + k, &o->chunk[d], 8);
+    if (o->fill && o->fill_mode != H5L_FILL_NONE) {
+        memcpy(key + k, o->fill, o->type.size);
+        k += o->type.size;
     }
-    hid_t sp = o->ndims ? H5Screate_simple((int)o->ndims, dims, maxd) : H5Screate(H5S_SCALAR);
+    if (p->dcpl >= 0 && k == p->keylen && memcmp(key, p->key, k) == 0) return H5L_OK;
+    if (p->dcpl >= 0) H5Pclose(p->dcpl);
+    if (p->type >= 0) H5Tclose(p->type);
+    p->dcpl = p->type = -1;
+    p->keylen = 0;
     hid_t t = h5l_type_to_hid(o->type, 0);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (dcpl >= 0) H5Pset_obj_track_times(dcpl, 0);
     int rc = H5L_OK;
-    if (sp < 0 || t < 0 || dcpl < 0) {
+    if (t < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0) {
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
         goto out;
     }
-    if (o->chunked && o->ndims && H5Pset_chunk(dcpl, (int)o->ndims, chunk) < 0) {
-        rc = h5l_err_set(err, H5L_EHDF5, "'%s': bad chunk shape", o->path);
-        goto out;
+    if (o->chunked && o->ndims) {
+        hsize_t chunk[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < o->ndims; d++) chunk[d] = o->chunk[d]; /* never larger than a fixed dimension */
+        if (H5Pset_chunk(dcpl, (int)o->ndims, chunk) < 0) {
+            rc = h5l_err_set(err, H5L_EHDF5, "'%s': bad chunk shape", o->path);
+            goto out;
+        }
     }
     H5Pset_attr_creation_order(dcpl, CRT_ORDER);
     /* An anchor (H5L_ALLOC_NONE) has no storage and an undefined fill
      * value: libhdf5 then refuses to read it ("dataset doesn't exist, no
      * data can be read") instead of returning fill values as if they were
      * the data (docs/format.md 1). Finalizing replaces it. */
-    if (alloc == H5L_ALLOC_NONE && H5Pset_fill_value(dcpl, t, NULL) < 0) {
+    int none = st == ST_NONE_INCR || st == ST_NONE_LATE;
+    if (none && H5Pset_fill_value(dcpl, t, NULL) < 0) {
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot leave the fill value undefined", o->path);
         goto out;
     }
-    if (alloc != H5L_ALLOC_NONE && o->fill_mode != H5L_FILL_NONE && H5Pset_fill_value(dcpl, t, o->fill) < 0) {
+    if (!none && o->fill_mode != H5L_FILL_NONE && H5Pset_fill_value(dcpl, t, o->fill) < 0) {
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot set the fill value", o->path);
         goto out;
     }
-    if (alloc == H5L_ALLOC_EARLY) {
-        /* chunked with more than SPARSE_CHUNKS chunks: none allocated here;
-         * the caller allocates exactly the chunks that hold data (an axis
-         * may be sparse: one row at t = 2^40 must not allocate 2^36 chunks),
-         * the others read as the fill value. So the fill time stays "if
-         * set" (netCDF's): with "never" libhdf5 leaves the reader's buffer
-         * untouched for a missing chunk. */
-        if (o->chunked && sparse_shape(o->ndims, dims, chunk)) {
-            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
-        } else {
-            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-            H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-        }
-    } else if (alloc == H5L_ALLOC_NONE) {
-        H5Pset_alloc_time(dcpl, o->chunked ? H5D_ALLOC_TIME_INCR : H5D_ALLOC_TIME_LATE);
+    /* chunked with more than SPARSE_CHUNKS chunks: none allocated here;
+     * the caller allocates exactly the chunks that hold data (an axis may
+     * be sparse: one row at t = 2^40 must not allocate 2^36 chunks), the
+     * others read as the fill value. So the fill time stays "if set"
+     * (netCDF's): with "never" libhdf5 leaves the reader's buffer untouched
+     * for a missing chunk. */
+    if (st == ST_EARLY_SPARSE || st == ST_NONE_INCR) {
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR);
+    } else if (st == ST_EARLY_ALL) {
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    } else if (st == ST_NONE_LATE) {
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
     }
-    *dset = H5Dcreate2(file, o->path, t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (*dset < 0) {
-        rc = h5l_err_set(err, H5L_EHDF5, "cannot create dataset '%s'", o->path);
-        goto out;
+    memcpy(p->key, key, k);
+    p->keylen = k;
+    p->dcpl = dcpl;
+    p->type = t;
+    return H5L_OK;
+out:
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (t >= 0) H5Tclose(t);
+    return rc;
+}
+
+static int make_space(props_t *p, const h5l_obj_t *o, const hsize_t *dims, const hsize_t *maxd)
+{
+    if (p->have_space && p->sndims == o->ndims && !memcmp(p->sdims, dims, o->ndims * sizeof *dims) &&
+        !memcmp(p->sdims + H5L_MAX_DIMS, maxd, o->ndims * sizeof *maxd))
+        return H5L_OK;
+    if (p->space >= 0) H5Sclose(p->space);
+    p->have_space = 0;
+    p->space = o->ndims ? H5Screate_simple((int)o->ndims, dims, maxd) : H5Screate(H5S_SCALAR);
+    if (p->space < 0) return H5L_EHDF5;
+    memcpy(p->sdims, dims, o->ndims * sizeof *dims);
+    memcpy(p->sdims + H5L_MAX_DIMS, maxd, o->ndims * sizeof *maxd);
+    p->sndims = o->ndims;
+    p->have_space = 1;
+    return H5L_OK;
+}
+
+/* h5l_canon_dataset, with the property lists of p (kept there for the
+ * next variable). */
+static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
+                         props_t *p, h5l_err_t *err)
+{
+    const h5l_obj_t *o = &s->objs[objid];
+    hsize_t dims[H5L_MAX_DIMS], maxd[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < o->ndims; d++) {
+        dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
+        maxd[d] = s->dims[o->dimids[d]].unlimited ? H5S_UNLIMITED : dims[d];
+        chunk[d] = o->chunk[d];
     }
+    int st = ST_OTHER;
+    if (alloc == H5L_ALLOC_EARLY)
+        st = o->chunked && sparse_shape(o->ndims, dims, chunk) ? ST_EARLY_SPARSE : ST_EARLY_ALL;
+    else if (alloc == H5L_ALLOC_NONE)
+        st = o->chunked ? ST_NONE_INCR : ST_NONE_LATE;
+    int rc = make_props(p, o, st, err);
+    if (rc) return rc;
+    if (make_space(p, o, dims, maxd)) return h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
+    *dset = H5Dcreate2(file, o->path, p->type, p->space, H5P_DEFAULT, p->dcpl, H5P_DEFAULT);
+    if (*dset < 0) return h5l_err_set(err, H5L_EHDF5, "cannot create dataset '%s'", o->path);
     if (o->fill_mode == H5L_FILL_USER) { /* first attribute, as netCDF-4 writes it */
         h5l_attr_t fv = {objid, "_FillValue", o->type, 1, o->fill, o->tick};
         rc = h5l_canon_attr(*dset, &fv, err);
@@ -179,10 +266,15 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_
             *dset = -1;
         }
     }
-out:
-    if (dcpl >= 0) H5Pclose(dcpl);
-    if (t >= 0) H5Tclose(t);
-    if (sp >= 0) H5Sclose(sp);
+    return rc;
+}
+
+int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
+                      h5l_err_t *err)
+{
+    props_t p = PROPS_INIT;
+    int rc = canon_dataset(file, s, objid, tick, alloc, dset, &p, err);
+    props_free(&p);
     return rc;
 }
 
@@ -202,6 +294,7 @@ typedef struct cbuild {
     hobj_ref_t *refs;      /* per object: object reference of a variable */
     char *listed;          /* per object: its DIMENSION_LIST is written */
     hid_t vlt;             /* vlen of object references (DIMENSION_LIST) */
+    props_t props;         /* the last variable's property lists */
 } cbuild_t;
 
 /* The coordinate variable of dimension d (a 1-D root variable "/name" over
@@ -309,7 +402,7 @@ static int make_var(cbuild_t *b, size_t i)
     if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, -1)))
         return h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
     hid_t ds;
-    rc = h5l_canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, &ds, b->err);
+    rc = canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, &ds, &b->props, b->err);
     if (rc) return rc;
     if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, ds))) h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
     if (!rc && H5Rcreate(&b->refs[i], ds, ".", H5R_OBJECT, -1) < 0)
@@ -523,7 +616,8 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc,
                   calloc(nd, sizeof(hobj_ref_t)),
                   calloc(no, sizeof(hobj_ref_t)),
                   calloc(no, 1),
-                  H5Tvlen_create(H5T_STD_REF_OBJ)};
+                  H5Tvlen_create(H5T_STD_REF_OBJ),
+                  PROPS_INIT};
     if (!b.coord || !b.scalable || !b.have || !b.scale_ref || !b.refs || !b.listed)
         rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
     else if (b.vlt < 0)
@@ -533,6 +627,7 @@ int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc,
     if (!rc) rc = attach_scales(&b);
     if (!rc) rc = write_attrs(file, s, tick, err);
     if (b.vlt >= 0) H5Tclose(b.vlt);
+    props_free(&b.props);
     free(b.coord);
     free(b.scalable);
     free(b.have);
