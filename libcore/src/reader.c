@@ -1488,6 +1488,7 @@ static int chunk_list(h5l_reader_t *r, uint32_t objid, const uint64_t *coord, ui
             ls->p[m++] = rec;
         }
     }
+    if (!m) return H5L_OK; /* no lazy record touches the chunk: the list stays (and ls->p may be NULL) */
     size_t n0 = *n;
     if (h5l_grow((void **)&ls->p, &ls->cap, 2 * m + n0, sizeof *ls->p))
         return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
