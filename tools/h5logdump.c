@@ -184,7 +184,9 @@ int main(int argc, char **argv)
     if (h5l_reader_open_flags(argv[a], check || records ? H5L_READER_FULL : 0, &r, &e)) {
         /* nothing can be read: no user block, journal header, ... */
         fprintf(stderr, "h5logdump: %s\n", e.msg);
-        if (check) printf("CORRUPT: %s\n", e.msg);
+        /* no log-layout magic is not damage we can name: a plain HDF5
+         * file, or one whose writer has not written its user block yet */
+        if (check) printf("%s: %s\n", e.code == H5L_EFORMAT ? "NOT LOG-LAYOUT" : "CORRUPT", e.msg);
         return 1;
     }
     uint64_t n = h5l_reader_ntick(r), damaged = 0;

@@ -129,6 +129,7 @@ def test_dump_check_reports_corruption(tmp_path):
     junk.write_bytes(b"\0" * 5000)
     r = tool("h5logdump", "--check", junk, check=False)
     assert r.returncode == 1 and "not a log-layout file" in r.stderr
+    assert r.stdout.startswith("NOT LOG-LAYOUT: ") and "CORRUPT" not in r.stdout, r.stdout
 
 
 def test_dump_lists_records(tmp_path):
