@@ -44,7 +44,7 @@ static int trip_add(trip_t *t, uint32_t objid, uint32_t nd, const uint64_t *coor
     uint64_t *e = t->v + t->n;
     e[0] = objid;
     e[1] = nd;
-    memcpy(e + 2, coord, nd * sizeof *coord);
+    if (nd) memcpy(e + 2, coord, nd * sizeof *coord); /* a scalar's coord may be NULL */
     e[2 + nd] = tick;
     t->at[t->nat++] = t->n;
     t->n += nd + 3;
@@ -75,6 +75,7 @@ static int trip_cmp(const void *a, const void *b, void *base)
 /* Sort and drop repeats (a chunk touched twice by one tick). */
 static void trip_sort(trip_t *t)
 {
+    if (!t->nat) return; /* t->at may be NULL */
     qsort_r(t->at, t->nat, sizeof *t->at, trip_cmp, t->v);
     size_t k = 0;
     for (size_t i = 0; i < t->nat; i++)
