@@ -540,6 +540,8 @@ typedef struct fixed {
     uint64_t first, last, tickpos, selfpos, prevpos;
 } fixed_t;
 
+#define CKPT_TICK_MIN 9 /* varints of a tick's entry (h5l_ckpt_encode), a byte each at least */
+
 /* Verify the frame of n bytes at journal offset pos (checksums, type,
  * padding) and read its fixed fields, with the checks h5l_ckpt_decode makes
  * of them. 0, or -1. */
@@ -555,6 +557,10 @@ static int frame_fixed(const uint8_t *frame, size_t n, uint64_t seed, uint64_t p
     f->tickpos = h5l_get_le64(p + 16);
     f->selfpos = h5l_get_le64(p + 24);
     f->prevpos = h5l_get_le64(p + 32);
+    /* each tick's entry takes at least CKPT_TICK_MIN bytes: a segment
+     * cannot claim more ticks than its bytes hold (the reader sizes its
+     * tables by the chain's last tick before decoding any segment) */
+    if (f->last >= f->first && f->last - f->first >= (h.len - H5L_CKPT_HDR) / CKPT_TICK_MIN) return -1;
     if (h5l_get_le64(p + 40) || f->first == 0 || f->last < f->first || f->selfpos != pos || f->tickpos >= pos ||
         f->tickpos < H5L_JHDR_LEN || f->prevpos >= f->tickpos || (f->first == 1) != (f->prevpos == 0) ||
         (f->prevpos && f->prevpos < H5L_JHDR_LEN))
