@@ -371,9 +371,29 @@ int h5l_anchor_create(const char *path, const uint8_t id[16], h5l_anchor_t **out
     return anchor_new(path, id, 0, out, err);
 }
 
+/* Where a new file is made before it is renamed over path: a hidden name
+ * in the same directory (so the rename is atomic). NULL when out of memory,
+ * or when path is a symbolic link (then the file is made through the link,
+ * in place: renaming would replace the link itself). */
+static char *creating_name(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) return NULL;
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    char *t = NULL;
+    if (asprintf(&t, "%.*s.%s.h5l-creating", dl, path, path + dl) < 0) return NULL;
+    return t;
+}
+
 /* The HDF5 file with /_h5log (and its format attribute); with over, made
- * over the existing bytes of path (h5l_anchor_recreate), else truncated
- * and given a live user block. */
+ * over the existing bytes of path (h5l_anchor_recreate), else new, with a
+ * live user block. A new file appears at path only with its user block
+ * written: it is made under a hidden name next to path and renamed over
+ * path once its magic is in, so a reader never finds a log file being
+ * created that looks like a plain one (zeros where the user block goes:
+ * the daemon would serve it as a plain file, h5logdump call it no log
+ * file), nor an older file truncated under its feet. */
 static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anchor_t **out, h5l_err_t *err)
 {
     *out = NULL;
@@ -392,8 +412,9 @@ static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anch
     int rc = H5L_OK;
     if (fcpl < 0 || fapl < 0 || drv < 0 || H5Pset_driver(fapl, drv, &vi) < 0)
         rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot set up libhdf5 for the file", path);
-    else
-        a->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    char *tmp = over ? NULL : creating_name(path);
+    const char *cpath = tmp ? tmp : path;
+    if (!rc) a->file = H5Fcreate(cpath, H5F_ACC_TRUNC, fcpl, fapl);
     if (fcpl >= 0) H5Pclose(fcpl);
     if (fapl >= 0) H5Pclose(fapl);
     char why[256];
@@ -411,11 +432,16 @@ static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anch
         H5Sclose(sp);
         if (g >= 0) H5Gclose(g);
     }
-    if (!rc && !over) rc = write_ub(path, id, err);
+    if (!rc && !over) rc = write_ub(cpath, id, err);
+    if (!rc && tmp && rename(tmp, path) != 0)
+        rc = h5l_err_set(err, H5L_EIO, "%s: cannot move the new file into place: %s", path, strerror(errno));
     if (rc) {
         h5l_anchor_abort(a);
+        if (tmp) unlink(tmp);
+        free(tmp);
         return rc;
     }
+    free(tmp);
     *out = a;
     return H5L_OK;
 }

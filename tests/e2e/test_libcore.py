@@ -136,3 +136,38 @@ def test_dump_lists_records(tmp_path):
     mpirun(1, tmp_path, "--ticks", 2)
     d = tool("h5logdump", "--records", tmp_path / "t.h5")
     assert "seq (1,0,0)" in d.stdout and "start [" in d.stdout
+
+
+def test_a_new_file_appears_with_its_magic(tmp_path):
+    """A file being created is renamed into place once its user block is
+    written: watched in a tight loop while two ranks create it (over an
+    older plain file of the same name), the path always holds either the
+    old file, whole, or a log-layout file with its magic, never zeros or a
+    truncated file (which the daemon would serve as a plain file and
+    h5logdump call no log file). No hidden creation file is left."""
+    from h5ltest import LIVE_WRITER
+    seen = {"old": 0, "log": 0}
+    for attempt in range(3):
+        h5 = tmp_path / ("run%d.h5" % attempt)
+        old = b"\x89HDF\r\n\x1a\n" + bytes(range(256)) * 40
+        h5.write_bytes(old)
+        w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(h5), "--ticks", "2",
+                              "--interval", "0.05", "--rows-per-tick", "1"], env=ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        try:
+            while w.poll() is None:
+                try:
+                    with open(h5, "rb") as f:
+                        b = f.read(len(old))
+                except FileNotFoundError:
+                    raise AssertionError("the file went missing while a new one was created")
+                if b == old:
+                    seen["old"] += 1
+                else:
+                    assert b[:8] == b"\x89H5LOG\r\n", b[:16]
+                    seen["log"] += 1
+        finally:
+            w.wait(timeout=120)
+        assert w.returncode == 0, w.stderr.read()
+        assert sorted(os.listdir(tmp_path)) == sorted(p for p in os.listdir(tmp_path) if not p.endswith("creating"))
+    assert seen["old"] > 0 and seen["log"] > 0, seen
