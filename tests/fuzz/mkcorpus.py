@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """mkcorpus.py — seed corpora for the libFuzzer harnesses of tests/fuzz, cut
-from real files: test_writer and test_frames write log-layout files at one
-rank, and each harness gets the pieces it takes (the input layouts are at
+from real files: test_writer (twice: the second run with an index
+checkpoint every 2 ticks, seeds named seed-ck-*) and test_frames write
+log-layout files at one rank, and each harness gets the pieces it takes (the input layouts are at
 the top of fuzz_jscan.c, fuzz_tick.c and fuzz_file.c).
 
     mkcorpus.py BUILD_DIR [OUT_DIR]     (OUT_DIR: tests/fuzz/corpus)
