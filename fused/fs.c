@@ -89,6 +89,21 @@ static int is_sidecar_of_existing(int dirfd, const char *name)
     return is;
 }
 
+/* ".NAME.h5l-creating" next to NAME's sidecar: a log file a writer is
+ * creating (libh5log renames it over NAME once its user block is written,
+ * docs/format.md 6). Not shown: NAME appears when it is ready. */
+#define CREATING_SUFFIX ".h5l-creating"
+static int is_file_being_created(int dirfd, const char *name)
+{
+    size_t n = strlen(name), s = strlen(CREATING_SUFFIX), j = strlen(H5L_SIDECAR_SUFFIX);
+    if (name[0] != '.' || n <= s + 1 || strcmp(name + n - s, CREATING_SUFFIX) != 0) return 0;
+    char side[NAME_MAX + 1];
+    if (n - s - 1 + j > NAME_MAX) return 0;
+    memcpy(side, name + 1, n - s - 1);
+    memcpy(side + n - s - 1, H5L_SIDECAR_SUFFIX, j + 1);
+    return faccessat(dirfd, side, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* The source's current permission bits and owner: a snapshot's bytes never
  * change, but who may read them must follow the source (chmod 600 on a
  * running job's file closes it to others within one tick). The kernel
@@ -211,7 +226,7 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
         return er;
     }
     if (p->kind != HFS_K_MIRROR || !S_ISDIR(p->mode)) return ENOTDIR;
-    if (is_sidecar_of_existing(p->fd, name)) return ENOENT;
+    if (is_sidecar_of_existing(p->fd, name) || is_file_being_created(p->fd, name)) return ENOENT;
     if (p == &fs->itab.root && strcmp(name, STATS_NAME) == 0) {
         e->ino = hfs_itab_id(&fs->itab, &fs->itab.stats);
         return get_attr(&fs->itab.stats, &e->attr);
@@ -457,7 +472,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
         }
         off_t next = d->entry->d_off;
         const char *name = d->entry->d_name;
-        int listed = ticks ? hfs_ticks_listed(d->dir, name, d->entry->d_type) : !is_sidecar_of_existing(d->fd, name);
+        int listed = ticks ? hfs_ticks_listed(d->dir, name, d->entry->d_type) : !is_sidecar_of_existing(d->fd, name) && !is_file_being_created(d->fd, name);
         if (listed) {
             struct stat st;
             memset(&st, 0, sizeof st);

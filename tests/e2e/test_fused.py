@@ -597,6 +597,25 @@ def test_bad_input_fails_alone(tmp_path, h5logfs):
     m.assert_alive()
 
 
+def test_file_being_created_is_not_shown(tmp_path, h5logfs):
+    """libh5log makes a new file as .NAME.h5l-creating next to NAME's
+    sidecar and renames it over NAME once its user block is written: the
+    mount does not show it (NAME appears when it is ready). The same kind
+    of name without a sidecar is an ordinary file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "run.h5.h5lj").write_bytes(b"x" * 64)
+    (src / ".run.h5.h5l-creating").write_bytes(bytes(4096))
+    (src / ".other.h5.h5l-creating").write_bytes(b"plain")
+    m = h5logfs(src)
+    names = os.listdir(m.path())
+    assert ".run.h5.h5l-creating" not in names, names
+    assert not os.path.exists(m.path(".run.h5.h5l-creating"))
+    assert ".other.h5.h5l-creating" in names, names
+    assert read_all(m.path(".other.h5.h5l-creating")) == b"plain"
+    m.assert_alive()
+
+
 # --------------------------------------------------------------------------
 # d) a killed writer
 
