@@ -720,12 +720,13 @@ def pids():
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit() and int(d) != os.getpid():
-            try:
+            try:  # a process may end between the listing and these reads
                 argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+                if mnt.encode() in argv:
+                    exe = os.path.realpath(f"/proc/{d}/exe", strict=True)
+                    out.append((int(d), [a.decode() for a in argv[:-1]], exe))
             except OSError:
                 continue
-            if mnt.encode() in argv:
-                out.append((int(d), [a.decode() for a in argv[:-1]], os.path.realpath(f"/proc/{d}/exe")))
     return out
 try:
     for upper, target in overlays:  # put upper's files over target, in this namespace only
