@@ -68,27 +68,18 @@ static int open_writers(void)
     return 0;
 }
 
-static long stat_of(const char *text, const char *key)
-{
-    const char *p = strstr(text, key);
-    return p ? atol(p + strlen(key)) : -1;
-}
-
-static long patched_so_far(void)
+/* The number after key in the daemon's statistics now, -1 if absent. */
+static long stat_now(const char *key)
 {
     char *t = hfs_lfile_stats_text();
-    long n = t ? stat_of(t, "patched in place ") : -1;
+    const char *p = t ? strstr(t, key) : NULL;
+    long n = p ? atol(p + strlen(key)) : -1;
     free(t);
     return n;
 }
 
-static long kept_now(void)
-{
-    char *t = hfs_lfile_stats_text();
-    long n = t ? stat_of(t, "live skeletons kept ") : -1;
-    free(t);
-    return n;
-}
+#define KEPT "live skeletons kept "
+#define PATCHED "patched in place "
 
 static void ignore_new(void *ctx, uint64_t parent, const char *name)
 {
@@ -137,14 +128,14 @@ static void test_live_limit(void)
     hfs_lfile_t *lf[NFILES] = {0};
     /* 1. all loaded at tick 2: 16 keep a live skeleton */
     snapshot_all(lf);
-    CHECK_EQ(kept_now(), LIVE_LIMIT);
-    long p0 = patched_so_far();
+    CHECK_EQ(stat_now(KEPT), LIVE_LIMIT);
+    long p0 = stat_now(PATCHED);
     CHECK(p0 >= 0);
     CHECK_EQ(tick_all_writers(), 0);
     snapshot_all(lf);
-    long p1 = patched_so_far();
+    long p1 = stat_now(PATCHED);
     CHECK_EQ(p1 - p0, LIVE_LIMIT); /* and 2 built in full */
-    CHECK_EQ(kept_now(), LIVE_LIMIT);
+    CHECK_EQ(stat_now(KEPT), LIVE_LIMIT);
     /* 2. dropped, then loaded again: the slots came back */
     for (int i = 0; i < NFILES; i++) {
         hfs_lfile_unref(lf[i]);
@@ -152,19 +143,19 @@ static void test_live_limit(void)
     }
     /* the ticker drops files nobody uses (a file the builder thread still
      * holds goes at a later turn) */
-    for (int turn = 0; turn < 500 && kept_now() != 0; turn++) {
+    for (int turn = 0; turn < 500 && stat_now(KEPT) != 0; turn++) {
         hfs_lfile_tick_all(ignore_new, NULL, 0.0);
         struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
     }
-    CHECK_EQ(kept_now(), 0);
+    CHECK_EQ(stat_now(KEPT), 0);
     CHECK_EQ(tick_all_writers(), 0);
     snapshot_all(lf);
-    CHECK_EQ(kept_now(), LIVE_LIMIT);
-    long p2 = patched_so_far();
+    CHECK_EQ(stat_now(KEPT), LIVE_LIMIT);
+    long p2 = stat_now(PATCHED);
     CHECK_EQ(tick_all_writers(), 0);
     snapshot_all(lf);
-    CHECK_EQ(patched_so_far() - p2, LIVE_LIMIT);
+    CHECK_EQ(stat_now(PATCHED) - p2, LIVE_LIMIT);
     for (int i = 0; i < NFILES; i++) hfs_lfile_unref(lf[i]);
     hfs_lfile_shutdown();
 }

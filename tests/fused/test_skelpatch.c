@@ -298,6 +298,24 @@ static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
     hfs_skel_unref(full);
 }
 
+/* Tick t through hfs_skel_build_live (*live kept between calls): its
+ * skeleton, *before the patch count before it; NULL if the build failed
+ * (a CHECK fails, the reason is printed). */
+static hfs_skel_t *live_tick(h5l_reader_t *r, int t, hfs_skel_live_t **live, uint64_t *before)
+{
+    h5l_err_t e = {0};
+    hfs_skel_t *k = NULL;
+    *before = hfs_skel_live_patches(*live);
+    int rc = hfs_skel_build_live(r, (uint64_t)t, live, &k, &e);
+    CHECK_EQ(rc, 0);
+    if (rc) {
+        fprintf(stderr, "  tick %d: %s\n", t, e.msg);
+        return NULL;
+    }
+    CHECK(*live != NULL);
+    return k;
+}
+
 static void test_patch_equals_full_build(void)
 {
     h5l_reader_t *r = NULL;
@@ -308,16 +326,10 @@ static void test_patch_equals_full_build(void)
     hfs_skel_live_t *live = NULL;
     int patched_ticks = 0;
     for (int t = 1; t <= NTICK; t++) {
-        uint64_t before = hfs_skel_live_patches(live);
+        uint64_t before;
         int had = live != NULL;
-        hfs_skel_t *k = NULL;
-        int rc = hfs_skel_build_live(r, (uint64_t)t, &live, &k, &e);
-        CHECK_EQ(rc, 0);
-        if (rc) {
-            fprintf(stderr, "  tick %d: %s\n", t, e.msg);
-            break;
-        }
-        CHECK(live != NULL);
+        hfs_skel_t *k = live_tick(r, t, &live, &before);
+        if (!k) break;
         /* 1. patched exactly when only extents and chunks changed */
         int patched = had && hfs_skel_live_patches(live) == before + 1;
         int expect = t != 1 && t != ATTR_TICK && t != JUMP_TICK && t != NEWVAR_TICK;
@@ -356,15 +368,9 @@ static void test_failed_patch_builds_in_full(void)
     snprintf(v, sizeof v, "%d", bad);
     setenv("H5LOGFS_TEST_PATCH_FAIL", v, 1);
     for (int t = 1; t <= bad + 1; t++) {
-        uint64_t before = hfs_skel_live_patches(live);
-        hfs_skel_t *k = NULL;
-        int rc = hfs_skel_build_live(r, (uint64_t)t, &live, &k, &e);
-        CHECK_EQ(rc, 0);
-        if (rc) {
-            fprintf(stderr, "  tick %d: %s\n", t, e.msg);
-            break;
-        }
-        CHECK(live != NULL);
+        uint64_t before;
+        hfs_skel_t *k = live_tick(r, t, &live, &before);
+        if (!k) break;
         uint64_t after = hfs_skel_live_patches(live);
         if (t == bad) CHECK_EQ(after, 0); /* built afresh */
         if (t != 1 && t != bad) CHECK_EQ(after, before + 1);

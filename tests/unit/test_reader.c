@@ -2165,6 +2165,48 @@ static void test_checkpoint_verify(void)
     fx_free(&fx);
 }
 
+/* A checkpoint whose checksums verify but whose segment claims more ticks
+ * than its payload can hold (last tick 2^40) is not a link: the chain
+ * starts from the one before it, so a reader never sizes its tables by
+ * such a claim (format.md 3.5; fuzz_file once made it allocate 0x5e00000008
+ * bytes). */
+static void test_checkpoint_claiming_too_many_ticks(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
+    size_t at = fx.fr_end[3]; /* the newest: ticks 3..4 */
+    CHECK_EQ(h5l_get_le32(fx.jr.p + at + 4) & 0xFFFF, H5L_REC_CKPT);
+    uint32_t len = h5l_get_le32(fx.jr.p + at);
+    uint8_t *pay = malloc(len);
+    memcpy(pay, fx.jr.p + at + H5L_FRAME_LEN, len);
+    h5l_put_le64(pay + 8, (uint64_t)1 << 40);
+    h5l_buf_t b = {0};
+    h5l_frame_encode(&b, H5L_REC_CKPT, pay, len, fx.seed); /* the same size: checksums right again */
+    CHECK_EQ(b.len, (size_t)h5l_frame_size(len));
+    memcpy(fx.jr.p + at, b.p, b.len);
+    fx_save_live(&fx, fx.jr.len);
+    int fd = open(fx.jpath, O_RDONLY);
+    CHECK(fd >= 0);
+    h5l_ckpt_chain_t ch;
+    CHECK_EQ(h5l_ckpt_chain_read(fd, 0, fx.jr.len, fx.seed, "test", &ch), 1);
+    CHECK_EQ(ch.last, 2);
+    h5l_ckpt_chain_free(&ch);
+    close(fd);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    if (r) {
+        CHECK_EQ(h5l_reader_ckpt_last(r), 2);
+        check_meta(r, &fx);
+        CHECK(check_reads(r, &fx, 4));
+        h5l_reader_close(r);
+    }
+    h5l_buf_free(&b);
+    free(pay);
+    fx_free(&fx);
+}
+
 TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
           T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
           T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
@@ -2172,4 +2214,5 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify))
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify),
+          T(test_checkpoint_claiming_too_many_ticks))
