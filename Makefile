@@ -303,16 +303,18 @@ bench-memory: all $(BUILD)/bench/mkrecords
 bench-ticks: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_ticks.sh $(BUILD)
 # live_many writes the live files of bench-scale and tests/e2e/test_scale.py;
-# h5logfs_hooks is the daemon with skel.c's test hooks (slow or failing
-# skeleton builds), for test_scale.py and bench-scale only
+# h5logfs_hooks is the daemon with skel.c's and fs.c's test hooks (slow or
+# failing skeleton builds, every open kept), for the e2e tests and
+# bench-scale only
 HOOKS_DAEMON := $(BUILD)/tests/h5logfs_hooks
 tests: $(BUILD)/bench/live_many $(HOOKS_DAEMON)
-$(BUILD)/fused/skel_hooks.o: fused/skel.c
+HOOKED_OBJS := $(patsubst $(BUILD)/fused/fs.o,$(BUILD)/fused/fs_hooks.o,$(subst skel.o,skel_hooks.o,$(FUSED_OBJS)))
+$(BUILD)/fused/%_hooks.o: fused/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DHFS_TEST_HOOKS -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
-$(HOOKS_DAEMON): $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(BUILD)/libh5log.a
+$(HOOKS_DAEMON): $(HOOKED_OBJS) $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(subst skel.o,skel_hooks.o,$(FUSED_OBJS)) $(LINK_LIB) $(FUSE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(HOOKED_OBJS) $(LINK_LIB) $(FUSE_LIBS)
 bench-scale: all $(BUILD)/bench/live_many $(BUILD)/bench/h5floor $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
 bench-longlog: all $(BUILD)/bench/bench_flushes

@@ -23,11 +23,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -47,7 +49,9 @@ struct hfs_fs {
     hfs_config_t cfg;
     hfs_itab_t itab;
     pthread_mutex_t fh_mu;
-    hfs_fh_t *fh_head; /* every open handle (freed at the end) */
+    hfs_fh_t *fh_head;   /* every open handle (freed at the end) */
+    int no_open;         /* opens of files are answered ENOSYS: the kernel then skips them (below) */
+    atomic_ullong opens; /* OPEN requests of files received (the statistics file tells) */
 };
 
 static hfs_fs_t *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -151,11 +155,11 @@ static void snap_attr(const hfs_inode_t *n, struct stat *st)
 
 static int get_attr(hfs_inode_t *n, struct stat *st)
 {
-    if (n->kind == HFS_K_STATS) { /* contents made at open, served direct_io */
-        memset(st, 0, sizeof *st);
+    if (n->kind == HFS_K_STATS) { /* its text, made at lookup, never changes */
+        *st = n->src_st;
         st->st_ino = (ino_t)(uintptr_t)n;
-        st->st_mode = n->mode;
         st->st_nlink = 1;
+        st->st_size = (off_t)strlen(n->text);
         return 0;
     }
     if (hfs_kind_is_snap(n->kind)) {
@@ -208,6 +212,19 @@ static hfs_inode_t *log_inode(hfs_fs_t *fs, fuse_ino_t parent, const char *name,
     return hfs_itab_log(&fs->itab, path, rc ? NULL : snap, st);
 }
 
+/* The statistics file's text: lfile.c's, then the daemon's own counters;
+ * NULL if out of memory. */
+static char *stats_text(hfs_fs_t *fs)
+{
+    char *lf = hfs_lfile_stats_text(), *text = NULL;
+    if (lf && asprintf(&text, "%sopens: %llu requests received, %s\n", lf,
+                       (unsigned long long)atomic_load(&fs->opens),
+                       fs->no_open ? "the kernel skips them (answered ENOSYS once)" : "each one answered") < 0)
+        text = NULL;
+    free(lf);
+    return text;
+}
+
 /* Look name up in parent: fill *e (one lookup of its inode counted) or
  * return an errno. The shape of libfuse's lo_do_lookup: one reply, made by
  * the caller. */
@@ -228,8 +245,13 @@ static int do_lookup(hfs_fs_t *fs, fuse_ino_t parent, const char *name, struct f
     if (p->kind != HFS_K_MIRROR || !S_ISDIR(p->mode)) return ENOTDIR;
     if (is_sidecar_of_existing(p->fd, name) || is_file_being_created(p->fd, name)) return ENOENT;
     if (p == &fs->itab.root && strcmp(name, STATS_NAME) == 0) {
-        e->ino = hfs_itab_id(&fs->itab, &fs->itab.stats);
-        return get_attr(&fs->itab.stats, &e->attr);
+        /* a new inode with the text of now; entry_timeout 0: every path
+         * walk looks it up again, so each open reads fresh statistics */
+        hfs_inode_t *n = hfs_itab_stats(&fs->itab, stats_text(fs));
+        if (!n) return ENOMEM;
+        e->ino = hfs_itab_id(&fs->itab, n);
+        e->attr_timeout = valid_for(fs);
+        return get_attr(n, &e->attr);
     }
     if (p == &fs->itab.root && strcmp(name, HFS_TICKS_NAME) == 0) {
         e->ino = hfs_itab_id(&fs->itab, &fs->itab.ticks);
@@ -325,7 +347,6 @@ struct hfs_fh {
     hfs_snap_t *snap;     /* snapshot file: its reference */
     hfs_inode_t *dir;     /* directory: its inode (the ticks tree lists by kind) */
     uint64_t nticks;      /* tlog directory: the ticks committed at opendir */
-    char *text;           /* statistics file: its contents */
 };
 
 static hfs_fh_t *fh_new(hfs_fs_t *fs)
@@ -355,7 +376,6 @@ static void fh_free(hfs_fh_t *h)
     if (h->dp) closedir(h->dp);
     if (h->fd >= 0) close(h->fd);
     hfs_snap_unref(h->snap);
-    free(h->text);
     free(h);
 }
 
@@ -496,29 +516,51 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_err(req, 0);
 }
 
+/* A readable descriptor of the mirror inode n's source (n->fd is O_PATH),
+ * or -1 with errno. */
+static int reopen(const hfs_inode_t *n)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
+    return open(p, O_RDONLY | O_CLOEXEC);
+}
+
+/* Opens. What a file's descriptor reads is fixed by its inode alone: a
+ * snapshot inode holds its snapshot until FORGET (which the kernel sends
+ * only once no descriptor is open on it), a tsnap's bytes are its tick's
+ * whoever builds them, a statistics inode holds its text, a mirror reads
+ * its source. So an open needs no handle, and a file open costs two
+ * requests (OPEN, RELEASE) for nothing: a reader polling a live file opens
+ * it a thousand times a second (docs/performance.md). Where the kernel
+ * allows it (FUSE_CAP_NO_OPEN_SUPPORT), the first open of a file is
+ * answered ENOSYS, after which the kernel opens files without asking us,
+ * with keep_cache, and reads arrive without a handle (op_read). Otherwise
+ * each open gets a handle as before. Write opens never get here: the
+ * mount is read-only, so the kernel answers them EROFS itself. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    hfs_fs_t *fs = fs_of(req);
     hfs_inode_t *n = ino_of(req, ino);
+    atomic_fetch_add(&fs->opens, 1);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
         fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (fs->no_open) {
+        fuse_reply_err(req, ENOSYS);
         return;
     }
     if (n->kind == HFS_K_BAD) {
         fuse_reply_err(req, EIO);
         return;
     }
-    hfs_fh_t *h = fh_new(fs_of(req));
+    hfs_fh_t *h = fh_new(fs);
     if (!h) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
     if (n->kind == HFS_K_STATS) {
-        if (!(h->text = hfs_lfile_stats_text())) {
-            fh_free(h);
-            fuse_reply_err(req, ENOMEM);
-            return;
-        }
-        fi->direct_io = 1; /* made at open; its size is not known before */
+        fi->keep_cache = 1; /* the inode's text never changes */
     } else if (n->kind == HFS_K_SNAP) {
         atomic_fetch_add(&n->snap->refs, 1);
         h->snap = n->snap;
@@ -531,61 +573,80 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             return;
         }
         fi->keep_cache = 1;
-    } else {
-        char p[64];
-        snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
-        if ((h->fd = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
-            int er = errno;
-            fh_free(h);
-            fuse_reply_err(req, er);
-            return;
-        }
+    } else if ((h->fd = reopen(n)) < 0) {
+        int er = errno;
+        fh_free(h);
+        fuse_reply_err(req, er);
+        return;
     }
     reply_open(req, fi, h);
 }
 
+/* Reads come with the handle of op_open or, where the kernel skips opens,
+ * none (fi->fh 0): then the inode says what to read (op_open says why
+ * that is the same). */
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     hfs_fh_t *h = fh_of(fi);
-    if (h->text) {
-        /* replied from the thread's buffer, not from the handle: once the
-         * kernel has the reply it may release the handle on another thread
-         * before this one returns from writev (ASan, which checks the iovec
-         * after the call, saw that as a use after free) */
-        size_t len = strlen(h->text);
-        size_t o = (size_t)off < len ? (size_t)off : len, n = size < len - o ? size : len - o;
-        char *buf = hfs_tbuf(HFS_TBUF_REPLY, n ? n : 1);
+    hfs_inode_t *n = ino_of(req, ino);
+    if (n->kind == HFS_K_STATS) {
+        /* replied from the thread's buffer: the kernel may forget the
+         * inode once it has the reply, before writev returns */
+        size_t len = strlen(n->text);
+        size_t o = (size_t)off < len ? (size_t)off : len, k = size < len - o ? size : len - o;
+        char *buf = hfs_tbuf(HFS_TBUF_REPLY, k ? k : 1);
         if (!buf) {
             fuse_reply_err(req, ENOMEM);
             return;
         }
-        memcpy(buf, h->text + o, n);
-        fuse_reply_buf(req, buf, n);
+        memcpy(buf, n->text + o, k);
+        fuse_reply_buf(req, buf, k);
         return;
     }
-    if (h->snap) {
+    if (hfs_kind_is_snap(n->kind)) {
+        hfs_snap_t *snap = h ? h->snap : n->snap, *taken = NULL;
+        if (!snap) { /* a tsnap read without a handle: its tick's snapshot (ticks.h) */
+            int er = hfs_ticks_open(n, &taken);
+            if (er) {
+                fuse_reply_err(req, er == ENOENT ? ESTALE : er); /* the source was replaced */
+                return;
+            }
+            snap = taken;
+        }
         char *buf = hfs_tbuf(HFS_TBUF_REPLY, size); /* tbuf.h: why per thread */
         if (!buf) {
+            hfs_snap_unref(taken);
             fuse_reply_err(req, ENOMEM);
             return;
         }
         h5l_err_t e = {0};
-        long r = hfs_snap_read(h->snap, (uint64_t)off, size, buf, &e);
+        long r = hfs_snap_read(snap, (uint64_t)off, size, buf, &e);
         if (r < 0) { /* logged once per file version, like a bad lookup */
             char msg[sizeof e.msg + 64];
             snprintf(msg, sizeof msg, "%s (read of %zu bytes at %lld)", e.msg, size, (long long)off);
-            hfs_lfile_report(h->snap->lf, &ino_of(req, ino)->src_st, msg);
+            hfs_lfile_report(snap->lf, &n->src_st, msg);
             fuse_reply_err(req, errno_of((int)r));
         } else {
             fuse_reply_buf(req, buf, (size_t)r);
         }
+        hfs_snap_unref(taken);
+        return;
+    }
+    if (n->kind != HFS_K_MIRROR) { /* a bad log file: nothing of it can be read (its lookup logged why) */
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    int fd = h ? h->fd : reopen(n);
+    if (fd < 0) {
+        fuse_reply_err(req, errno);
         return;
     }
     struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
     b.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    b.buf[0].fd = h->fd;
+    b.buf[0].fd = fd;
     b.buf[0].pos = off;
     fuse_reply_data(req, &b, FUSE_BUF_SPLICE_MOVE);
+    if (!h) close(fd);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -726,7 +787,6 @@ static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, str
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
     /* 1 MiB requests: libfuse derives max_pages from max_write */
     conn->max_write = 1 << 20;
     conn->max_readahead = 1 << 20;
@@ -739,6 +799,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * Linux 6.18, a lookup of a name not in the dentry cache still waited
      * for one in progress in its directory (docs/architecture.md). */
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    /* pages a read brings in are checked against the attributes (size,
+     * mtime) when those expire: how a mirrored file that changed is read
+     * anew, now that no open drops its pages (op_open) */
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    int skip = 1;
+#ifdef HFS_TEST_HOOKS
+    /* test builds only (build/tests/h5logfs_hooks): keep every open, to
+     * test the handle path that kernels without the capability take */
+    if (getenv("H5LOGFS_TEST_OPENS")) skip = 0;
+#endif
+    hfs_fs_t *fs = userdata;
+    if (skip && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+        conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+        fs->no_open = 1;
+    }
 }
 
 static void op_destroy(void *userdata)

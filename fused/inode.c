@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -105,6 +106,7 @@ static void inode_free(hfs_inode_t *n)
 {
     if (n->fd >= 0) close(n->fd);
     hfs_snap_unref(n->snap);
+    free(n->text);
     free(n->path);
     free(n);
 }
@@ -136,9 +138,6 @@ int hfs_itab_init(hfs_itab_t *t, const char *source, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
-    t->stats.kind = HFS_K_STATS;
-    t->stats.fd = -1;
-    t->stats.mode = S_IFREG | 0444;
     hfs_inode_t *r = &t->root;
     r->kind = HFS_K_MIRROR;
     r->nlookup = 1;
@@ -224,6 +223,21 @@ hfs_inode_t *hfs_itab_mirror(hfs_itab_t *t, int kind, const char *path, int fd, 
     return n;
 }
 
+hfs_inode_t *hfs_itab_stats(hfs_itab_t *t, char *text)
+{
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    st.st_mode = S_IFREG | 0444;
+    clock_gettime(CLOCK_REALTIME, &st.st_mtim); /* when the text was made */
+    st.st_ctim = st.st_atim = st.st_mtim;
+    pthread_mutex_lock(&t->mu);
+    hfs_inode_t *n = inode_new(t, HFS_K_STATS, t->root.path, &st); /* not hashed: one per lookup */
+    if (n) n->text = text;
+    pthread_mutex_unlock(&t->mu);
+    if (!n) free(text);
+    return n;
+}
+
 hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st)
 {
     pthread_mutex_lock(&t->mu);
@@ -295,7 +309,7 @@ hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, c
 
 void hfs_itab_forget(hfs_itab_t *t, hfs_inode_t *n, uint64_t k)
 {
-    if (n == &t->root || n == &t->stats || n == &t->ticks) return;
+    if (n == &t->root || n == &t->ticks) return;
     pthread_mutex_lock(&t->mu);
     /* the kernel forgets no more than it looked up: a larger count is our
      * bug (a lookup reply we did not count), caught in make asan */

@@ -13,7 +13,10 @@
  *   - bad: a log-layout file of which nothing can be read, one inode per
  *     version of it (st_dev, st_ino, size, mtime), so an unchanged bad
  *     file is one inode and one log line;
- *   - the statistics file (static, at the root, not listed);
+ *   - the statistics file (at the root, not listed): a new inode per
+ *     lookup holding the text made then, so an open reads one immutable
+ *     text through the page cache whether or not the kernel sends the
+ *     open to us (fs.c: opens);
  *   - the ticks tree (ticks.h), under the hidden root directory
  *     .h5logfs-ticks (static, not listed): its directories (tdir: an
  *     O_PATH descriptor, one per source directory, apart from its mirror
@@ -60,6 +63,7 @@ typedef struct hfs_inode {
     uint64_t tick, eof, time_ns;   /* snapshot, tsnap: its tick, size, commit time */
     int closed;                    /* snapshot, tsnap: the file's last tick, closed */
     struct stat src_st;            /* snapshot, bad: the source's attributes at lookup */
+    char *text;                    /* statistics: the text made at lookup */
     struct hfs_inode *next, *prev; /* every inode (freed at the end) */
     struct hfs_inode *hnext;       /* hash chain */
     int hashed;
@@ -67,7 +71,7 @@ typedef struct hfs_inode {
 
 typedef struct hfs_itab {
     pthread_mutex_t mu;
-    hfs_inode_t root, stats;
+    hfs_inode_t root;
     hfs_inode_t ticks;  /* the root of the ticks tree (a tdir of the source root) */
     hfs_inode_t *head;  /* every inode but the static ones */
     hfs_inode_t **htab; /* mirrors by (dev, ino), snapshots by snap, bad by (dev, ino) */
@@ -96,6 +100,9 @@ hfs_inode_t *hfs_itab_tsnap_find(hfs_itab_t *t, const struct stat *st, uint64_t 
  * attributes (the reference is dropped: the inode keeps none). NULL if out
  * of memory. */
 hfs_inode_t *hfs_itab_tsnap(hfs_itab_t *t, const char *path, hfs_snap_t *snap, const struct stat *st);
+/* A new statistics inode holding text (taken: freed with the inode), one
+ * lookup; NULL if out of memory (text is then freed). */
+hfs_inode_t *hfs_itab_stats(hfs_itab_t *t, char *text);
 /* The bad inode of this version of a file, one more lookup; NULL if none. */
 hfs_inode_t *hfs_itab_bad_find(hfs_itab_t *t, const struct stat *st);
 /* The inode of snap (taking the reference) or, with snap NULL, the bad

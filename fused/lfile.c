@@ -477,7 +477,9 @@ uint64_t hfs_lfile_ntick(hfs_lfile_t *lf)
 
 /* An old tick (the ticks tree, ticks.h): the newest snapshot if it is that
  * tick, a snapshot on the newest skeleton if the file's structure has not
- * changed since, else one on a skeleton built here for it — on the calling
+ * changed since — either only if its skeleton is a full build: a tick
+ * file's bytes must be the same whenever it is built (ticks.h), and a live
+ * skeleton's are not — else one on a skeleton built here for it — on the calling
  * thread, without lf->mu (lookups of the newest tick and the builder go
  * on), never adopted as the newest. */
 int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_err_t *err)
@@ -494,14 +496,14 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
     } else if (tick == 0 || tick > n) {
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu is not committed (%llu are)", lf->path,
                          (unsigned long long)tick, (unsigned long long)n);
-    } else if (lf->snap && lf->snap->tick == tick) { /* the newest: shared */
+    } else if (lf->snap && lf->snap->tick == tick && !lf->snap->skel->live) { /* the newest: shared */
         atomic_fetch_add(&lf->snap->refs, 1);
         *out = lf->snap;
     } else {
         h5l_reader_rdlock(lf->reader);
         uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
         h5l_reader_unlock(lf->reader);
-        if (lf->skel && lf->skel->version == version) k = hfs_skel_ref(lf->skel);
+        if (lf->skel && lf->skel->version == version && !lf->skel->live) k = hfs_skel_ref(lf->skel);
     }
     if (rc || *out || k) {
         if (k && !(*out = snap_alloc_locked(lf, tick, closed, k)))

@@ -66,10 +66,12 @@ void hfs_snap_unref(hfs_snap_t *s);
 /* The number of committed ticks loaded (0 if the file went bad). */
 uint64_t hfs_lfile_ntick(hfs_lfile_t *lf);
 
-/* A snapshot of committed tick `tick` (1 .. hfs_lfile_ntick): the newest
- * snapshot if it is that tick, else a new one — on the newest skeleton
- * when the file's structure has not changed since that tick, else on a
- * skeleton built for it (not kept beyond its snapshots). H5L_ENOTFOUND
+/* A snapshot of committed tick `tick` (1 .. hfs_lfile_ntick) whose bytes
+ * are the same every time: the newest snapshot if it is that tick, else a
+ * new one — on the newest skeleton when the file's structure has not
+ * changed since that tick — as long as that skeleton is a full build (not
+ * a live one: skel.h), else on a skeleton built for it (not kept beyond
+ * its snapshots). H5L_ENOTFOUND
  * for a tick not committed. */
 int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_err_t *err);
 

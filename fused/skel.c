@@ -454,6 +454,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
                         (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
     }
     if (l && !rc) { /* kept open: the image of the flushed file */
+        k->live = 1;
         if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(cap)))
             rc = h5l_err_set(err, H5L_EHDF5, "%s: flushing the skeleton failed", h5l_reader_path(r));
         l->file = file;
@@ -752,7 +753,10 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         hfs_hdf5_lock();
         if (!rc) rc = patch_locked(l, r, s, tick, k, &pe);
         if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)))) rc = H5L_EHDF5;
-        if (!rc) k->version = hfs_skel_version(r, s, tick);
+        if (!rc) {
+            k->version = hfs_skel_version(r, s, tick);
+            k->live = 1;
+        }
         hfs_hdf5_unlock();
         h5l_reader_unlock(r);
         if (!rc) {

@@ -48,6 +48,8 @@ typedef struct hfs_skel {
     hfs_region_t *regions; /* sorted by addr, disjoint */
     size_t nregions;
     uint64_t build_ns; /* time the build took */
+    int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
+                        * values as hfs_skel_build's, not the same bytes */
 } hfs_skel_t;
 
 /* The tick <= tick of the newest change of schema, extents or the set of

@@ -75,22 +75,36 @@ static int lookup_in_dir(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_in
     return *out ? 0 : ENOMEM;
 }
 
+/* The last old-tick snapshots taken, most recent first. Where the kernel
+ * skips opens (fs.c) every read of a tick file takes its snapshot here, so
+ * a few readers of different ticks at once must not evict each other (a
+ * miss builds the tick's skeleton anew). */
+#define SLOTS 8
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
-static hfs_snap_t *slot; /* the last old-tick snapshot taken */
-static dev_t slot_dev;
-static ino_t slot_ino;
+static struct {
+    hfs_snap_t *snap;
+    dev_t dev;
+    ino_t ino;
+} slots[SLOTS];
 
 /* A snapshot of tick `tick` of the source file path (identified by dev,
- * ino; its stat st for the log): the slot's if it is that one, else a new
- * one, which takes the slot. An errno. */
+ * ino; its stat st for the log): a slot's if it is that one, else a new
+ * one, which takes the first slot (the oldest is dropped). An errno. */
 static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick, hfs_snap_t **out)
 {
     pthread_mutex_lock(&slot_mu);
-    if (slot && slot_dev == st->st_dev && slot_ino == st->st_ino && slot->tick == tick) {
-        atomic_fetch_add(&slot->refs, 1);
-        *out = slot;
-        pthread_mutex_unlock(&slot_mu);
-        return 0;
+    for (int i = 0; i < SLOTS && slots[i].snap; i++) {
+        if (slots[i].dev == st->st_dev && slots[i].ino == st->st_ino && slots[i].snap->tick == tick) {
+            *out = slots[i].snap;
+            atomic_fetch_add(&(*out)->refs, 1);
+            if (i) { /* to the front */
+                __typeof__(slots[0]) hit = slots[i];
+                memmove(&slots[1], &slots[0], (size_t)i * sizeof slots[0]);
+                slots[0] = hit;
+            }
+            pthread_mutex_unlock(&slot_mu);
+            return 0;
+        }
     }
     pthread_mutex_unlock(&slot_mu);
     hfs_lfile_t *lf = NULL;
@@ -102,10 +116,11 @@ static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick,
     if (rc) return rc == H5L_ENOTFOUND ? ENOENT : rc == H5L_ENOMEM ? ENOMEM : EIO;
     atomic_fetch_add(&(*out)->refs, 1);
     pthread_mutex_lock(&slot_mu);
-    hfs_snap_t *old = slot;
-    slot = *out;
-    slot_dev = st->st_dev;
-    slot_ino = st->st_ino;
+    hfs_snap_t *old = slots[SLOTS - 1].snap;
+    memmove(&slots[1], &slots[0], (SLOTS - 1) * sizeof slots[0]);
+    slots[0].snap = *out;
+    slots[0].dev = st->st_dev;
+    slots[0].ino = st->st_ino;
     pthread_mutex_unlock(&slot_mu);
     hfs_snap_unref(old);
     return 0;
@@ -114,10 +129,13 @@ static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick,
 void hfs_ticks_shutdown(void)
 {
     pthread_mutex_lock(&slot_mu);
-    hfs_snap_t *old = slot;
-    slot = NULL;
+    hfs_snap_t *old[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        old[i] = slots[i].snap;
+        slots[i].snap = NULL;
+    }
     pthread_mutex_unlock(&slot_mu);
-    hfs_snap_unref(old);
+    for (int i = 0; i < SLOTS; i++) hfs_snap_unref(old[i]);
 }
 
 /* Tick N.h5 of the log file p (a tlog). */

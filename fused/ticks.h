@@ -13,10 +13,14 @@
  * This module resolves names in that tree to inodes (inode.h kinds tdir,
  * tlog, tsnap) and takes the snapshots of old ticks; fs.c answers the FUSE
  * requests. A tsnap inode keeps no snapshot (the kernel may cache
- * thousands of them after an `ls -l`): its handles hold one while open, and
- * this module keeps the last one taken (one slot, so a lookup and the open
- * that follows build the old tick's skeleton once). Owns that slot's
- * reference; inodes are the table's, snapshots lfile.c's. */
+ * thousands of them after an `ls -l`): its handles hold one while open, or,
+ * where the kernel skips opens (fs.c), each read takes one; this module
+ * keeps the last 8 taken (slots, so a lookup and the reads that follow
+ * build the old tick's skeleton once, and a few readers of different ticks
+ * do not rebuild theirs on every read). A snapshot rebuilt after it left
+ * the slots has the same bytes: an old tick's canonical file is made from
+ * scratch, the same every time. Owns the slots' references; inodes are the
+ * table's, snapshots lfile.c's. */
 #ifndef HFS_TICKS_H
 #define HFS_TICKS_H
 
@@ -35,9 +39,9 @@ int hfs_ticks_lookup(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_
  * directory, or a log-layout file (listed as a directory). */
 int hfs_ticks_listed(const hfs_inode_t *p, const char *name, unsigned char d_type);
 
-/* A snapshot for an open of the tsnap n (its file still the source's):
- * an errno (ENOENT: the file was replaced). The snapshot taken by the lookup just before
- * is reused (one slot), so lookup-then-open builds a skeleton once. */
+/* A snapshot for an open or a read of the tsnap n (its file still the
+ * source's): an errno (ENOENT: the file was replaced). One of the last 8
+ * taken is reused (slots), so lookup-then-read builds a skeleton once. */
 int hfs_ticks_open(const hfs_inode_t *n, hfs_snap_t **out);
 
 /* Drop the reused snapshot (before hfs_lfile_shutdown). */

@@ -27,11 +27,35 @@ import h5py
 import numpy as np
 import pytest
 
-from h5ltest import BIN, ENV, LIVE_WRITER, TEST_WRITER, TICK, compare_with_ref, load_ref
+import h5ltest
+from h5ltest import BIN, BUILD, ENV, LIVE_WRITER, TEST_WRITER, TICK, compare_with_ref, load_ref
 from h5ltest import h5logfs  # noqa: F401 (a fixture)
 
 LIVE_ROWS = 4         # --rows-per-tick of live_writer
 NCOLS, MLEN = 64, 1024
+HOOKS_DAEMON = os.path.join(BUILD, "tests", "h5logfs_hooks")
+
+
+@pytest.fixture(params=["skipped", "kept"])
+def opens(request, monkeypatch):
+    """Both ways a read reaches the daemon: "skipped", the daemon as built
+    (the kernel opens files without asking it, reads come without a
+    handle: fused/fs.c op_open), and "kept", the test-hook daemon told to
+    answer every open with a handle, as on a kernel without that
+    capability. Mounts made by the h5logfs fixture after this use it."""
+    if request.param == "kept":
+        monkeypatch.setattr(h5ltest, "DAEMON", HOOKS_DAEMON)
+        monkeypatch.setenv("H5LOGFS_TEST_OPENS", "1")
+    return request.param
+
+
+def opens_received(m):
+    """The daemon's count of OPEN requests, from its statistics file."""
+    with open(m.path(".h5logfs-stats")) as fh:
+        text = fh.read()
+    found = re.search(r"^opens: (\d+) requests received", text, re.M)
+    assert found, text
+    return int(found.group(1))
 
 
 # --------------------------------------------------------------------------
@@ -295,7 +319,7 @@ def all_listed(root):
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
-def test_closed_files(tmp_path, h5logfs, nranks):
+def test_closed_files(tmp_path, opens, h5logfs, nranks):
     src = tmp_path / "src"
     run = src / "run"
     run_test_writer(nranks, run, "--ticks", 5, "--seed", 20 + nranks)
@@ -491,7 +515,7 @@ def wait_stamp(path, at_least, timeout):
     pytest.fail(f"{path}: stamp >= {at_least} not visible within {timeout} s (last: {last})")
 
 
-def test_open_descriptor_keeps_its_snapshot(tmp_path, h5logfs):
+def test_open_descriptor_keeps_its_snapshot(tmp_path, opens, h5logfs):
     src = tmp_path / "src"
     src.mkdir()
     m = h5logfs(src)
@@ -535,7 +559,7 @@ def test_open_descriptor_keeps_its_snapshot(tmp_path, h5logfs):
 # c) bad input
 
 
-def test_bad_input_fails_alone(tmp_path, h5logfs):
+def test_bad_input_fails_alone(tmp_path, opens, h5logfs):
     src = tmp_path / "src"
     good = src / "good"
     run_test_writer(2, good, "--ticks", 4, "--seed", 7)
@@ -595,6 +619,49 @@ def test_bad_input_fails_alone(tmp_path, h5logfs):
         assert lines, f"no line of the daemon's stderr names {name} (failed at {how}):\n{m.stderr()[-3000:]}"
     assert read_all(m.path("junk.h5")) == junk.tobytes()
     m.assert_alive()
+
+
+def test_opens_reach_the_daemon_once(tmp_path, opens, h5logfs):
+    """Where the kernel can skip opens, only the first open of a file
+    reaches the daemon; every later one (of any file) is the kernel's alone,
+    and what is read is the same: the log file's canonical bytes, a plain
+    file's bytes after it changed in the source, fresh statistics. With
+    every open kept (the other path), each open is one request."""
+    src = tmp_path / "src"
+    run_test_writer(2, src / "run", "--ticks", 3, "--seed", 5)
+    ref = load_ref(src / "run")
+    (src / "notes.txt").write_bytes(b"first version\n" * 100)
+    m = h5logfs(src)
+    f = m.path("run", "t.h5")
+    first = read_all(f)
+    before = opens_received(m)
+    for _ in range(30):
+        assert read_all(f) == first
+    assert read_all(m.path("notes.txt")) == b"first version\n" * 100
+    compare_with_ref(f, ref)
+    after = opens_received(m)
+    if opens == "skipped":
+        assert after - before <= 1, f"{after - before} opens reached the daemon; the kernel should skip them"
+        assert "the kernel skips them" in open(m.path(".h5logfs-stats")).read()
+    else:
+        assert after - before >= 32, f"only {after - before} opens reached the daemon"
+    # a plain file changed in the source (same size, then longer) is read
+    # anew once its attributes expire (one tick): nothing kept it stale
+    (src / "notes.txt").write_bytes(b"secnd version\n" * 100)
+    want = b"secnd version\n" * 100
+    assert h5ltest.wait_for(lambda: read_all(m.path("notes.txt")) == want, timeout=5), read_all(m.path("notes.txt"))[:40]
+    (src / "notes.txt").write_bytes(b"third version, longer\n" * 200)
+    want = b"third version, longer\n" * 200
+    assert h5ltest.wait_for(lambda: read_all(m.path("notes.txt")) == want, timeout=5)
+    # the statistics: each open reads a text made for it, whole
+    counts = [opens_received(m) for _ in range(3)]
+    if opens == "kept":
+        assert counts[0] < counts[1] < counts[2], counts
+    for _ in range(5):
+        text = open(m.path(".h5logfs-stats")).read()
+        assert text.startswith("cache: ") and text.endswith("\n") and text.count("opens: ") == 1, text[-300:]
+    m.assert_alive()
+
 
 
 def test_file_being_created_is_not_shown(tmp_path, h5logfs):

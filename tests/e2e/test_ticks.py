@@ -185,3 +185,47 @@ def test_same_tick_same_bytes(tmp_path, h5logfs):
     with open(m.path(name), "rb") as f:                    # built again as the newest
         b = f.read()
     assert a == b
+
+
+def test_newest_tick_of_a_live_file_same_bytes(tmp_path, h5logfs):
+    """The newest tick of a live file, read through the ticks tree while it
+    is the newest, has the bytes a fresh daemon serves for that tick once
+    the file is closed: not those of the daemon's live skeleton, which is
+    patched in place (same objects and values, other bytes). So a tick
+    file's bytes are the same whenever they are built, also where each read
+    takes its snapshot anew (the kernel skipping opens, fused/fs.c)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    out = src / "live.h5"
+    m = h5logfs(src)
+    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "30",
+                          "--interval", "0.3", "--rows-per-tick", "3"],
+                         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    caught = {}
+    try:
+        live = m.path("live.h5")
+
+        def tick_now():
+            try:
+                return int(os.getxattr(live, "user.h5logfs.tick"))
+            except OSError:
+                return 0
+
+        assert wait_for(lambda: tick_now() >= 3, 60), w.stderr.read() if w.poll() is not None else ""
+        while w.poll() is None and len(caught) < 4:
+            k = tick_now()
+            with h5py.File(live, "r") as f:  # the newest skeleton: the daemon's live one
+                assert f["v"].shape == (3 * k, 64) or tick_now() != k
+            with open(ticks_dir(m, "live.h5", f"{k}.h5"), "rb") as f:
+                data = f.read()
+            if tick_now() == k:  # read while k was the newest
+                caught[k] = data
+            time.sleep(0.05)
+    finally:
+        w.wait(timeout=120)
+    assert w.returncode == 0, w.stderr.read()
+    assert len(caught) >= 2, f"only ticks {sorted(caught)} were read while newest"
+    fresh = h5logfs(src, name="mnt2")
+    for k, data in caught.items():
+        with open(ticks_dir(fresh, "live.h5", f"{k}.h5"), "rb") as f:
+            assert data == f.read(), f"tick {k}: read while newest, its bytes differ from a fresh build's"
