@@ -71,41 +71,6 @@ void h5l_buf_pad8(h5l_buf_t *b)
     if (r) h5l_buf_put(b, z, 8 - r);
 }
 
-const uint8_t *h5l_cur_take(h5l_cur_t *c, size_t n)
-{
-    if (c->bad || n > c->len - c->pos) {
-        c->bad = 1;
-        return NULL;
-    }
-    const uint8_t *p = c->p + c->pos;
-    c->pos += n;
-    return p;
-}
-
-uint8_t h5l_cur_u8(h5l_cur_t *c)
-{
-    const uint8_t *p = h5l_cur_take(c, 1);
-    return p ? p[0] : 0;
-}
-
-uint16_t h5l_cur_u16(h5l_cur_t *c)
-{
-    const uint8_t *p = h5l_cur_take(c, 2);
-    return p ? (uint16_t)(p[0] | (p[1] << 8)) : 0;
-}
-
-uint32_t h5l_cur_u32(h5l_cur_t *c)
-{
-    const uint8_t *p = h5l_cur_take(c, 4);
-    return p ? h5l_get_le32(p) : 0;
-}
-
-uint64_t h5l_cur_u64(h5l_cur_t *c)
-{
-    const uint8_t *p = h5l_cur_take(c, 8);
-    return p ? h5l_get_le64(p) : 0;
-}
-
 char *h5l_cur_str(h5l_cur_t *c)
 {
     uint32_t n = h5l_cur_u32(c);
@@ -136,7 +101,7 @@ void h5l_buf_varint(h5l_buf_t *b, uint64_t v)
     h5l_buf_put(b, t, n);
 }
 
-uint64_t h5l_cur_varint(h5l_cur_t *c)
+uint64_t h5l_cur_varint_slow(h5l_cur_t *c)
 {
     uint64_t v = 0;
     for (int i = 0; i < 10; i++) {

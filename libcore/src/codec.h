@@ -40,14 +40,51 @@ static inline h5l_cur_t h5l_cur(const void *p, size_t len)
     h5l_cur_t c = {(const uint8_t *)p, len, 0, 0};
     return c;
 }
+/* The cursor's reads are inline: decoding a long log's checkpoints makes
+ * ten of them per tick, and the calls were a fifth of opening 10^6 ticks
+ * (docs/performance.md). */
+static inline uint32_t h5l_get_le32(const uint8_t *p);
+static inline uint64_t h5l_get_le64(const uint8_t *p);
 /* Pointer to the next n bytes and advance, or NULL (and c->bad). */
-const uint8_t *h5l_cur_take(h5l_cur_t *c, size_t n);
-uint8_t h5l_cur_u8(h5l_cur_t *c);
-uint16_t h5l_cur_u16(h5l_cur_t *c);
-uint32_t h5l_cur_u32(h5l_cur_t *c);
-uint64_t h5l_cur_u64(h5l_cur_t *c);
-/* An unsigned LEB128 varint; 0 and c->bad if truncated or over 64 bits. */
-uint64_t h5l_cur_varint(h5l_cur_t *c);
+static inline const uint8_t *h5l_cur_take(h5l_cur_t *c, size_t n)
+{
+    if (c->bad || n > c->len - c->pos) {
+        c->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = c->p + c->pos;
+    c->pos += n;
+    return p;
+}
+static inline uint8_t h5l_cur_u8(h5l_cur_t *c)
+{
+    const uint8_t *p = h5l_cur_take(c, 1);
+    return p ? p[0] : 0;
+}
+static inline uint16_t h5l_cur_u16(h5l_cur_t *c)
+{
+    const uint8_t *p = h5l_cur_take(c, 2);
+    return p ? (uint16_t)(p[0] | (p[1] << 8)) : 0;
+}
+static inline uint32_t h5l_cur_u32(h5l_cur_t *c)
+{
+    const uint8_t *p = h5l_cur_take(c, 4);
+    return p ? h5l_get_le32(p) : 0;
+}
+static inline uint64_t h5l_cur_u64(h5l_cur_t *c)
+{
+    const uint8_t *p = h5l_cur_take(c, 8);
+    return p ? h5l_get_le64(p) : 0;
+}
+/* The general case of h5l_cur_varint (codec.c). */
+uint64_t h5l_cur_varint_slow(h5l_cur_t *c);
+/* An unsigned LEB128 varint; 0 and c->bad if truncated or over 64 bits.
+ * One byte (values below 128, most of a checkpoint's) inline. */
+static inline uint64_t h5l_cur_varint(h5l_cur_t *c)
+{
+    if (c->pos < c->len && !(c->p[c->pos] & 0x80)) return c->p[c->pos++];
+    return h5l_cur_varint_slow(c);
+}
 /* A u32-length string as a fresh NUL-terminated copy (caller frees), or NULL
  * (and c->bad) if it runs past the end or holds a NUL. */
 char *h5l_cur_str(h5l_cur_t *c);
