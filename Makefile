@@ -307,7 +307,7 @@ bench-ticks: all $(BUILD)/bench/bench_flushes
 # failing skeleton builds, every open kept), for the e2e tests and
 # bench-scale only
 HOOKS_DAEMON := $(BUILD)/tests/h5logfs_hooks
-tests: $(BUILD)/bench/live_many $(HOOKS_DAEMON)
+tests: $(BUILD)/bench/live_many $(BUILD)/bench/bench_flushes $(HOOKS_DAEMON)
 HOOKED_OBJS := $(patsubst $(BUILD)/fused/fs.o,$(BUILD)/fused/fs_hooks.o,$(subst skel.o,skel_hooks.o,$(FUSED_OBJS)))
 $(BUILD)/fused/%_hooks.o: fused/%.c
 	@mkdir -p $(dir $@)

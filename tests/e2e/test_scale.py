@@ -18,6 +18,9 @@
   into build/tests/h5logfs_hooks), another live file stays readable, and a
   build that fails says why in the log, gives EIO and is not retried while
   the file's skeleton would be the same.
+- 10^6 ticks of one row each (bench/bench_flushes), index checkpoints as
+  the writer makes them: served at the last tick with every sampled row
+  right, an old tick through the ticks tree, h5logdump --check clean.
 """
 import threading
 import os
@@ -319,3 +322,50 @@ def wait_for_tick(src_file, timeout=20.0):
             return True
         time.sleep(0.05)
     return False
+
+
+BENCH_FLUSHES = os.path.join(BUILD, "bench", "bench_flushes")
+# under `make asan` every flush and the daemon's build of a chunk per tick
+# are several times slower: a fifth of the ticks there
+MILLION = 10**6 if not SAN_ENV else 2 * 10**5
+
+
+def test_million_ticks(tmp_path, h5logfs):
+    """10^6 ticks of one [time, 64] row each (bench/bench_flushes: row i
+    holds i + 0.001 k in column k; the netCDF default chunk [1, 64], so a
+    million chunks too), with the writer's index checkpoints: the file
+    opens through the mount at its last tick, rows anywhere hold what the
+    writer wrote (computed here with numpy), an old tick opens through the
+    ticks tree at its own length, and h5logdump --check verifies every tick
+    and checkpoint. Pins the behaviour at a size far past the tests' others,
+    not its speed (make bench-longlog)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    path = src / "long.h5"
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "1", BENCH_FLUSHES, str(path), str(MILLION),
+                    "--no-finalize"], env=ENV, check=True, timeout=600, stdout=subprocess.DEVNULL)
+    k = np.arange(64, dtype=np.float32) * np.float32(1e-3)
+
+    def want(rows):
+        return rows.astype(np.float32)[:, None] + k[None, :]
+
+    rng = np.random.default_rng(6)
+    rows = np.unique(np.concatenate([[0, 1, 1023, 1024, 1025, MILLION // 2 - 1, MILLION - 2, MILLION - 1],
+                                     rng.integers(0, MILLION, 200)]))
+    m = h5logfs(src)
+    with h5py.File(m.path("long.h5"), "r") as f:
+        v = f["v"]
+        assert v.shape == (MILLION, 64) and v.chunks == (1, 64)
+        got = np.stack([v[int(r)] for r in rows])
+        assert np.array_equal(got, want(rows))
+        assert np.array_equal(v[MILLION - 300:], want(np.arange(MILLION - 300, MILLION)))
+    assert os.getxattr(m.path("long.h5"), "user.h5logfs.tick") == str(MILLION).encode()
+    half = MILLION // 2
+    with h5py.File(m.path(".h5logfs-ticks", "long.h5", f"{half}.h5"), "r") as f:
+        assert f["v"].shape == (half, 64)
+        assert np.array_equal(f["v"][half - 2:], want(np.arange(half - 2, half)))
+    m.assert_alive()
+    r = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", str(path)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.search(r"\b%d ticks\b" % MILLION, r.stdout), r.stdout[-500:]
