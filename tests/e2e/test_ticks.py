@@ -7,9 +7,12 @@ h5py and netCDF4. Also pinned: the tree mirrors only directories and
 log-layout files, lists 1.h5 .. N.h5 in order, is hidden from the root's
 listing, refuses ticks not committed and names that are not a tick's, gives
 each tick its commit time (mtime and xattr), sees new ticks of a live file,
-and keeps an open old tick readable while the file grows.
+and keeps an open old tick readable while the file grows; a tick's bytes
+are the same whenever they are built (read while newest, read again with
+its snapshot rebuilt).
 """
 import os
+import re
 import subprocess
 import time
 
@@ -229,3 +232,43 @@ def test_newest_tick_of_a_live_file_same_bytes(tmp_path, h5logfs):
     for k, data in caught.items():
         with open(ticks_dir(fresh, "live.h5", f"{k}.h5"), "rb") as f:
             assert data == f.read(), f"tick {k}: read while newest, its bytes differ from a fresh build's"
+
+
+def test_tick_files_read_together(tmp_path, h5logfs):
+    """Twelve tick files open at once, read in turns with their pages
+    dropped before every read: where the kernel skips opens each read takes
+    its tick's snapshot anew, and with more files than the daemon keeps
+    snapshots (8) most are built again. Every read gives the bytes the
+    first gave, and each file holds its tick as live_writer defines it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"), "--ticks", "14",
+                        "--interval", "0", "--rows-per-tick", "2"], env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    m = h5logfs(src)
+    ticks = range(2, 14)
+    fds = {k: os.open(ticks_dir(m, "live.h5", f"{k}.h5"), os.O_RDONLY) for k in ticks}
+    try:
+        first = {}
+        for rnd in range(3):
+            for k in (ticks if rnd % 2 == 0 else reversed(ticks)):
+                fd = fds[k]
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                size = os.fstat(fd).st_size
+                data = os.pread(fd, size + 1, 0)
+                assert len(data) == size
+                assert first.setdefault(k, data) == data, f"tick {k}: round {rnd} read other bytes"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    # the reads did take snapshots anew: far more skeletons than ticks
+    stats = open(m.path(".h5logfs-stats")).read()
+    built = int(re.search(r"live\.h5: .*?skeletons (\d+)", stats).group(1))
+    assert built >= 2 * len(ticks), stats
+    for k in ticks:
+        with h5py.File(ticks_dir(m, "live.h5", f"{k}.h5"), "r") as f:
+            assert f["stamp"][0] == k
+            v = f["v"][...]
+            assert v.shape == (2 * k, 64) and (v == (np.arange(2 * k) // 2 + 1)[:, None]).all()
+    m.assert_alive()
