@@ -705,6 +705,15 @@ void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t l
     }
 }
 
+void hfs_memvfd_image_trim(hfs_memvfd_image_t *img)
+{
+    if (!img) return;
+    free(img->allocs);
+    free(img->raw);
+    img->allocs = img->raw = NULL;
+    img->n_allocs = img->n_raw = 0;
+}
+
 void hfs_memvfd_image_free(hfs_memvfd_image_t *img)
 {
     if (!img) return;

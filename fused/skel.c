@@ -21,6 +21,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <time.h>
 #include <hdf5.h>
@@ -326,6 +329,10 @@ static int cmp_region(const void *x, const void *y)
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
+/* Metadata of a full build past which its freed memory is given back
+ * (build_full): a few ms of malloc_trim against tens of MB. */
+#define BIG_BUILD_META ((uint64_t)8 << 20)
+
 /* The live state of a skeleton kept open (see skel.h). */
 typedef struct sparse_set {
     uint64_t *c; /* sorted chunk coordinates written (ndims each) */
@@ -479,6 +486,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     h5l_reader_unlock(r);
     if (!rc) {
         k->eof = k->img->eof;
+        hfs_memvfd_image_trim(k->img);
         rc = finish_regions(k, r, err);
     }
     if (rc) {
@@ -486,6 +494,12 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         hfs_skel_unref(k);
         return rc;
     }
+#ifdef __GLIBC__
+    /* a big build leaves libhdf5's freed working memory in malloc's free
+     * lists, which glibc hands back only from the top of the heap: a
+     * million chunks left 20 MB there (daemon RSS 208 -> 188 MB) */
+    if (k->img->meta_bytes >= BIG_BUILD_META) malloc_trim(0);
+#endif
     clock_gettime(CLOCK_MONOTONIC, &t1);
     k->build_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
     if (l) {
@@ -761,6 +775,7 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         h5l_reader_unlock(r);
         if (!rc) {
             k->eof = k->img->eof;
+            hfs_memvfd_image_trim(k->img);
             rc = finish_regions(k, r, &pe);
         }
         if (!rc) {

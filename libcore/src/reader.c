@@ -62,6 +62,8 @@ typedef struct lztick lztick_t; /* a lazy tick's decoded table (below) */
 typedef _Atomic(lztick_t *) lzslot_t;
 
 struct h5l_reader {
+    int unshared; /* 1 while h5l_reader_open loads it: no other thread can reach it, so loading a tick
+                   * takes no lock (10^6 lock pairs were a tenth of opening a long log) */
     char *path, *jpath;
     int fd;                 /* the HDF5 file */
     int jfd;                /* where the journal is read: sidecar, or fd when embedded */
@@ -250,6 +252,7 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     if (!r) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     r->fd = r->jfd = -1;
     r->serial = atomic_fetch_add(&reader_serial, 1) + 1;
+    r->unshared = 1;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     /* writer preference: a stream of reads must not starve tick loading */
@@ -280,6 +283,7 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
      * before it are served; only an error that lets nothing be read fails */
     rc = h5l_reader_refresh(r, NULL, err);
     if (rc == H5L_ENOMEM) goto fail;
+    r->unshared = 0; /* published: from here on other threads may hold it */
     *out = r;
     return H5L_OK;
 fail:
@@ -586,7 +590,7 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
     if (trc) return trc;
     if (lazy) xneed = 0;
     int rc = H5L_OK;
-    pthread_rwlock_wrlock(&r->lock);
+    if (!r->unshared) pthread_rwlock_wrlock(&r->lock);
     if (!lazy && (uint64_t)r->pool_len + xneed >= TX_LAZY) /* tickrec keeps pool offsets in 32 bits */
         rc = h5l_err_set(err, H5L_ENOMEM,
                          "%s: tick %llu: the reader's pool of offsets and checksums is full (2^32 entries)", r->path,
@@ -669,7 +673,7 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
             r->pool_len += 2 * ((size_t)t.nranks + 1) + (size_t)x->segbase[t.nranks]; /* the sums it has */
         r->nticks++;
     }
-    pthread_rwlock_unlock(&r->lock);
+    if (!r->unshared) pthread_rwlock_unlock(&r->lock);
     free(tab);
     *cp = c;
     return rc;

@@ -328,6 +328,20 @@ static void roundtrip(H5F_libver_t low)
             if (memcmp(part, whole + off, len) != 0) bad++;
         }
         CHECK_EQ(bad, 0);
+        /* trimmed (what a skeleton keeps), the image reads the same */
+        hfs_memvfd_image_t cut = *img;
+        cut.allocs = malloc(img->n_allocs * sizeof *img->allocs + 1);
+        cut.raw = malloc(img->n_raw * sizeof *img->raw + 1);
+        CHECK(cut.allocs && cut.raw);
+        hfs_memvfd_image_trim(&cut);
+        CHECK(cut.n_allocs == 0 && cut.n_raw == 0 && !cut.allocs && !cut.raw && cut.raw_bytes == img->raw_bytes);
+        unsigned char *again = malloc(img->eof + 100);
+        CHECK(again != NULL);
+        if (again) {
+            hfs_memvfd_image_read(&cut, 0, img->eof + 100, again);
+            CHECK(memcmp(again, whole, img->eof + 100) == 0);
+        }
+        free(again);
         /* every non-gheap raw region reads as zeros */
         for (size_t i = 0; i < img->n_raw; i++) {
             if (img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META)) continue;
