@@ -29,7 +29,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -535,8 +534,9 @@ static int reopen(const hfs_inode_t *n)
  * allows it (FUSE_CAP_NO_OPEN_SUPPORT), the first open of a file is
  * answered ENOSYS, after which the kernel opens files without asking us,
  * with keep_cache, and reads arrive without a handle (op_read). Otherwise
- * each open gets a handle as before. Write opens never get here: the
- * mount is read-only, so the kernel answers them EROFS itself. */
+ * each open gets a handle as before. Write opens do not reach us either
+ * way: the mount is read-only, so the kernel answers them EROFS itself
+ * (the check below is for a mount made otherwise). */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     hfs_fs_t *fs = fs_of(req);
