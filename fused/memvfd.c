@@ -231,8 +231,10 @@ static void session_unref(hfs_memvfd_t *s)
 }
 
 /* The capture as an image (coalescing the pieces): moved out of the
- * session at close (move = 1), copied from a file still open otherwise. */
-static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s, int move)
+ * session at close (move = 1), copied from a file still open otherwise;
+ * with its allocation records only if records (a snapshot's would be
+ * copied per tick and dropped: hfs_memvfd_snapshot). */
+static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s, int move, int records)
 {
     hfs_memvfd_image_t *img = calloc(1, sizeof *img);
     if (!img) return NULL;
@@ -240,9 +242,11 @@ static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s, int move)
     for (size_t i = 0; i < s->npc; i++)
         if (i == 0 || s->pc[i - 1].addr + s->pc[i - 1].len != s->pc[i].addr) nrun++;
     img->extents = calloc(nrun ? nrun : 1, sizeof *img->extents);
-    img->allocs = malloc((s->nal ? s->nal : 1) * sizeof *img->allocs);
-    img->raw = malloc((s->nraw ? s->nraw : 1) * sizeof *img->raw);
-    if (!img->extents || !img->allocs || !img->raw) goto fail;
+    if (records) {
+        img->allocs = malloc((s->nal ? s->nal : 1) * sizeof *img->allocs);
+        img->raw = malloc((s->nraw ? s->nraw : 1) * sizeof *img->raw);
+    }
+    if (!img->extents || (records && (!img->allocs || !img->raw))) goto fail;
     for (size_t i = 0; i < s->npc;) {
         size_t j = i + 1;
         uint64_t len = s->pc[i].len;
@@ -268,13 +272,16 @@ static hfs_memvfd_image_t *build_image(hfs_memvfd_t *s, int move)
         img->meta_bytes += len;
         i = j;
     }
-    memcpy(img->allocs, s->al, s->nal * sizeof *s->al);
-    img->n_allocs = s->nal;
     for (size_t i = 0; i < s->nraw; i++) {
-        img->raw[i] = s->al[s->raw[i]];
-        if (!(img->raw[i].flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META))) img->raw_bytes += img->raw[i].size;
+        const hfs_memvfd_alloc_t *a = &s->al[s->raw[i]];
+        if (!(a->flags & (HFS_MEMVFD_ALLOC_GHEAP | HFS_MEMVFD_ALLOC_META))) img->raw_bytes += a->size;
     }
-    img->n_raw = s->nraw;
+    if (records) {
+        memcpy(img->allocs, s->al, s->nal * sizeof *s->al);
+        img->n_allocs = s->nal;
+        for (size_t i = 0; i < s->nraw; i++) img->raw[i] = s->al[s->raw[i]];
+        img->n_raw = s->nraw;
+    }
     img->eoa = s->eoa;
     img->eof = s->eoa;
     if (img->n_extents) {
@@ -330,7 +337,7 @@ static herr_t cb_close(H5FD_t *file)
     if (s->failed) {
         rc = -1;              /* the capture is incomplete: no image */
     } else if (s->refs > 1) { /* someone holds the session */
-        s->img = build_image(s, 1);
+        s->img = build_image(s, 1, 1);
         if (!s->img) rc = -1;
     }
     session_free_capture(s);
@@ -674,7 +681,7 @@ hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s)
 hfs_memvfd_image_t *hfs_memvfd_snapshot(hfs_memvfd_t *s)
 {
     if (!s || s->state != ST_OPEN || s->failed) return NULL;
-    return build_image(s, 0);
+    return build_image(s, 0, 0);
 }
 
 void hfs_memvfd_put(hfs_memvfd_t *s)

@@ -234,8 +234,10 @@ hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s);
  * the superblock with the current EOA written): a new image of the file as
  * it is now, owned by the caller; the session keeps capturing. This is how
  * a skeleton kept open and patched tick after tick (skel.c) publishes each
- * version. NULL if the file is not open, the capture failed, or out of
- * memory. */
+ * version. It has no allocation records (n_allocs and n_raw 0: the
+ * session's own stay; a skeleton keeps its regions apart), so a patch does
+ * not copy 48 bytes per chunk of the file only to drop them. NULL if the
+ * file is not open, the capture failed, or out of memory. */
 hfs_memvfd_image_t *hfs_memvfd_snapshot(hfs_memvfd_t *s);
 
 /* Give back a reference without taking the image. NULL is ignored. */

@@ -486,7 +486,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     h5l_reader_unlock(r);
     if (!rc) {
         k->eof = k->img->eof;
-        hfs_memvfd_image_trim(k->img);
+        hfs_memvfd_image_trim(k->img); /* a snapshot has none already */
         rc = finish_regions(k, r, err);
     }
     if (rc) {
@@ -775,7 +775,6 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         h5l_reader_unlock(r);
         if (!rc) {
             k->eof = k->img->eof;
-            hfs_memvfd_image_trim(k->img);
             rc = finish_regions(k, r, &pe);
         }
         if (!rc) {

@@ -286,6 +286,11 @@ static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
         CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
         CHECK(memcmp(a->nblk, b->nblk, sizeof a->nblk) == 0);
     }
+    /* neither keeps the build's allocation records (memvfd.h), both count
+     * the same raw bytes */
+    CHECK(k->img->n_allocs == 0 && k->img->n_raw == 0 && !k->img->allocs && !k->img->raw);
+    CHECK(full->img->n_allocs == 0 && full->img->n_raw == 0);
+    CHECK_EQ(k->img->raw_bytes, full->img->raw_bytes);
     CHECK_EQ(k->nregions, full->nregions);
     if (k->nregions == full->nregions) {
         vb_key_t *x = blocks_of(k), *y = blocks_of(full);
