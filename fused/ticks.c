@@ -87,26 +87,34 @@ static struct {
     ino_t ino;
 } slots[SLOTS];
 
-/* A snapshot of tick `tick` of the source file path (identified by dev,
- * ino; its stat st for the log): a slot's if it is that one, else a new
- * one, which takes the first slot (the oldest is dropped). An errno. */
-static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick, hfs_snap_t **out)
+/* The slots' snapshot of tick `tick` of source file (dev, ino), one
+ * reference more and moved to the front, or NULL. */
+static hfs_snap_t *slot_find(dev_t dev, ino_t ino, uint64_t tick)
 {
+    hfs_snap_t *snap = NULL;
     pthread_mutex_lock(&slot_mu);
     for (int i = 0; i < SLOTS && slots[i].snap; i++) {
-        if (slots[i].dev == st->st_dev && slots[i].ino == st->st_ino && slots[i].snap->tick == tick) {
-            *out = slots[i].snap;
-            atomic_fetch_add(&(*out)->refs, 1);
+        if (slots[i].dev == dev && slots[i].ino == ino && slots[i].snap->tick == tick) {
+            snap = slots[i].snap;
+            atomic_fetch_add(&snap->refs, 1);
             if (i) { /* to the front */
                 __typeof__(slots[0]) hit = slots[i];
                 memmove(&slots[1], &slots[0], (size_t)i * sizeof slots[0]);
                 slots[0] = hit;
             }
-            pthread_mutex_unlock(&slot_mu);
-            return 0;
+            break;
         }
     }
     pthread_mutex_unlock(&slot_mu);
+    return snap;
+}
+
+/* A snapshot of tick `tick` of the source file path (identified by dev,
+ * ino; its stat st for the log): a slot's if it is that one, else a new
+ * one, which takes the first slot (the oldest is dropped). An errno. */
+static int tick_snapshot(const char *path, const struct stat *st, uint64_t tick, hfs_snap_t **out)
+{
+    if ((*out = slot_find(st->st_dev, st->st_ino, tick))) return 0;
     hfs_lfile_t *lf = NULL;
     h5l_err_t e = {0};
     int rc = hfs_lfile_get(path, st->st_dev, st->st_ino, &lf, &e);
@@ -156,9 +164,13 @@ static int lookup_tick(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inod
 int hfs_ticks_open(const hfs_inode_t *n, hfs_snap_t **out)
 {
     struct stat st;
-    *out = NULL;
-    if (stat(n->path, &st) != 0 || st.st_dev != n->dev || st.st_ino != n->sino) return ENOENT; /* replaced */
-    int er = tick_snapshot(n->path, &st, n->tick, out);
+    int er = 0;
+    /* still in a slot: served even if the source was replaced since (a
+     * descriptor keeps reading what it opened while the daemon can) */
+    if (!(*out = slot_find(n->dev, n->sino, n->tick))) {
+        if (stat(n->path, &st) != 0 || st.st_dev != n->dev || st.st_ino != n->sino) return ENOENT; /* replaced */
+        er = tick_snapshot(n->path, &st, n->tick, out);
+    }
     if (!er && (*out)->skel->eof != n->eof) { /* not what the inode showed: never serve other bytes */
         hfs_snap_unref(*out);
         *out = NULL;

@@ -39,9 +39,11 @@ int hfs_ticks_lookup(hfs_itab_t *t, hfs_inode_t *p, const char *name, hfs_inode_
  * directory, or a log-layout file (listed as a directory). */
 int hfs_ticks_listed(const hfs_inode_t *p, const char *name, unsigned char d_type);
 
-/* A snapshot for an open or a read of the tsnap n (its file still the
- * source's): an errno (ENOENT: the file was replaced). One of the last 8
- * taken is reused (slots), so lookup-then-read builds a skeleton once. */
+/* A snapshot for an open or a read of the tsnap n: one of the last 8
+ * taken if it is there (slots: lookup-then-read builds a skeleton once,
+ * and a file replaced since is still served), else one built from the
+ * source, which must still be n's file: an errno (ENOENT: it was
+ * replaced). */
 int hfs_ticks_open(const hfs_inode_t *n, hfs_snap_t **out);
 
 /* Drop the reused snapshot (before hfs_lfile_shutdown). */

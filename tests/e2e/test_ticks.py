@@ -11,6 +11,7 @@ and keeps an open old tick readable while the file grows; a tick's bytes
 are the same whenever they are built (read while newest, read again with
 its snapshot rebuilt).
 """
+import errno
 import os
 import re
 import subprocess
@@ -29,6 +30,20 @@ TICKS = ".h5logfs-ticks"
 
 def ticks_dir(m, *rel):
     return m.path(TICKS, *rel)
+
+
+def live_writer(out, ticks, interval, rows):
+    """tests/mpi/live_writer on 2 ranks writing out, running (stderr piped)."""
+    return subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", str(ticks),
+                             "--interval", str(interval), "--rows-per-tick", str(rows)],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def write_live(out, ticks, rows):
+    """A whole live_writer run without pauses, which must succeed."""
+    w = live_writer(out, ticks, 0, rows)
+    _, err = w.communicate(timeout=120)
+    assert w.returncode == 0, err
 
 
 @pytest.mark.parametrize("seed,nranks", [(3, 1), (8, 2), (21, 4)])
@@ -103,9 +118,7 @@ def test_live_file_grows_and_old_tick_stays(tmp_path, h5logfs):
     src.mkdir()
     out = src / "live.h5"
     m = h5logfs(src)
-    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "40",
-                          "--interval", "0.05", "--rows-per-tick", "3"],
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = live_writer(out, 40, 0.05, 3)
     try:
         d = ticks_dir(m, "live.h5")
         assert wait_for(lambda: os.path.exists(os.path.join(d, "2.h5")), 60), w.stderr.read() if w.poll() else ""
@@ -136,10 +149,7 @@ def test_h5logtail_tick_numbers(tmp_path, h5logfs):
     src = tmp_path / "src"
     src.mkdir()
     out = src / "live.h5"
-    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "9",
-                        "--interval", "0", "--rows-per-tick", "2"], env=ENV, capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
+    write_live(out, 9, 2)
     m = h5logfs(src)
     tail = os.path.join(os.path.dirname(LIVE_WRITER), "..", "bin", "h5logtail")
 
@@ -201,9 +211,7 @@ def test_newest_tick_of_a_live_file_same_bytes(tmp_path, h5logfs):
     src.mkdir()
     out = src / "live.h5"
     m = h5logfs(src)
-    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(out), "--ticks", "30",
-                          "--interval", "0.3", "--rows-per-tick", "3"],
-                         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    w = live_writer(out, 30, 0.3, 3)
     caught = {}
     try:
         live = m.path("live.h5")
@@ -242,10 +250,7 @@ def test_tick_files_read_together(tmp_path, h5logfs):
     first gave, and each file holds its tick as live_writer defines it."""
     src = tmp_path / "src"
     src.mkdir()
-    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"), "--ticks", "14",
-                        "--interval", "0", "--rows-per-tick", "2"], env=ENV, capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
+    write_live(src / "live.h5", 14, 2)
     m = h5logfs(src)
     ticks = range(2, 14)
     fds = {k: os.open(ticks_dir(m, "live.h5", f"{k}.h5"), os.O_RDONLY) for k in ticks}
@@ -271,4 +276,50 @@ def test_tick_files_read_together(tmp_path, h5logfs):
             assert f["stamp"][0] == k
             v = f["v"][...]
             assert v.shape == (2 * k, 64) and (v == (np.arange(2 * k) // 2 + 1)[:, None]).all()
+    m.assert_alive()
+
+
+def test_tick_file_of_a_replaced_source(tmp_path, h5logfs):
+    """A descriptor open on a tick file whose source is then replaced (a
+    new file renamed over it), its pages dropped before each read: while
+    the daemon still keeps that tick's snapshot (its last 8) the read gives
+    the same bytes; once other ticks pushed it out the source is no longer
+    there to build it from, and the read fails with ESTALE, not with other
+    bytes and not with a crash, and other files stay readable. (Where the
+    kernel sends opens, the descriptor's handle holds its snapshot and every
+    read succeeds.)"""
+    src = tmp_path / "src"
+    src.mkdir()
+    write_live(src / "live.h5", 6, 2)
+    write_live(src / "other.h5", 12, 1)
+    write_live(tmp_path / "new.h5", 4, 3)
+    m = h5logfs(src)
+    fd = os.open(ticks_dir(m, "live.h5", "3.h5"), os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+
+        def read_again():
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            return os.pread(fd, size + 1, 0)
+
+        first = read_again()
+        assert len(first) == size
+        os.replace(tmp_path / "new.h5", src / "live.h5")
+        assert read_again() == first  # still in the slots
+        for k in range(1, 10):  # nine other ticks push it out
+            with open(ticks_dir(m, "other.h5", f"{k}.h5"), "rb") as f:
+                assert f.read(8) == b"\x89HDF\r\n\x1a\n"
+        opens = open(m.path(".h5logfs-stats")).read()
+        if "the kernel skips them" in opens:
+            with pytest.raises(OSError) as e:
+                read_again()
+            assert e.value.errno == errno.ESTALE, e.value
+        else:
+            assert read_again() == first
+    finally:
+        os.close(fd)
+    with h5py.File(ticks_dir(m, "other.h5", "12.h5"), "r") as f:
+        assert f["stamp"][0] == 12
+    with h5py.File(m.path("live.h5"), "r") as f:  # the new file, under the old name
+        assert f["stamp"][0] == 4
     m.assert_alive()
