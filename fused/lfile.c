@@ -104,6 +104,7 @@ static int bq_started, bq_stop;
 static pthread_t bq_thread;
 static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
 static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns, st_patched;
+static _Atomic uint64_t st_own_idx, st_own_chunks; /* chunk indexes the daemon wrote (btidx.h) */
 
 /* Live files whose newest skeleton stays open for patching, at most
  * LIVE_MAX at once (each holds its libhdf5 file: metadata cache and
@@ -571,6 +572,10 @@ static void build_one(hfs_lfile_t *lf)
     if (need) {
         atomic_fetch_add(rc ? &st_build_fail : &st_builds, 1);
         if (!rc) {
+            for (size_t i = 0; i < k->nbts; i++) {
+                atomic_fetch_add(&st_own_idx, 1);
+                atomic_fetch_add(&st_own_chunks, k->bts[i].n);
+            }
             atomic_fetch_add(&st_build_ns, k->build_ns);
             uint64_t m = atomic_load(&st_build_max_ns);
             while (k->build_ns > m && !atomic_compare_exchange_weak(&st_build_max_ns, &m, k->build_ns)) {}
@@ -891,6 +896,7 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
     atomic_fetch_add(&s->lf->st_reads, 1);
     uint8_t *out = buf;
     uint64_t pos = off; /* bytes before pos are served */
+    int rc;
     for (size_t i = hfs_skel_find(k, off); i < k->nregions; i++) {
         const hfs_region_t *g = &k->regions[i];
         if (g->addr >= off + len) break;
@@ -898,12 +904,18 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
         uint64_t b = g->addr + g->len < off + len ? g->addr + g->len : off + len;
         /* metadata (or holes) only between raw regions: no zeroing of
          * bytes the region is about to overwrite */
-        if (a > pos) hfs_memvfd_image_read(k->img, pos, (size_t)(a - pos), out + (pos - off));
-        int rc = read_block(s, g, a, b, out + (a - off), err);
-        if (rc) return rc;
+        if (a > pos && (rc = hfs_skel_meta_read(k, pos, (size_t)(a - pos), out + (pos - off))))
+            return h5l_err_set(err, rc, "%s: out of memory", s->lf->path);
+        for (uint64_t x = a; x < b;) { /* a run region: chunk by chunk */
+            hfs_region_t one = g->bt ? hfs_skel_run_block(k, g, x) : *g;
+            uint64_t y = one.addr + one.len < b ? one.addr + one.len : b;
+            if ((rc = read_block(s, &one, x, y, out + (x - off), err))) return rc;
+            x = y;
+        }
         pos = b;
     }
-    if (pos < off + len) hfs_memvfd_image_read(k->img, pos, (size_t)(off + len - pos), out + (pos - off));
+    if (pos < off + len && (rc = hfs_skel_meta_read(k, pos, (size_t)(off + len - pos), out + (pos - off))))
+        return h5l_err_set(err, rc, "%s: out of memory", s->lf->path);
     return (long)len;
 }
 
@@ -928,11 +940,11 @@ char *hfs_lfile_stats_text(void)
     h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line,
                  "skeletons: built %llu (failed %llu, patched in place %llu, live skeletons kept %d of %d), %.3f s "
-                 "building, longest %.3f s\n",
+                 "building, longest %.3f s; chunk indexes written by the daemon %llu (%llu chunks)\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
                  (unsigned long long)atomic_load(&st_patched), atomic_load(&n_live), LIVE_MAX,
-                 (double)atomic_load(&st_build_ns) * 1e-9,
-                 (double)atomic_load(&st_build_max_ns) * 1e-9);
+                 (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9,
+                 (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks));
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {

@@ -426,7 +426,7 @@ static herr_t cb_set_eoa(H5FD_t *file, H5FD_mem_t type, haddr_t addr)
     if (addr > s->eoa && s->nal > 0) {
         /* H5FD_try_extend: the block ending at the EOA grows in place. */
         hfs_memvfd_alloc_t *r = &s->al[s->nal - 1];
-        if (r->addr + r->size == s->eoa && !(r->flags & HFS_MEMVFD_ALLOC_FREED)) {
+        if (r->addr + r->size == s->eoa && !(r->flags & (HFS_MEMVFD_ALLOC_FREED | HFS_MEMVFD_ALLOC_RESERVED))) {
             r->size += addr - s->eoa;
             r->flags |= HFS_MEMVFD_ALLOC_EXTENDED;
         }
@@ -655,6 +655,36 @@ int hfs_memvfd_raw_get(const hfs_memvfd_t *s, size_t i, hfs_memvfd_alloc_t *out)
     }
     if (!s->img || i >= s->img->n_raw) return -1;
     *out = s->img->raw[i];
+    return 0;
+}
+
+size_t hfs_memvfd_alloc_count(const hfs_memvfd_t *s)
+{
+    return s && s->state == ST_OPEN ? s->nal : 0;
+}
+
+int hfs_memvfd_alloc_get(const hfs_memvfd_t *s, size_t i, hfs_memvfd_alloc_t *out)
+{
+    if (!s || s->state != ST_OPEN || i >= s->nal) return -1;
+    *out = s->al[i];
+    return 0;
+}
+
+int hfs_memvfd_reserve(hfs_memvfd_t *s, uint64_t size, uint64_t *addr)
+{
+    if (!s || s->state != ST_OPEN || size == 0) return -1;
+    uint64_t pad = (8 - s->eoa % 8) % 8;
+    if (size > MEMVFD_MAXADDR - s->eoa - pad) return -1;
+    if (h5l_grow((void **)&s->al, &s->capal, s->nal + 1, sizeof *s->al)) {
+        s->failed = true;
+        return -1;
+    }
+    s->al[s->nal++] = (hfs_memvfd_alloc_t){s->eoa + pad, size, (int)H5FD_MEM_DRAW, HFS_MEMVFD_ALLOC_RESERVED};
+    *addr = s->eoa + pad;
+    s->eoa += pad + size;
+    if (s->trace)
+        fprintf(stderr, "memvfd %p reserve addr %llu size %llu\n", (void *)s, (unsigned long long)*addr,
+                (unsigned long long)size);
     return 0;
 }
 

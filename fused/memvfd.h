@@ -122,6 +122,7 @@ typedef struct hfs_memvfd_extent {
     0x8u /* windowed mode: DRAW allocation made
                                         * outside every window: libhdf5's own
                                         * object (e.g. a huge attribute); kept */
+#define HFS_MEMVFD_ALLOC_RESERVED 0x10u /* taken by hfs_memvfd_reserve */
 
 /* One allocation that reached the driver. addr is the absolute file offset
  * (equal to the HDF5 address: no userblock). size is the size libhdf5
@@ -217,6 +218,25 @@ size_t hfs_memvfd_raw_end(hfs_memvfd_t *s);
  * of range. */
 size_t hfs_memvfd_raw_count(const hfs_memvfd_t *s);
 int hfs_memvfd_raw_get(const hfs_memvfd_t *s, size_t i, hfs_memvfd_alloc_t *out);
+
+/* While the file is open: every allocation recorded so far (raw or not),
+ * in allocation order, and record i of them (0, or -1 if out of range).
+ * A skeleton finds the B-tree node libhdf5 allocated inside a call this
+ * way (skel.c: the root of a chunk index it completes itself). */
+size_t hfs_memvfd_alloc_count(const hfs_memvfd_t *s);
+int hfs_memvfd_alloc_get(const hfs_memvfd_t *s, size_t i, hfs_memvfd_alloc_t *out);
+
+/* While the file is open: take size bytes at the EOA for the caller, who
+ * serves them itself (skel.c writes a chunk index and places chunks
+ * there). libhdf5 asks the driver for the EOA at every allocation and
+ * when it writes the superblock, so what it allocates later comes after
+ * this space and the file's end of address covers it. Recorded as an
+ * allocation of type H5FD_MEM_DRAW flagged HFS_MEMVFD_ALLOC_RESERVED (not
+ * among the raw records: no window sees it); nothing is stored for it and
+ * reads of it give zeros. *addr gets its address, aligned to 8 bytes (the
+ * padding is part of no record). 0, or -1 if the file is not open, size
+ * is 0 or the address space or memory runs out. */
+int hfs_memvfd_reserve(hfs_memvfd_t *s, uint64_t size, uint64_t *addr);
 
 /* Current metadata bytes held (live view, for diagnostics). */
 uint64_t hfs_memvfd_meta_bytes(const hfs_memvfd_t *s);

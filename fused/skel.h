@@ -17,6 +17,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include "btidx.h"
 #include "h5log_reader.h"
 #include "memvfd.h"
 
@@ -35,7 +36,9 @@ typedef struct hfs_svar {
 typedef struct hfs_region {
     uint64_t addr, len; /* bytes of the canonical file */
     uint32_t var;       /* index into hfs_skel_t.vars */
-    uint64_t blk;       /* row-major block index within the variable */
+    uint32_t bt;        /* 0: one block; else a run of chunks of hfs_skel_t.bts[bt - 1]
+                         * (its ordinals 1 .. n-1, chunk_bytes each, see btidx.h) */
+    uint64_t blk;       /* row-major block index within the variable (bt 0) */
 } hfs_region_t;
 
 typedef struct hfs_skel {
@@ -47,6 +50,8 @@ typedef struct hfs_skel {
     size_t nvars;
     hfs_region_t *regions; /* sorted by addr, disjoint */
     size_t nregions;
+    hfs_bt_t *bts; /* chunk indexes written by the daemon (sparse variables of full builds) */
+    size_t nbts;
     uint64_t build_ns; /* time the build took */
     int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
                         * values as hfs_skel_build's, not the same bytes */
@@ -97,6 +102,21 @@ void hfs_skel_block_box(const hfs_svar_t *v, uint64_t blk, uint64_t *start, uint
 
 /* The region containing off, or the first one after it; nregions if none. */
 size_t hfs_skel_find(const hfs_skel_t *k, uint64_t off);
+
+/* The one-block region of run region g (bt != 0) that holds offset off
+ * (inside g). */
+hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint64_t off);
+
+/* The metadata bytes [off, off + len) of k into buf: the image's, with the
+ * nodes of the chunk indexes the daemon writes (zeros where there are
+ * neither: holes, raw data). 0, or H5L_ENOMEM. */
+int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf);
+
+/* Chunk indexes are written by the daemon (btidx.h) for sparse variables
+ * with at least n chunks holding data, in full builds; libhdf5 writes the
+ * others (and those of live skeletons, which libhdf5 patches). Default 2;
+ * UINT64_MAX turns it off (tests compare both). */
+void hfs_skel_set_synth_min(uint64_t n);
 
 /* The one lock around every libhdf5 call of the process (not thread-safe). */
 void hfs_hdf5_lock(void);

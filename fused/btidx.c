@@ -1,0 +1,183 @@
+/* btidx.c — chunk B-trees synthesized from a chunk list (see btidx.h).
+ *
+ * The bytes follow the HDF5 file format's version 1 B-tree, node type 1
+ * (raw data chunks), with 8-byte addresses and little-endian fields, as
+ * libhdf5 1.10 writes them (docs/format.md gives every byte). skel.c
+ * checks, on every build, that the root libhdf5 wrote for the first chunk
+ * has the size and the bytes this module gives a tree of that one chunk. */
+#include "btidx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
+                uint32_t two_k, const uint64_t *blks, uint64_t n)
+{
+    memset(bt, 0, sizeof *bt);
+    if (!n || !ndims || ndims > H5L_MAX_DIMS || two_k < 2 || two_k > 0xffff) return H5L_EINVAL;
+    bt->ndims = ndims;
+    bt->chunk_bytes = esize;
+    for (uint32_t d = 0; d < ndims; d++) {
+        bt->nblk[d] = nblk[d];
+        bt->dim[d] = block[d];
+        bt->chunk_bytes *= block[d];
+    }
+    bt->dim[ndims] = esize;
+    bt->n = n;
+    bt->two_k = two_k;
+    size_t nruns = 1;
+    for (uint64_t i = 1; i < n; i++) {
+        if (blks[i] <= blks[i - 1]) return H5L_EINVAL;
+        nruns += blks[i] != blks[i - 1] + 1;
+    }
+    bt->runs = malloc(nruns * sizeof *bt->runs);
+    if (!bt->runs) return H5L_ENOMEM;
+    bt->runs[0] = (hfs_bt_run_t){0, blks[0]};
+    bt->nruns = 1;
+    for (uint64_t i = 1; i < n; i++)
+        if (blks[i] != blks[i - 1] + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){i, blks[i]};
+    /* levels: leaves of 2K chunks, each level above 2K nodes of the one below */
+    uint64_t c = (n + two_k - 1) / two_k, at = 0;
+    uint32_t l = 0;
+    while (c > 1) {
+        if (l + 1 >= HFS_BT_MAX_LEVELS) {
+            hfs_bt_free(bt);
+            return H5L_EINVAL;
+        }
+        bt->count[l] = c;
+        bt->first[l] = at;
+        at += c;
+        c = (c + two_k - 1) / two_k;
+        l++;
+    }
+    bt->root_level = l;
+    bt->count[l] = 1;
+    bt->key_size = 4 + 4 + 8 * ((uint64_t)ndims + 1);
+    bt->node_size = 8 + 2 * 8 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * bt->key_size;
+    bt->nodes_len = at * bt->node_size;
+    return H5L_OK;
+}
+
+void hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
+{
+    bt->root = root;
+    bt->nodes = nodes;
+    bt->chunk0 = chunk0;
+    bt->chunks = chunks;
+}
+
+uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
+{
+    size_t lo = 0, hi = bt->nruns; /* last run starting at or before ord */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (bt->runs[mid].ord <= ord)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return bt->runs[lo].blk + (ord - bt->runs[lo].ord);
+}
+
+uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord)
+{
+    return ord == 0 ? bt->chunk0 : bt->chunks + (ord - 1) * bt->chunk_bytes;
+}
+
+/* Address of node j of level l (the root at the top). */
+static uint64_t node_addr(const hfs_bt_t *bt, uint32_t l, uint64_t j)
+{
+    return l == bt->root_level ? bt->root : bt->nodes + (bt->first[l] + j) * bt->node_size;
+}
+
+/* The key of chunk ordinal ord; ord == n gives the right key of the tree:
+ * the last chunk plus one in every dimension, element dimension included,
+ * size and filter mask 0. Offsets are in elements (scaled * chunk dim). */
+static void put_key(const hfs_bt_t *bt, uint64_t ord, uint8_t *p)
+{
+    int right = ord >= bt->n;
+    uint64_t blk = hfs_bt_blk(bt, right ? bt->n - 1 : ord), c[H5L_MAX_DIMS];
+    for (int d = (int)bt->ndims - 1; d >= 0; d--) {
+        c[d] = blk % bt->nblk[d];
+        blk /= bt->nblk[d];
+    }
+    put32(p, right ? 0 : (uint32_t)bt->chunk_bytes);
+    put32(p + 4, 0);
+    for (uint32_t d = 0; d < bt->ndims; d++) put64(p + 8 + 8 * d, (c[d] + right) * bt->dim[d]);
+    put64(p + 8 + 8 * bt->ndims, (uint64_t)right * bt->dim[bt->ndims]);
+}
+
+void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf)
+{
+    uint64_t span = 1; /* chunks under one child of a node of this level */
+    for (uint32_t l = 0; l < level; l++) span *= bt->two_k;
+    uint64_t below = level ? bt->count[level - 1] : bt->n; /* children of the whole level */
+    uint64_t c0 = j * bt->two_k, nch = below - c0 < bt->two_k ? below - c0 : bt->two_k;
+    memset(buf, 0, bt->node_size);
+    memcpy(buf, "TREE", 4);
+    buf[4] = 1; /* raw data chunks */
+    buf[5] = (uint8_t)level;
+    buf[6] = (uint8_t)nch;
+    buf[7] = (uint8_t)(nch >> 8);
+    put64(buf + 8, j ? node_addr(bt, level, j - 1) : UINT64_MAX);
+    put64(buf + 16, j + 1 < bt->count[level] ? node_addr(bt, level, j + 1) : UINT64_MAX);
+    uint8_t *p = buf + 24;
+    for (uint64_t i = 0; i < nch; i++) {
+        uint64_t ord = (c0 + i) * span;
+        put_key(bt, ord, p);
+        p += bt->key_size;
+        put64(p, level ? node_addr(bt, level - 1, c0 + i) : hfs_bt_chunk_addr(bt, ord));
+        p += 8;
+    }
+    uint64_t end = (c0 + nch) * span;
+    put_key(bt, end < bt->n ? end : bt->n, p);
+}
+
+/* Copy the part of node (l, j) at address a that meets [off, off + len). */
+static void overlay(const hfs_bt_t *bt, uint32_t l, uint64_t j, uint64_t a, uint8_t *node, uint64_t off, size_t len,
+                    uint8_t *buf)
+{
+    uint64_t lo = a > off ? a : off, hi = a + bt->node_size < off + len ? a + bt->node_size : off + len;
+    if (lo >= hi) return;
+    hfs_bt_node(bt, l, j, node);
+    memcpy(buf + (lo - off), node + (lo - a), hi - lo);
+}
+
+int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf)
+{
+    int meets_root = bt->root < off + len && off < bt->root + bt->node_size;
+    int meets_nodes = bt->nodes_len && bt->nodes < off + len && off < bt->nodes + bt->nodes_len;
+    if (!meets_root && !meets_nodes) return H5L_OK;
+    uint8_t *node = malloc(bt->node_size);
+    if (!node) return H5L_ENOMEM;
+    if (meets_root) overlay(bt, bt->root_level, 0, bt->root, node, off, len, buf);
+    if (meets_nodes) {
+        uint64_t lo = off > bt->nodes ? off - bt->nodes : 0, hi = off + len - bt->nodes;
+        if (hi > bt->nodes_len) hi = bt->nodes_len;
+        for (uint64_t k = lo / bt->node_size; k * bt->node_size < hi; k++) {
+            uint32_t l = 0;
+            while (l + 1 < bt->root_level && k >= bt->first[l + 1]) l++;
+            overlay(bt, l, k - bt->first[l], bt->nodes + k * bt->node_size, node, off, len, buf);
+        }
+    }
+    free(node);
+    return H5L_OK;
+}
+
+void hfs_bt_free(hfs_bt_t *bt)
+{
+    if (!bt) return;
+    free(bt->runs);
+    bt->runs = NULL;
+    bt->nruns = 0;
+}

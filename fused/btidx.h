@@ -1,0 +1,89 @@
+/* btidx.h — a chunk index the daemon writes itself: the version 1 B-tree
+ * of a chunked dataset of the canonical file, made from the sorted list of
+ * the chunks that hold data, its nodes synthesized on read.
+ *
+ * Why: libhdf5 1.10 builds a chunk index by inserting chunks one at a time
+ * (H5Dwrite_chunk), about 2 us and ~90 bytes of daemon memory a chunk once
+ * the region map is counted: a file of 10^6 one-row ticks spent 2 s and
+ * 80 MB on it at its first open. The index is a pure function of the chunk
+ * list, so this module keeps the list (as runs of consecutive chunks:
+ * 16 bytes a run, one run for a dense axis) and encodes any node when its
+ * bytes are read. Chunks are placed at fixed addresses: the first where
+ * libhdf5 put it (skel.c lets libhdf5 write that one chunk, which creates
+ * the root node and points the dataset's layout message at it), the others
+ * back to back in space reserved after it (hfs_memvfd_reserve).
+ *
+ * The tree (docs/format.md, "The canonical file's chunk indexes"): leaves
+ * hold 2K chunks each in row-major order, the last one the rest; each level
+ * above holds 2K nodes of the level below; the top is one node, the root,
+ * written over libhdf5's root (same size: every node of a tree has the
+ * size K and the rank give). Node j of a level covers chunk ordinals
+ * [j (2K)^(level+1), (j+1) (2K)^(level+1)); its key i is the key of its
+ * child i's first chunk and its last key the next node's first chunk, or
+ * for the last node of a level the last chunk plus one in every dimension
+ * (libhdf5's right key for a tree of one chunk). Non-root nodes follow
+ * each other level by level from the leaves up in the node area.
+ *
+ * An hfs_bt_t is immutable once placed; reads are pure functions of it,
+ * safe from any thread. */
+#ifndef HFS_BTIDX_H
+#define HFS_BTIDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "h5log_reader.h"
+
+#define HFS_BT_MAX_LEVELS 48
+
+typedef struct hfs_bt_run {
+    uint64_t ord; /* first chunk ordinal of the run */
+    uint64_t blk; /* its row-major chunk index; ord + i is blk + i */
+} hfs_bt_run_t;
+
+typedef struct hfs_bt {
+    uint32_t ndims;                 /* dataset rank */
+    uint64_t nblk[H5L_MAX_DIMS];    /* chunks per dimension */
+    uint64_t dim[H5L_MAX_DIMS + 1]; /* chunk shape, then the element size */
+    uint64_t chunk_bytes;
+    uint64_t n; /* chunks indexed (at least 1) */
+    hfs_bt_run_t *runs;
+    size_t nruns;
+    uint32_t two_k;                        /* children of a node at most */
+    uint32_t root_level;                   /* levels below it: 0 .. root_level - 1 */
+    uint64_t count[HFS_BT_MAX_LEVELS];     /* nodes of each level */
+    uint64_t first[HFS_BT_MAX_LEVELS];     /* index in the node area of a level's first node */
+    uint64_t node_size, key_size;          /* bytes */
+    uint64_t nodes_len;                    /* bytes of the node area (every non-root node) */
+    uint64_t root, nodes, chunk0, chunks;  /* addresses (hfs_bt_place) */
+} hfs_bt_t;
+
+/* Set up bt for the n chunks blks[0..n) (row-major chunk indices in a grid
+ * of nblk chunks, strictly increasing) of a dataset of rank ndims, chunk
+ * shape block and elements of esize bytes, in a file whose chunk B-trees
+ * hold two_k children a node. The list is copied (as runs). 0, or
+ * H5L_ENOMEM / H5L_EINVAL (n 0, unsorted, too deep). */
+int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
+                uint32_t two_k, const uint64_t *blks, uint64_t n);
+
+/* Addresses: the root node (libhdf5's), the node area (nodes_len bytes),
+ * chunk ordinal 0 (libhdf5's) and ordinal 1, the others following it. */
+void hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks);
+
+/* Row-major chunk index of chunk ordinal ord (< n). */
+uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord);
+
+/* The file address of chunk ordinal ord (< n). */
+uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord);
+
+/* Encode node j of level (root_level for the root) into buf (node_size
+ * bytes). */
+void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf);
+
+/* Write over buf[0..len), the file's bytes at off, the bytes of every node
+ * of bt that [off, off + len) meets (the root and the node area). 0, or
+ * H5L_ENOMEM. */
+int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf);
+
+void hfs_bt_free(hfs_bt_t *bt); /* its runs; bt itself is the caller's */
+
+#endif

@@ -1,0 +1,286 @@
+/* test_btidx.c — chunk B-trees the daemon writes itself (fused/btidx.c).
+ *
+ * Why: a wrong key or child in a node gives a valid-looking file whose
+ * chunks read as fill or as another chunk's bytes. The nodes are checked
+ * here by a decoder written from the HDF5 file format's description of
+ * version 1 B-trees (not from btidx.c), searching the way libhdf5 1.10
+ * does (H5B_find: binary search over a node's keys with the chunk
+ * comparison; at a leaf, the chunk is found only if the key is exactly
+ * it). For chunk sets of 1 .. 5000 chunks in 1, 2 and 3 dimensions (one to
+ * three levels below the root, dense runs and scattered chunks):
+ *   1. every chunk of the grid is found exactly when it is in the set, at
+ *      the address the tree places it;
+ *   2. every node has its level, its sibling links and keys that increase;
+ *   3. reads of any byte range give the bytes of a whole-area read;
+ *   4. bad lists (empty, unsorted) are refused.
+ * Its use in a real canonical file, read by libhdf5 itself, is checked
+ * by tests/fused/test_canon.c and tests/e2e (test_differential.py). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btidx.h"
+#include "tharness.h"
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* The file: the root and the node area read through hfs_bt_read. */
+typedef struct file {
+    const hfs_bt_t *bt;
+    uint64_t nd1;   /* key dimensions: rank + 1 */
+    size_t ksize;   /* key bytes */
+    size_t nsize;   /* node bytes */
+} file_t;
+
+/* A node's bytes at addr (nsize of them); 0 if it is not a node. */
+static int read_node(const file_t *f, uint64_t addr, uint8_t *buf)
+{
+    memset(buf, 0xAA, f->nsize);
+    if (hfs_bt_read(f->bt, addr, f->nsize, buf)) return 0;
+    return memcmp(buf, "TREE", 4) == 0 && buf[4] == 1;
+}
+
+/* key i of a node, scaled by the chunk dims, into s[nd1] */
+static void key_scaled(const file_t *f, const uint8_t *node, unsigned i, uint64_t *s)
+{
+    const uint8_t *k = node + 24 + (size_t)i * (f->ksize + 8);
+    for (uint64_t d = 0; d < f->nd1; d++) s[d] = get64(k + 8 + 8 * d) / f->bt->dim[d];
+}
+
+static uint64_t child(const file_t *f, const uint8_t *node, unsigned i)
+{
+    return get64(node + 24 + (size_t)i * (f->ksize + 8) + f->ksize);
+}
+
+/* lexicographic compare of nd1-vectors */
+static int vcmp(uint64_t n, const uint64_t *a, const uint64_t *b)
+{
+    for (uint64_t d = 0; d < n; d++)
+        if (a[d] != b[d]) return a[d] < b[d] ? -1 : 1;
+    return 0;
+}
+
+/* libhdf5's chunk comparison (H5D__btree_cmp3) of chunk want against the
+ * key pair (lt, rt): -1 left of lt, 1 at or right of rt, 0 between; rank 1
+ * has its own rule in libhdf5 (it compares the two components apart). */
+static int cmp3(uint64_t nd1, const uint64_t *lt, const uint64_t *want, const uint64_t *rt)
+{
+    if (nd1 == 2) {
+        if (want[0] > rt[0] || (want[0] == rt[0] && want[1] >= rt[1])) return 1;
+        if (want[0] < lt[0]) return -1;
+        return 0;
+    }
+    if (vcmp(nd1, want, rt) >= 0) return 1;
+    if (vcmp(nd1, want, lt) < 0) return -1;
+    return 0;
+}
+
+/* Search the tree for chunk coordinates c (rank), like H5B_find. 1 and
+ * *addr if found, 0 if not, -1 if the tree is malformed. */
+static int find(const file_t *f, const uint64_t *c, uint64_t *addr)
+{
+    uint8_t *node = malloc(f->nsize);
+    uint64_t want[H5L_MAX_DIMS + 1] = {0}, lt[H5L_MAX_DIMS + 1], rt[H5L_MAX_DIMS + 1];
+    for (uint64_t d = 0; d + 1 < f->nd1; d++) want[d] = c[d];
+    uint64_t at = f->bt->root;
+    int level = -1, rc = -1;
+    for (;;) {
+        if (!read_node(f, at, node)) break;
+        if (level >= 0 && node[5] != level - 1) break; /* a child one level down */
+        level = node[5];
+        unsigned n = (unsigned)node[6] | (unsigned)node[7] << 8, lo = 0, hi = n, idx = 0;
+        int cmp = 1;
+        while (lo < hi && cmp) {
+            idx = (lo + hi) / 2;
+            key_scaled(f, node, idx, lt);
+            key_scaled(f, node, idx + 1, rt);
+            cmp = cmp3(f->nd1, lt, want, rt);
+            if (cmp < 0)
+                hi = idx;
+            else
+                lo = idx + 1;
+        }
+        if (cmp) {
+            rc = 0;
+            break;
+        }
+        if (level > 0) {
+            at = child(f, node, idx);
+            continue;
+        }
+        key_scaled(f, node, idx, lt); /* H5D__btree_found: exactly this chunk */
+        rc = 1;
+        for (uint64_t d = 0; d < f->nd1; d++)
+            if (want[d] >= lt[d] + 1) rc = 0;
+        if (rc && get32(node + 24 + (size_t)idx * (f->ksize + 8)) != f->bt->chunk_bytes) rc = -1;
+        *addr = child(f, node, idx);
+        break;
+    }
+    free(node);
+    return rc;
+}
+
+/* 2. every node of every level: level, siblings, increasing keys */
+static void check_nodes(const file_t *f)
+{
+    const hfs_bt_t *bt = f->bt;
+    uint8_t *node = malloc(f->nsize);
+    for (uint32_t l = 0; l <= bt->root_level; l++) {
+        for (uint64_t j = 0; j < bt->count[l]; j++) {
+            uint64_t a = l == bt->root_level ? bt->root : bt->nodes + (bt->first[l] + j) * bt->node_size;
+            CHECK(read_node(f, a, node));
+            CHECK_EQ(node[5], l);
+            uint64_t left = get64(node + 8), right = get64(node + 16);
+            CHECK_EQ(left, j ? a - bt->node_size : UINT64_MAX);
+            CHECK_EQ(right, j + 1 < bt->count[l] ? a + bt->node_size : UINT64_MAX);
+            unsigned n = (unsigned)node[6] | (unsigned)node[7] << 8;
+            CHECK(n >= 1 && n <= bt->two_k);
+            uint64_t prev[H5L_MAX_DIMS + 1], cur[H5L_MAX_DIMS + 1];
+            key_scaled(f, node, 0, prev);
+            for (unsigned i = 1; i <= n; i++) {
+                key_scaled(f, node, i, cur);
+                CHECK(vcmp(f->nd1, prev, cur) < 0);
+                memcpy(prev, cur, sizeof cur);
+            }
+        }
+    }
+    free(node);
+}
+
+/* A tree over the chunks of a grid nblk whose row-major index passes keep. */
+static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, size_t esize, uint32_t two_k,
+                      int (*keep)(uint64_t blk, uint64_t arg), uint64_t arg)
+{
+    uint64_t total = 1;
+    for (uint32_t d = 0; d < nd; d++) total *= nblk[d];
+    uint64_t *blks = malloc(total * sizeof *blks), n = 0;
+    for (uint64_t b = 0; b < total; b++)
+        if (keep(b, arg)) blks[n++] = b;
+    hfs_bt_t bt;
+    CHECK_EQ(hfs_bt_init(&bt, nd, nblk, block, esize, two_k, blks, n), 0);
+    uint64_t cb = esize;
+    for (uint32_t d = 0; d < nd; d++) cb *= block[d];
+    CHECK_EQ(bt.chunk_bytes, cb);
+    /* root somewhere, the node area after it, chunk 0 before, the others after */
+    uint64_t root = 4096, nodes = root + bt.node_size + 8;
+    hfs_bt_place(&bt, root, nodes, 1024, nodes + bt.nodes_len);
+    file_t f = {&bt, nd + 1, 8 + 8 * ((size_t)nd + 1), (size_t)bt.node_size};
+    CHECK_EQ(bt.node_size, 24 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * f.ksize);
+    /* 1. every chunk of the grid */
+    long bad = 0;
+    uint64_t ord = 0;
+    for (uint64_t b = 0; b < total; b++) {
+        uint64_t c[H5L_MAX_DIMS], x = b, addr = 0;
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            c[d] = x % nblk[d];
+            x /= nblk[d];
+        }
+        int in = ord < n && blks[ord] == b;
+        int got = find(&f, c, &addr);
+        if (in) {
+            uint64_t want = ord ? bt.chunks + (ord - 1) * cb : 1024;
+            bad += got != 1 || addr != want || hfs_bt_blk(&bt, ord) != b || hfs_bt_chunk_addr(&bt, ord) != want;
+            ord++;
+        } else {
+            bad += got != 0;
+        }
+    }
+    if (bad) fprintf(stderr, "  nd %u n %llu: %ld chunks wrong\n", nd, (unsigned long long)n, bad);
+    CHECK_EQ(bad, 0);
+    check_nodes(&f);
+    /* 3. pieces of a read equal the whole read */
+    uint64_t lo = root, hi = nodes + bt.nodes_len;
+    uint8_t *all = malloc(hi - lo), *part = malloc(hi - lo);
+    memset(all, 0x11, hi - lo);
+    CHECK_EQ(hfs_bt_read(&bt, lo, (size_t)(hi - lo), all), 0);
+    uint64_t seed = n * 2654435761u + 1;
+    for (int i = 0; i < 200; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        uint64_t a = lo + (seed >> 20) % (hi - lo), len = 1 + (seed >> 7) % (2 * bt.node_size);
+        if (a + len > hi) len = hi - a;
+        memset(part, 0x11, len);
+        CHECK_EQ(hfs_bt_read(&bt, a, (size_t)len, part), 0);
+        if (memcmp(part, all + (a - lo), len)) {
+            fprintf(stderr, "  read at %llu + %llu differs\n", (unsigned long long)a, (unsigned long long)len);
+            CHECK(0);
+            break;
+        }
+    }
+    /* bytes outside the root and the node area are left alone */
+    uint8_t gap[8];
+    memset(gap, 0x5A, sizeof gap);
+    CHECK_EQ(hfs_bt_read(&bt, root + bt.node_size, sizeof gap, gap), 0);
+    CHECK(gap[0] == 0x5A && gap[7] == 0x5A);
+    free(all);
+    free(part);
+    hfs_bt_free(&bt);
+    free(blks);
+}
+
+static int keep_all(uint64_t b, uint64_t n) { return b < n; }
+static int keep_scatter(uint64_t b, uint64_t m) { return (b * 2654435761u >> 7) % m == 0 || b % 97 < 3; }
+
+static void test_geometry(void)
+{
+    uint64_t nblk[1] = {1u << 20}, block[1] = {4}, blks[5000];
+    for (uint64_t i = 0; i < 5000; i++) blks[i] = i;
+    struct {
+        uint64_t n;
+        uint32_t root_level;
+        uint64_t c0, c1;
+    } want[] = {{1, 0, 1, 0}, {64, 0, 1, 0}, {65, 1, 2, 1}, {4096, 1, 64, 1}, {4097, 2, 65, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        hfs_bt_t bt;
+        CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, blks, want[i].n), 0);
+        CHECK_EQ(bt.root_level, want[i].root_level);
+        CHECK_EQ(bt.count[0], want[i].c0);
+        if (bt.root_level >= 1) CHECK_EQ(bt.count[1], want[i].c1);
+        uint64_t below = 0;
+        for (uint32_t l = 0; l < bt.root_level; l++) below += bt.count[l];
+        CHECK_EQ(bt.nodes_len, below * bt.node_size);
+        CHECK_EQ(bt.nruns, 1);
+        hfs_bt_free(&bt);
+    }
+    /* runs */
+    uint64_t b2[6] = {0, 1, 2, 5, 6, 9};
+    hfs_bt_t bt;
+    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, b2, 6), 0);
+    CHECK_EQ(bt.nruns, 3);
+    for (uint64_t o = 0; o < 6; o++) CHECK_EQ(hfs_bt_blk(&bt, o), b2[o]);
+    hfs_bt_free(&bt);
+    /* 4. refused */
+    uint64_t unsorted[3] = {1, 3, 3};
+    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, unsorted, 3), H5L_EINVAL);
+    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, b2, 0), H5L_EINVAL);
+}
+
+static void test_trees(void)
+{
+    uint64_t g1[1] = {9000}, b1[1] = {2};
+    check_set(1, g1, b1, 2, 64, keep_all, 1);    /* rank 1, one chunk: the root is the leaf */
+    check_set(1, g1, b1, 2, 64, keep_all, 2);
+    check_set(1, g1, b1, 2, 64, keep_all, 4097); /* two levels below the root */
+    check_set(1, g1, b1, 2, 64, keep_scatter, 7);
+    uint64_t g2[2] = {3000, 3}, b2[2] = {1, 8};
+    check_set(2, g2, b2, 4, 64, keep_all, 64);
+    check_set(2, g2, b2, 4, 64, keep_all, 65);
+    check_set(2, g2, b2, 4, 64, keep_scatter, 3);
+    uint64_t g3[3] = {40, 9, 5}, b3[3] = {1, 2, 3};
+    check_set(3, g3, b3, 8, 64, keep_scatter, 2);
+    check_set(3, g3, b3, 8, 8, keep_scatter, 5); /* small nodes: more levels */
+    check_set(3, g3, b3, 8, 8, keep_all, 1800);
+}
+
+int main(void)
+{
+    static const th_test_t tests[] = {{"test_geometry", test_geometry}, {"test_trees", test_trees}};
+    return th_run(tests, sizeof tests / sizeof *tests);
+}
