@@ -169,8 +169,11 @@ typedef struct build {
     size_t raw_seen;
     size_t cap_regions;
     h5l_err_t *err;
-    uint64_t *coords; /* chunk coordinates of the variable being built */
-    size_t ncoords, capcoords; /* coordinates held; capacity in bytes */
+    uint64_t *blks;   /* chunks of the variable being built that hold data: row-major indices */
+    size_t nblks, capblks;
+    uint64_t *coords; /* the same chunks' coordinates (coords_of_blks) */
+    size_t ncoords, capcoords; /* coordinates held; capacity in bytes (one list serves every rank) */
+    const uint64_t *nblk; /* its chunks per dimension */
     uint32_t ndims;
     void *zero; /* chunk-sized zeros for H5Dwrite_chunk (never stored) */
     size_t zero_len;
@@ -185,14 +188,59 @@ static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uin
     return H5L_OK;
 }
 
-/* h5l_reader_chunks callback: collect one chunk's coordinates. */
+/* h5l_reader_chunks callback: collect one chunk, as its row-major index
+ * in the grid of the variable being built (b->nblk). */
 static int add_coord(void *ctx, const uint64_t *coord)
 {
     build_t *b = ctx;
-    /* capacity in bytes: one list serves variables of every rank in turn */
+    uint64_t blk = 0;
+    for (uint32_t d = 0; d < b->ndims; d++) {
+        if (coord[d] >= b->nblk[d]) return H5L_ECORRUPT; /* a record outside the shape */
+        blk = blk * b->nblk[d] + coord[d];
+    }
+    if (h5l_grow((void **)&b->blks, &b->capblks, b->nblks + 1, sizeof *b->blks)) return H5L_ENOMEM;
+    b->blks[b->nblks++] = blk;
+    return H5L_OK;
+}
+
+/* Sort a[0..n) (LSD radix, a byte a pass, only the bytes the largest
+ * value has: a million chunks of a time axis take three passes, against
+ * a fifth of a first open in qsort), tmp n elements of scratch. */
+static void sort_u64(uint64_t *a, uint64_t *tmp, size_t n)
+{
+    uint64_t max = 0;
+    int sorted = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] > max) max = a[i];
+        if (i && a[i] < a[i - 1]) sorted = 0;
+    }
+    if (sorted) return;
+    uint64_t *src = a, *dst = tmp;
+    for (int shift = 0; shift < 64 && (max >> shift); shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((src[i] >> shift) & 0xff) + 1]++;
+        for (int k = 0; k < 256; k++) count[k + 1] += count[k];
+        for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 0xff]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, n * sizeof *a);
+}
+
+/* b->coords from b->blks (the chunk coordinates, rank b->ndims). */
+static int coords_of_blks(build_t *b)
+{
     size_t w = b->ndims * sizeof *b->coords;
-    if (h5l_grow((void **)&b->coords, &b->capcoords, (b->ncoords + 1) * w, 1)) return H5L_ENOMEM;
-    memcpy(b->coords + b->ncoords++ * b->ndims, coord, b->ndims * sizeof *coord);
+    if (h5l_grow((void **)&b->coords, &b->capcoords, b->nblks * w, 1)) return H5L_ENOMEM;
+    for (size_t i = 0; i < b->nblks; i++) {
+        uint64_t x = b->blks[i];
+        for (int d = (int)b->ndims - 1; d >= 0; d--) {
+            b->coords[i * b->ndims + (uint32_t)d] = x % b->nblk[d];
+            x /= b->nblk[d];
+        }
+    }
+    b->ncoords = b->nblks;
     return H5L_OK;
 }
 
@@ -279,23 +327,27 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
     return H5L_OK;
 }
 
-/* The chunks of variable vi that hold data at b->tick into b->coords:
- * sorted (so the file does not depend on the index's hash order), each
- * once (a wide record's chunks may come more than once, index.h). */
-static int chunks_with_data(build_t *b, uint32_t vi)
+/* The chunks of variable vi that hold data at b->tick into b->blks, sorted
+ * (so the file does not depend on the index's hash order), each once (a
+ * wide record's chunks may come more than once, index.h); with coords,
+ * their coordinates into b->coords too. */
+static int chunks_with_data(build_t *b, uint32_t vi, int coords)
 {
     hfs_svar_t *v = &b->k->vars[vi];
-    b->ncoords = 0;
+    b->nblks = b->ncoords = 0;
     b->ndims = v->ndims;
+    b->nblk = v->nblk;
     int rc = h5l_reader_chunks(b->r, b->tick, v->objid, add_coord, b);
-    if (rc || !b->ncoords) return rc;
-    qsort_r(b->coords, b->ncoords, v->ndims * sizeof *b->coords, cmp_coord, &b->ndims);
-    size_t k = 0, w = v->ndims * sizeof *b->coords;
-    for (size_t c = 0; c < b->ncoords; c++)
-        if (!k || memcmp(b->coords + (k - 1) * v->ndims, b->coords + c * v->ndims, w) != 0)
-            memmove(b->coords + k++ * v->ndims, b->coords + c * v->ndims, w);
-    b->ncoords = k;
-    return H5L_OK;
+    if (rc || !b->nblks) return rc;
+    uint64_t *tmp = malloc(b->nblks * sizeof *tmp);
+    if (!tmp) return H5L_ENOMEM;
+    sort_u64(b->blks, tmp, b->nblks);
+    free(tmp);
+    size_t k = 0;
+    for (size_t c = 0; c < b->nblks; c++)
+        if (!k || b->blks[k - 1] != b->blks[c]) b->blks[k++] = b->blks[c];
+    b->nblks = k;
+    return coords ? coords_of_blks(b) : H5L_OK;
 }
 
 /* b->zero: at least len bytes of zeros. */
@@ -346,7 +398,7 @@ static int write_coords(build_t *b, uint32_t vi, hid_t dset)
     return H5L_OK;
 }
 
-/* Index chunks b->coords[0 .. ncoords) (sorted, distinct, at least 2) of
+/* Index chunks b->blks[0 .. nblks) (sorted, distinct, at least 2) of
  * sparse variable vi with a chunk B-tree of our own (btidx.h): libhdf5
  * writes the first chunk, which makes the root node and points the
  * layout message at it; the other nodes and chunks go to space reserved
@@ -358,23 +410,16 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
 {
     hfs_skel_t *k = b->k;
     hfs_svar_t *v = &k->vars[vi];
-    uint64_t block_bytes = v->esize, n = b->ncoords;
+    uint64_t block_bytes = v->esize, n = b->nblks, *blks = b->blks;
     for (uint32_t d = 0; d < v->ndims; d++) block_bytes *= v->block[d];
     int rc = zeros(b, block_bytes);
     if (rc) return rc;
-    uint64_t *blks = malloc(n * sizeof *blks);
-    if (!blks) return H5L_ENOMEM;
-    for (uint64_t c = 0; c < n; c++) {
-        const uint64_t *cc = b->coords + c * v->ndims;
-        uint64_t blk = 0;
-        for (uint32_t d = 0; d < v->ndims; d++) {
-            if (cc[d] >= v->nblk[d]) rc = H5L_ECORRUPT; /* a record outside the shape */
-            blk = blk * v->nblk[d] + cc[d];
-        }
-        blks[c] = blk;
-    }
     hsize_t off[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < v->ndims; d++) off[d] = b->coords[d] * v->block[d];
+    uint64_t first = blks[0]; /* the first chunk's offset */
+    for (int d = (int)v->ndims - 1; d >= 0; d--) {
+        off[d] = first % v->nblk[d] * v->block[d];
+        first /= v->nblk[d];
+    }
     size_t a0 = hfs_memvfd_alloc_count(b->cap), r0 = hfs_memvfd_raw_begin(b->cap);
     herr_t w = rc ? 0 : H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)block_bytes, b->zero);
     size_t r1 = hfs_memvfd_raw_end(b->cap), a1 = hfs_memvfd_alloc_count(b->cap);
@@ -401,7 +446,6 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
     if (!rc) /* the tree's K, from the root's size: 24 + 2K (8 + key) + key */
         rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, (uint32_t)((root.size - 24 - key) / (8 + key)),
                          blks, n);
-    free(blks);
     if (rc) return rc;
     uint64_t base = 0;
     if (bt.node_size != root.size || n - 1 > (UINT64_MAX / 2 - bt.nodes_len) / block_bytes ||
@@ -565,7 +609,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
          * H5Dcreate count as its regions (global heaps and large attributes
          * are raw-typed too) */
         hfs_memvfd_use_windows(cap);
-        build_t b = {k, r, s, tick, cap, 0, 0, err, NULL, 0, 0, 0, NULL, 0, 0};
+        build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err};
         uint64_t synth_min = synth && !keep ? atomic_load(&g_synth_min) : UINT64_MAX;
         rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
         for (size_t i = 0; !rc && i < k->nvars; i++) {
@@ -574,8 +618,12 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
             hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
             if (ds < 0)
                 rc = H5L_EHDF5;
-            else if (!(rc = chunks_with_data(&b, (uint32_t)i)) && b.ncoords)
-                rc = b.ncoords >= synth_min ? synth_coords(&b, (uint32_t)i, ds) : write_coords(&b, (uint32_t)i, ds);
+            else if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
+                if (b.nblks >= synth_min)
+                    rc = synth_coords(&b, (uint32_t)i, ds);
+                else if (!(rc = coords_of_blks(&b)))
+                    rc = write_coords(&b, (uint32_t)i, ds);
+            }
             if (ds >= 0) H5Dclose(ds);
             if (!rc && l && b.ncoords) { /* what a patch compares against */
                 size_t bytes = b.ncoords * k->vars[i].ndims * sizeof *b.coords;
@@ -589,8 +637,9 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
             }
             if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
         }
-        lists = b.capcoords;
+        lists = b.capcoords + b.capblks * sizeof *b.blks;
         free(b.coords);
+        free(b.blks);
         free(b.zero);
         if (rc)
             h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
@@ -778,7 +827,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     }
     k->nvars = k0->nvars;
     memcpy(k->vars, k0->vars, k0->nvars * sizeof *k->vars);
-    build_t b = {k, r, s, tick, l->cap, 0, 0, err, NULL, 0, 0, 0, NULL, 0, 0};
+    build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = l->cap, .err = err};
     if (k0->nregions) {
         if (h5l_grow((void **)&k->regions, &b.cap_regions, k0->nregions, sizeof *k->regions)) return H5L_ENOMEM;
         memcpy(k->regions, k0->regions, k0->nregions * sizeof *k->regions);
@@ -853,7 +902,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
-        if ((rc = chunks_with_data(&b, vi))) break;
+        if ((rc = chunks_with_data(&b, vi, 1))) break;
         sparse_set_t *ss = &l->sp[vi];
         size_t w = v->ndims * sizeof *b.coords, fresh = 0, j = 0;
         for (size_t c = 0; c < b.ncoords; c++) { /* keep those not written yet */
@@ -886,6 +935,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         ss->n = n;
     }
     free(b.coords);
+    free(b.blks);
     free(b.zero);
     if (rc) return rc;
     l->chunks_v = cv;
