@@ -948,17 +948,19 @@ char *hfs_lfile_stats_text(void)
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+        uint64_t th, tl, te;
+        h5l_reader_tables(lf->reader, &th, &tl, &te);
         n = snprintf(line, sizeof line,
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
                      "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, "
-                     "log dropped %llu B%s%s\n",
+                     "log dropped %llu B, tables decoded %llu (held %llu B, evicted %llu)%s%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader), (unsigned long long)lf->st_snapshots,
                      (unsigned long long)lf->st_skeletons, (unsigned long long)h5l_reader_nrecords(lf->reader),
                      (unsigned long long)lf->st_reads, (unsigned long long)lf->st_hits,
                      (unsigned long long)lf->st_misses, (unsigned long long)lf->st_assembled,
                      (unsigned long long)lf->st_skipped, (unsigned long long)lf->st_gathered, (long long)lf->st_cached,
                      (unsigned long long)lf->st_evictions, (unsigned long long)h5l_reader_dropped(lf->reader),
-                     lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
+                     (unsigned long long)tl, (unsigned long long)th, (unsigned long long)te, lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }
     pthread_mutex_unlock(&reg_mu);

@@ -242,6 +242,14 @@ H5L_API void h5l_reader_dropbehind(h5l_reader_t *r);
 /* Bytes of the log the kernel was advised to drop so far (statistics). */
 H5L_API uint64_t h5l_reader_dropped(h5l_reader_t *r);
 
+/* Record tables of checkpointed ticks decoded when reads needed them
+ * (statistics): *held bytes kept now, *loads decodes so far, *evicted
+ * tables dropped so far. The reader keeps at most H5L_LAZY_MAX bytes of
+ * them (environment at open; default 64 MiB): past it, read calls drop the
+ * least recently used, which are decoded and verified again when needed.
+ * Any pointer may be NULL. */
+H5L_API void h5l_reader_tables(h5l_reader_t *r, uint64_t *held, uint64_t *loads, uint64_t *evicted);
+
 /* Bytes read from the log and records applied since open (statistics). */
 H5L_API void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records);
 

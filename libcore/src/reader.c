@@ -102,6 +102,12 @@ struct h5l_reader {
     h5l_ckmap_t *ckmap;         /* which checkpointed ticks touch each chunk; NULL: none */
     pthread_mutex_t lazy_mu;    /* one lazy decode at a time (under the read lock) */
     uint64_t lazy_nrec;         /* records of lazy ticks (h5l_reader_nrecords) */
+    /* Decoded lazy tables are kept up to lazy_max bytes (H5L_LAZY_MAX):
+     * past it the least recently used go (lazy_trim) and are decoded
+     * again when needed, so reading a whole long log does not keep every
+     * table (a million one-row ticks held 600 MB). */
+    uint64_t lazy_max;
+    _Atomic uint64_t lazy_bytes, lazy_clock, lazy_evicted, lazy_loads;
 };
 
 /* What the reader keeps of a tick: its TICK payload header without the
@@ -143,8 +149,14 @@ struct lztick {
     h5l_rec_t **recs; /* nrec, in the allocation after x's arrays */
     lzblk_t *blk;     /* records and their boxes */
     h5l_index_t *idx; /* a tick of more than LZ_INDEX_MIN records: them by chunk, else NULL */
+    uint32_t hint;    /* records of the tick: sizes the first record block */
+    uint64_t bytes;   /* memory it holds (for lazy_max) */
+    _Atomic uint64_t used; /* lazy_clock at its last use: eviction order */
     _Alignas(16) uint64_t arr[];
 };
+
+/* Default of lazy_max: 64 MiB of decoded tables per reader. */
+#define LAZY_MAX_DEFAULT ((uint64_t)64 << 20)
 
 /* A lazy tick with more records than this gets an index of its own, so a
  * chunk's lookup does not scan every record of a big tick. */
@@ -261,6 +273,8 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&r->refresh_mu, NULL);
     pthread_mutex_init(&r->lazy_mu, NULL);
+    const char *lm = getenv("H5L_LAZY_MAX");
+    r->lazy_max = lm && *lm ? strtoull(lm, NULL, 10) : LAZY_MAX_DEFAULT;
     int rc;
     r->path = strdup(path);
     if (r->path && asprintf(&r->jpath, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) r->jpath = NULL;
@@ -698,13 +712,15 @@ static h5l_rec_t *lz_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
     size_t n = (sizeof(h5l_rec_t) + (size_t)nboxes * ndims * 2 * sizeof(uint64_t) + 15) & ~(size_t)15;
     if (!l->blk || l->blk->cap - l->blk->used < n) {
         size_t cap = n > LZBLK ? n : LZBLK;
-        if (!l->blk) cap = n * 4 > LZBLK ? cap : n * 4; /* a small tick's first block is small */
+        if (!l->blk && n * l->hint < LZBLK) /* a small tick's first block is its size (one box a record) */
+            cap = n * (l->hint ? l->hint : 1);
         lzblk_t *b = malloc(sizeof *b + cap);
         if (!b) return NULL;
         b->next = l->blk;
         b->used = 0;
         b->cap = cap;
         l->blk = b;
+        l->bytes += sizeof *b + cap;
     }
     h5l_rec_t *rec = (h5l_rec_t *)(l->blk->mem + l->blk->used);
     l->blk->used += n;
@@ -757,6 +773,8 @@ static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *
         return h5l_err_set(err, H5L_EIO, "%s: tick %llu: cannot read record table: %s", r->path,
                            (unsigned long long)t->tick, e2.msg);
     }
+    l->hint = t->nrecords;
+    l->bytes = sizeof *l + xneed * sizeof(uint64_t);
     l->x.nranks = t->nranks;
     l->x.rstart = l->arr;
     l->x.segbase = l->x.rstart + t->nranks + 1;
@@ -772,7 +790,9 @@ static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *
     }
     l->recs = recs;
     l->nrec = n;
+    l->bytes += cap * sizeof *recs;
     if (n > LZ_INDEX_MIN) {
+        l->bytes += n * 64; /* the tick's own index: about this a record */
         if (!(l->idx = h5l_index_new())) rc = H5L_ENOMEM;
         for (size_t i = 0; !rc && i < n; i++) {
             const h5l_rec_t *rec = recs[i];
@@ -808,26 +828,98 @@ static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_er
                 rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
         }
         l = page ? atomic_load_explicit(&page[at], memory_order_acquire) : NULL;
-        if (page && !l && !(rc = lazy_load(r, tick, &l, err)))
+        if (page && !l && !(rc = lazy_load(r, tick, &l, err))) {
+            atomic_fetch_add_explicit(&r->lazy_bytes, l->bytes, memory_order_relaxed);
+            atomic_fetch_add_explicit(&r->lazy_loads, 1, memory_order_relaxed);
             atomic_store_explicit(&page[at], l, memory_order_release);
+        }
         pthread_mutex_unlock(&r->lazy_mu);
     }
+    if (l) /* its use, for eviction order (relaxed: an approximate LRU is enough) */
+        atomic_store_explicit(&l->used, atomic_fetch_add_explicit(&r->lazy_clock, 1, memory_order_relaxed),
+                              memory_order_relaxed);
     *out = l;
     return rc;
+}
+
+static void lz_drop(lztick_t *l)
+{
+    if (!l) return;
+    free(l->recs);
+    h5l_index_free(l->idx);
+    lz_free(l);
+}
+
+/* Free the least recently used decoded tables until they hold at most
+ * half of lazy_max (a pass frees many, so passes are rare), if they hold
+ * more than lazy_max. Takes the write lock only if it is free at once
+ * (trywrlock): no reader is then inside a table, and a caller that still
+ * holds a read lock, or a busy file, just leaves it to a later call.
+ * Oldest first by a histogram of last uses over 256 buckets: two passes
+ * over the directory, no sort. */
+static void lazy_trim(h5l_reader_t *r)
+{
+    if (atomic_load_explicit(&r->lazy_bytes, memory_order_relaxed) <= r->lazy_max) return;
+    if (pthread_rwlock_trywrlock(&r->lock)) return;
+    size_t npg = (size_t)((r->ck_last + LZPAGE - 1) / LZPAGE);
+    uint64_t lo = UINT64_MAX, hi = 0, held = atomic_load(&r->lazy_bytes);
+    for (size_t pg = 0; r->lzdir && pg < npg; pg++) {
+        lzslot_t *page = atomic_load(&r->lzdir[pg]);
+        for (size_t i = 0; page && i < LZPAGE; i++) {
+            lztick_t *l = atomic_load(&page[i]);
+            if (!l) continue;
+            uint64_t u = atomic_load_explicit(&l->used, memory_order_relaxed);
+            if (u < lo) lo = u;
+            if (u > hi) hi = u;
+        }
+    }
+    uint64_t bucket[256] = {0}, span = hi >= lo ? (hi - lo) / 256 + 1 : 1;
+    for (int pass = 0; pass < 2 && hi >= lo; pass++) {
+        uint64_t cut = 0; /* pass 1: free tables whose bucket is below cut */
+        if (pass) {
+            uint64_t need = held - r->lazy_max / 2, sum = 0;
+            while (cut < 256 && sum < need) sum += bucket[cut++];
+        }
+        for (size_t pg = 0; pg < npg; pg++) {
+            lzslot_t *page = atomic_load(&r->lzdir[pg]);
+            size_t left = 0;
+            for (size_t i = 0; page && i < LZPAGE; i++) {
+                lztick_t *l = atomic_load(&page[i]);
+                if (!l) continue;
+                uint64_t b = (atomic_load_explicit(&l->used, memory_order_relaxed) - lo) / span;
+                if (!pass) {
+                    bucket[b] += l->bytes;
+                } else if (b < cut) {
+                    atomic_store(&page[i], NULL);
+                    atomic_fetch_sub(&r->lazy_bytes, l->bytes);
+                    atomic_fetch_add(&r->lazy_evicted, 1);
+                    lz_drop(l);
+                } else {
+                    left++;
+                }
+            }
+            if (pass && page && !left) { /* a page of nothing */
+                atomic_store(&r->lzdir[pg], NULL);
+                free((void *)page);
+            }
+        }
+    }
+    pthread_rwlock_unlock(&r->lock);
+}
+
+/* Release a read lock taken by one of the read calls, and keep the
+ * decoded tables within lazy_max. */
+static void rd_unlock(h5l_reader_t *r)
+{
+    pthread_rwlock_unlock(&r->lock);
+    lazy_trim(r);
 }
 
 static void lazy_free_all(h5l_reader_t *r)
 {
     for (size_t pg = 0; r->lzdir && pg < (r->ck_last + LZPAGE - 1) / LZPAGE; pg++) {
         lzslot_t *page = atomic_load(&r->lzdir[pg]);
-        for (size_t i = 0; page && i < LZPAGE; i++) {
-            lztick_t *l = atomic_load(&page[i]);
-            if (l) {
-                free(l->recs);
-                h5l_index_free(l->idx);
-            }
-            lz_free(l);
-        }
+        for (size_t i = 0; page && i < LZPAGE; i++) lz_drop(atomic_load(&page[i]));
         free((void *)page);
     }
     free((void *)r->lzdir);
@@ -835,6 +927,7 @@ static void lazy_free_all(h5l_reader_t *r)
     h5l_ckmap_free(r->ckmap);
     r->ckmap = NULL;
     r->ck_last = r->lazy_nrec = 0;
+    atomic_store(&r->lazy_bytes, 0);
 }
 
 /* Forget everything loaded: back to a reader that has read only the
@@ -1053,7 +1146,7 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
 }
 
 void h5l_reader_rdlock(h5l_reader_t *r) { pthread_rwlock_rdlock(&r->lock); }
-void h5l_reader_unlock(h5l_reader_t *r) { pthread_rwlock_unlock(&r->lock); }
+void h5l_reader_unlock(h5l_reader_t *r) { rd_unlock(r); }
 const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r) { return &r->schema; }
 
 void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
@@ -1069,6 +1162,13 @@ static void drop_seg(void *ctx, uint64_t off, uint64_t len)
 }
 
 uint64_t h5l_reader_dropped(h5l_reader_t *r) { return atomic_load(&r->stat_dropped); }
+
+void h5l_reader_tables(h5l_reader_t *r, uint64_t *held, uint64_t *loads, uint64_t *evicted)
+{
+    if (held) *held = atomic_load(&r->lazy_bytes);
+    if (loads) *loads = atomic_load(&r->lazy_loads);
+    if (evicted) *evicted = atomic_load(&r->lazy_evicted);
+}
 
 /* Log bytes delivered to a caller (not metadata), for drop-behind: only
  * what the caller got counts, not the whole checksum segment read to
@@ -1265,7 +1365,7 @@ int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, s
 {
     pthread_rwlock_rdlock(&r->lock);
     int rc = log_read(r, tick, rank, off, n, buf, err);
-    pthread_rwlock_unlock(&r->lock);
+    rd_unlock(r);
     return rc;
 }
 
@@ -1305,7 +1405,7 @@ int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *
         rc = H5L_ECORRUPT;
     }
 out:
-    pthread_rwlock_unlock(&r->lock);
+    rd_unlock(r);
     return rc;
 }
 
@@ -1663,7 +1763,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64
         if (d < 0) break;
     }
 out:
-    pthread_rwlock_unlock(&r->lock);
+    rd_unlock(r);
     free(scratch);
     h5l_index_scratch_free(&iscr);
     lzscr_free(&ls);
@@ -1763,7 +1863,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
         out->direct_rank = last->rank;
     }
 out:
-    pthread_rwlock_unlock(&r->lock);
+    rd_unlock(r);
     h5l_index_scratch_free(&iscr);
     lzscr_free(&ls);
     return rc;

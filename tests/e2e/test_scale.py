@@ -369,3 +369,49 @@ def test_million_ticks(tmp_path, h5logfs):
                        timeout=600)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert re.search(r"\b%d ticks\b" % MILLION, r.stdout), r.stdout[-500:]
+
+
+def test_whole_long_log_read_within_table_budget(tmp_path, h5logfs, monkeypatch):
+    """Reading every row of a long log keeps the reader's decoded record
+    tables within H5L_LAZY_MAX (here 300 kB for 20,000 checkpointed ticks
+    of about 300 B each): the least recently used are dropped and decoded
+    again when read again. Every row read whole, then again from two
+    threads at random, equals what the writer wrote (numpy)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    n = 20000
+    subprocess.run(["mpirun", "--oversubscribe", "-np", "1", BENCH_FLUSHES, str(src / "l.h5"), str(n),
+                    "--no-finalize"], env=ENV, check=True, timeout=600, stdout=subprocess.DEVNULL)
+    k = np.arange(64, dtype=np.float32) * np.float32(1e-3)
+
+    def want(rows):
+        return rows.astype(np.float32)[:, None] + k[None, :]
+
+    budget = 300_000
+    monkeypatch.setenv("H5L_LAZY_MAX", str(budget))
+    m = h5logfs(src)
+    bad = []
+    with h5py.File(m.path("l.h5"), "r") as f:
+        assert np.array_equal(f["v"][...], want(np.arange(n)))
+
+    def reader(seed):
+        rng = np.random.default_rng(seed)
+        with h5py.File(m.path("l.h5"), "r") as f:
+            for r in rng.integers(0, n, 300):
+                if not np.array_equal(f["v"][int(r)], want(np.array([r]))[0]):
+                    bad.append(int(r))
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, bad[:10]
+    with h5py.File(m.path("l.h5"), "r") as f:  # one read alone: its end trims (the threads' may not have)
+        assert np.array_equal(f["v"][n // 3], want(np.array([n // 3]))[0])
+    m.assert_alive()
+    stats = open(m.path(".h5logfs-stats")).read()
+    t = re.search(r"tables decoded (\d+) \(held (\d+) B, evicted (\d+)\)", stats)
+    assert t, stats
+    decoded, held, evicted = map(int, t.groups())
+    assert held <= budget and evicted > 0 and decoded > n - 1024, stats

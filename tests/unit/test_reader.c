@@ -1949,14 +1949,21 @@ static void *ck_reads(void *p)
 /* A file with checkpoints reads like the reference at every tick, live and
  * closed, from concurrent threads (tables decoded on first need, under the
  * read lock); the reader says it started from them, and opened whole it
- * gives the same answers. */
+ * gives the same answers. Again with a budget of decoded tables of one
+ * byte (H5L_LAZY_MAX=1): every read call then drops the tables while the
+ * other threads decode them again (make tsan runs this). */
 static void test_checkpointed_file(void)
 {
-    for (int closed = 0; closed < 2; closed++) {
+    for (int closed = 0; closed < 4; closed++) {
+        int tiny = closed >= 2;
+        if (tiny)
+            setenv("H5L_LAZY_MAX", "1", 1);
+        else
+            unsetenv("H5L_LAZY_MAX");
         fx_t fx;
         build_main(&fx);
         CHECK_EQ(fx_add_ckpts(&fx, 2), 2); /* after ticks 2 and 4; tick 5 from its frame */
-        if (closed) {
+        if (closed % 2) {
             fx_close_frame(&fx);
             fx_save_closed(&fx, fx.jr.len);
         } else {
@@ -1984,10 +1991,15 @@ static void test_checkpointed_file(void)
                 pthread_join(th[i], NULL);
                 CHECK(a[i].ok);
             }
+            uint64_t held, loads, evicted;
+            h5l_reader_tables(r, &held, &loads, &evicted);
+            if (!flags) CHECK(loads >= 1); /* lazy ticks of 1..4 decoded at least once */
+            CHECK(tiny && !flags ? evicted > 0 && evicted <= loads : evicted == 0);
             h5l_reader_close(r);
         }
         fx_free(&fx);
     }
+    unsetenv("H5L_LAZY_MAX");
 }
 
 /* A checkpoint whose payload is damaged is not used (the whole journal is
