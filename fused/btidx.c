@@ -20,6 +20,27 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* Lay out the levels for bt->n chunks: counts, first indices, node area
+ * length. H5L_EINVAL if too deep. */
+static int layout(hfs_bt_t *bt)
+{
+    uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
+    uint32_t l = 0;
+    while (c > 1) {
+        if (l + 1 >= HFS_BT_MAX_LEVELS) return H5L_EINVAL;
+        bt->count[l] = c;
+        bt->first[l] = at;
+        at += c;
+        c = (c + bt->two_k - 1) / bt->two_k;
+        l++;
+    }
+    bt->root_level = l;
+    bt->count[l] = 1;
+    bt->first[l] = 0;
+    bt->nodes_len = at * bt->node_size;
+    return H5L_OK;
+}
+
 int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
                 uint32_t two_k, const uint64_t *blks, uint64_t n)
 {
@@ -46,34 +67,81 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
     bt->nruns = 1;
     for (uint64_t i = 1; i < n; i++)
         if (blks[i] != blks[i - 1] + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){i, blks[i]};
-    /* levels: leaves of 2K chunks, each level above 2K nodes of the one below */
-    uint64_t c = (n + two_k - 1) / two_k, at = 0;
-    uint32_t l = 0;
-    while (c > 1) {
-        if (l + 1 >= HFS_BT_MAX_LEVELS) {
-            hfs_bt_free(bt);
-            return H5L_EINVAL;
-        }
-        bt->count[l] = c;
-        bt->first[l] = at;
-        at += c;
-        c = (c + two_k - 1) / two_k;
-        l++;
-    }
-    bt->root_level = l;
-    bt->count[l] = 1;
     bt->key_size = 4 + 4 + 8 * ((uint64_t)ndims + 1);
     bt->node_size = 8 + 2 * 8 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * bt->key_size;
-    bt->nodes_len = at * bt->node_size;
+    if (layout(bt)) {
+        hfs_bt_free(bt);
+        return H5L_EINVAL;
+    }
     return H5L_OK;
 }
 
-void hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
+int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
 {
     bt->root = root;
     bt->nodes = nodes;
-    bt->chunk0 = chunk0;
-    bt->chunks = chunks;
+    bt->nodes_cap = bt->nodes_len;
+    free(bt->pl);
+    bt->pl = malloc(2 * sizeof *bt->pl);
+    if (!bt->pl) return H5L_ENOMEM;
+    bt->pl[0] = (hfs_bt_place_t){0, chunk0};
+    bt->pl[1] = (hfs_bt_place_t){1, chunks};
+    bt->npl = bt->n > 1 ? 2 : 1;
+    bt->room = hfs_bt_chunks_end(bt);
+    return H5L_OK;
+}
+
+uint64_t hfs_bt_chunks_end(const hfs_bt_t *bt)
+{
+    const hfs_bt_place_t *p = &bt->pl[bt->npl - 1];
+    return p->addr + (bt->n - p->ord) * bt->chunk_bytes;
+}
+
+int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
+{
+    if (!k) return H5L_OK;
+    uint64_t last = hfs_bt_blk(bt, bt->n - 1);
+    size_t nruns = 0;
+    for (uint64_t i = 0; i < k; i++) {
+        if (blks[i] <= (i ? blks[i - 1] : last)) return H5L_EINVAL;
+        nruns += blks[i] != (i ? blks[i - 1] : last) + 1;
+    }
+    int newpl = addr != hfs_bt_chunks_end(bt);
+    hfs_bt_run_t *runs = realloc(bt->runs, (bt->nruns + nruns + 1) * sizeof *runs);
+    if (!runs) return H5L_ENOMEM;
+    bt->runs = runs;
+    hfs_bt_place_t *pl = realloc(bt->pl, (bt->npl + 1) * sizeof *pl);
+    if (!pl) return H5L_ENOMEM;
+    bt->pl = pl;
+    uint64_t n0 = bt->n;
+    for (uint64_t i = 0; i < k; i++)
+        if (blks[i] != (i ? blks[i - 1] : last) + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){n0 + i, blks[i]};
+    if (newpl) bt->pl[bt->npl++] = (hfs_bt_place_t){n0, addr};
+    bt->n = n0 + k;
+    return layout(bt); /* too deep would take 64^47 chunks */
+}
+
+void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap)
+{
+    bt->nodes = nodes;
+    bt->nodes_cap = cap;
+}
+
+int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
+{
+    *dst = *src;
+    dst->runs = malloc((src->nruns ? src->nruns : 1) * sizeof *dst->runs);
+    dst->pl = malloc((src->npl ? src->npl : 1) * sizeof *dst->pl);
+    if (!dst->runs || !dst->pl) {
+        free(dst->runs);
+        free(dst->pl);
+        dst->runs = NULL;
+        dst->pl = NULL;
+        return H5L_ENOMEM;
+    }
+    memcpy(dst->runs, src->runs, src->nruns * sizeof *dst->runs);
+    memcpy(dst->pl, src->pl, src->npl * sizeof *dst->pl);
+    return H5L_OK;
 }
 
 uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
@@ -91,7 +159,15 @@ uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
 
 uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord)
 {
-    return ord == 0 ? bt->chunk0 : bt->chunks + (ord - 1) * bt->chunk_bytes;
+    size_t lo = 0, hi = bt->npl; /* last placement starting at or before ord */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (bt->pl[mid].ord <= ord)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return bt->pl[lo].addr + (ord - bt->pl[lo].ord) * bt->chunk_bytes;
 }
 
 /* Address of node j of level l (the root at the top). */
@@ -178,6 +254,8 @@ void hfs_bt_free(hfs_bt_t *bt)
 {
     if (!bt) return;
     free(bt->runs);
+    free(bt->pl);
     bt->runs = NULL;
-    bt->nruns = 0;
+    bt->pl = NULL;
+    bt->nruns = bt->npl = 0;
 }

@@ -11,7 +11,9 @@
  * bytes are read. Chunks are placed at fixed addresses: the first where
  * libhdf5 put it (skel.c lets libhdf5 write that one chunk, which creates
  * the root node and points the dataset's layout message at it), the others
- * back to back in space reserved after it (hfs_memvfd_reserve).
+ * back to back in space reserved after it (hfs_memvfd_reserve); chunks a
+ * live file's later ticks add after the last one go to further space
+ * (placements, one per reservation).
  *
  * The tree (docs/format.md, "The canonical file's chunk indexes"): leaves
  * hold 2K chunks each in row-major order, the last one the rest; each level
@@ -40,6 +42,12 @@ typedef struct hfs_bt_run {
     uint64_t blk; /* its row-major chunk index; ord + i is blk + i */
 } hfs_bt_run_t;
 
+/* Where chunks lie: ordinals from ord on at addr, addr + chunk_bytes, ..
+ * up to the next placement. */
+typedef struct hfs_bt_place {
+    uint64_t ord, addr;
+} hfs_bt_place_t;
+
 typedef struct hfs_bt {
     uint32_t ndims;                 /* dataset rank */
     uint64_t nblk[H5L_MAX_DIMS];    /* chunks per dimension */
@@ -54,7 +62,11 @@ typedef struct hfs_bt {
     uint64_t first[HFS_BT_MAX_LEVELS];     /* index in the node area of a level's first node */
     uint64_t node_size, key_size;          /* bytes */
     uint64_t nodes_len;                    /* bytes of the node area (every non-root node) */
-    uint64_t root, nodes, chunk0, chunks;  /* addresses (hfs_bt_place) */
+    uint64_t root, nodes;                  /* addresses (hfs_bt_place) */
+    uint64_t nodes_cap;                    /* bytes reserved at nodes (>= nodes_len) */
+    uint64_t room;                         /* end of the space reserved for chunks (>= hfs_bt_chunks_end) */
+    hfs_bt_place_t *pl;                    /* chunk placements, by ordinal */
+    size_t npl;
 } hfs_bt_t;
 
 /* Set up bt for the n chunks blks[0..n) (row-major chunk indices in a grid
@@ -66,8 +78,27 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
                 uint32_t two_k, const uint64_t *blks, uint64_t n);
 
 /* Addresses: the root node (libhdf5's), the node area (nodes_len bytes),
- * chunk ordinal 0 (libhdf5's) and ordinal 1, the others following it. */
-void hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks);
+ * chunk ordinal 0 (libhdf5's) and ordinal 1, the others following it.
+ * 0, or H5L_ENOMEM. */
+int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks);
+
+/* A live skeleton's index grows (skel.c): chunks blks[0..k), strictly
+ * increasing and after every chunk bt has, join it as ordinals n ..
+ * n+k-1, placed from addr on (a placement of their own unless addr is
+ * where the last placement's chunks end). The levels are laid out again;
+ * the caller then checks nodes_len against nodes_cap and moves the node
+ * area (hfs_bt_set_nodes) when it no longer fits. 0, H5L_EINVAL or
+ * H5L_ENOMEM (bt unchanged then). */
+int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr);
+
+/* The node area at nodes, cap bytes reserved there. */
+void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap);
+
+/* A deep copy of src into dst (a new skeleton's own). 0 or H5L_ENOMEM. */
+int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src);
+
+/* The address just past the chunks of the last placement. */
+uint64_t hfs_bt_chunks_end(const hfs_bt_t *bt);
 
 /* Row-major chunk index of chunk ordinal ord (< n). */
 uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord);
@@ -84,6 +115,6 @@ void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf);
  * H5L_ENOMEM. */
 int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf);
 
-void hfs_bt_free(hfs_bt_t *bt); /* its runs; bt itself is the caller's */
+void hfs_bt_free(hfs_bt_t *bt); /* its runs and placements; bt itself is the caller's */
 
 #endif

@@ -940,11 +940,13 @@ char *hfs_lfile_stats_text(void)
     h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line,
                  "skeletons: built %llu (failed %llu, patched in place %llu, live skeletons kept %d of %d), %.3f s "
-                 "building, longest %.3f s; chunk indexes written by the daemon %llu (%llu chunks)\n",
+                 "building, longest %.3f s; chunk indexes written by the daemon %llu (%llu chunks), grown in place "
+                 "%llu\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
                  (unsigned long long)atomic_load(&st_patched), atomic_load(&n_live), LIVE_MAX,
                  (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9,
-                 (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks));
+                 (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks),
+                 (unsigned long long)hfs_skel_own_appends());
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {

@@ -92,9 +92,18 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
     uint64_t v = h5l_reader_chunks_version(r, tick); /* a chunk got data: allocate it */
     for (size_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].kind && s->objs[i].tick <= tick && s->objs[i].tick > v) v = s->objs[i].tick;
-    for (size_t i = 0; i < s->ndims; i++)
-        for (size_t j = 0; j < s->dims[i].nlens; j++)
-            if (s->dims[i].lens[j].tick <= tick && s->dims[i].lens[j].tick > v) v = s->dims[i].lens[j].tick;
+    for (size_t i = 0; i < s->ndims; i++) { /* the newest length change <= tick (lens by increasing tick) */
+        const h5l_dimlen_t *l = s->dims[i].lens;
+        size_t lo = 0, hi = s->dims[i].nlens;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (l[mid].tick <= tick)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo && l[lo - 1].tick > v) v = l[lo - 1].tick;
+    }
     for (size_t i = 0; i < s->nattrs; i++)
         if (s->attrs[i].tick <= tick && s->attrs[i].tick > v) v = s->attrs[i].tick;
     return v;
@@ -146,8 +155,8 @@ void hfs_skel_set_synth_min(uint64_t n) { atomic_store(&g_synth_min, n); }
 hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint64_t off)
 {
     const hfs_bt_t *bt = &k->bts[g->bt - 1];
-    uint64_t i = (off - g->addr) / bt->chunk_bytes; /* ordinal i + 1 */
-    return (hfs_region_t){g->addr + i * bt->chunk_bytes, bt->chunk_bytes, g->var, 0, hfs_bt_blk(bt, i + 1)};
+    uint64_t i = (off - g->addr) / bt->chunk_bytes; /* ordinal g->blk + i */
+    return (hfs_region_t){g->addr + i * bt->chunk_bytes, bt->chunk_bytes, g->var, 0, hfs_bt_blk(bt, g->blk + i)};
 }
 
 int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
@@ -456,11 +465,78 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
         hfs_bt_free(&bt);
         return rc;
     }
-    hfs_bt_place(&bt, root.addr, base, chunk0.addr, base + bt.nodes_len);
+    if (hfs_bt_place(&bt, root.addr, base, chunk0.addr, base + bt.nodes_len)) {
+        hfs_bt_free(&bt);
+        return H5L_ENOMEM;
+    }
     k->bts[k->nbts++] = bt;
+    v->own = (uint32_t)k->nbts;
     if ((rc = add_region(b, chunk0.addr, block_bytes, vi, hfs_bt_blk(&bt, 0)))) return rc;
-    if ((rc = add_region(b, bt.chunks, (n - 1) * block_bytes, vi, 0))) return rc;
+    if ((rc = add_region(b, base + bt.nodes_len, (n - 1) * block_bytes, vi, 1))) return rc;
     k->regions[k->nregions - 1].bt = (uint32_t)k->nbts;
+    return H5L_OK;
+}
+
+/* Only its first dimension can grow: the row-major numbers of its chunks
+ * never change, which a live skeleton's own index needs (own_append). */
+static int grows_first_only(const h5l_schema_t *s, uint32_t objid)
+{
+    const h5l_obj_t *o = &s->objs[objid];
+    for (uint32_t d = 1; d < o->ndims; d++)
+        if (s->dims[o->dimids[d]].unlimited) return 0;
+    return 1;
+}
+
+/* A live patch of own-index variable vi (synth_coords): the chunks that got
+ * data since (b->blks, sorted, all of them) join its index when they all
+ * come after its last chunk, as a time axis's new rows do; they go to the
+ * room reserved after its chunks, or to new room for an eighth of the
+ * index's chunks more (so a file patched every tick makes O(log ticks)
+ * placements and run regions, not one a tick, and its size runs at most an
+ * eighth ahead of its chunks), and the node area moves to twice its need
+ * when it outgrows its room (the old one is left unused: at most what the
+ * nodes take now). H5L_ESTATE when a chunk came before the last one (the
+ * caller then builds in full). */
+static _Atomic uint64_t g_own_appends;
+uint64_t hfs_skel_own_appends(void) { return atomic_load(&g_own_appends); }
+
+static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
+{
+    hfs_skel_t *k = b->k;
+    hfs_bt_t *bt = &k->bts[v->own - 1];
+    uint64_t n0 = bt->n, cb = bt->chunk_bytes;
+    if (b->nblks < n0 || b->blks[n0 - 1] != hfs_bt_blk(bt, n0 - 1)) return H5L_ESTATE;
+    uint64_t add = b->nblks - n0;
+    if (!add) return H5L_OK;
+    uint64_t end = hfs_bt_chunks_end(bt), at = end;
+    size_t last = k->nregions; /* the run region ending at end */
+    for (size_t i = k->nregions; i-- > 0;)
+        if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
+            last = i;
+            break;
+        }
+    if (last == k->nregions || add > (bt->room - end) / cb) { /* new room: an eighth of the chunks ahead */
+        uint64_t want = add > n0 / 8 ? add : n0 / 8;
+        if (want < 64) want = 64;
+        if (want > (UINT64_MAX / 4) / cb || hfs_memvfd_reserve(b->cap, want * cb, &at)) return H5L_ECORRUPT;
+        bt->room = at + want * cb;
+        last = k->nregions;
+    }
+    int rc = hfs_bt_append(bt, b->blks + n0, add, at);
+    if (rc) return rc;
+    if (bt->nodes_len > bt->nodes_cap) {
+        uint64_t nodes;
+        if (bt->nodes_len > UINT64_MAX / 4 || hfs_memvfd_reserve(b->cap, 2 * bt->nodes_len, &nodes))
+            return H5L_ECORRUPT;
+        hfs_bt_set_nodes(bt, nodes, 2 * bt->nodes_len);
+    }
+    atomic_fetch_add(&g_own_appends, 1);
+    if (last < k->nregions) {
+        k->regions[last].len += add * cb;
+        return H5L_OK;
+    }
+    if ((rc = add_region(b, at, add * cb, vi, n0))) return rc;
+    k->regions[k->nregions - 1].bt = v->own;
     return H5L_OK;
 }
 
@@ -481,7 +557,7 @@ static int check_roots(const hfs_skel_t *k)
         if (!want) return H5L_ENOMEM;
         rc = hfs_bt_init(&one, bt->ndims, bt->nblk, block, (size_t)bt->dim[bt->ndims], bt->two_k, &blk0, 1);
         if (!rc) {
-            hfs_bt_place(&one, bt->root, 0, bt->chunk0, 0);
+            hfs_bt_place(&one, bt->root, 0, hfs_bt_chunk_addr(bt, 0), 0);
             hfs_bt_node(&one, 0, 0, want);
             hfs_memvfd_image_read(k->img, bt->root, (size_t)bt->node_size, want + bt->node_size);
             if (memcmp(want, want + bt->node_size, (size_t)bt->node_size)) rc = H5L_ECORRUPT;
@@ -563,10 +639,9 @@ static int finish_regions(hfs_skel_t *k, h5l_reader_t *r, h5l_err_t *err)
 }
 
 /* A full build. With keep, the file stays open (flushed, its image
- * copied) and becomes the live state *keep for later patches. With synth
- * (never with keep: libhdf5 patches a kept file's indexes), sparse
- * variables get chunk indexes of our own (synth_coords); *synth_bad is set
- * when their guard fails (check_roots), and the caller builds again
+ * copied) and becomes the live state *keep for later patches. With synth,
+ * sparse variables get chunk indexes of our own (synth_coords); *synth_bad
+ * is set when their guard fails (check_roots), and the caller builds again
  * without. */
 static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hfs_skel_t **out, h5l_err_t *err,
                       int synth, int *synth_bad)
@@ -610,7 +685,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
          * are raw-typed too) */
         hfs_memvfd_use_windows(cap);
         build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err};
-        uint64_t synth_min = synth && !keep ? atomic_load(&g_synth_min) : UINT64_MAX;
+        uint64_t synth_min = synth ? atomic_load(&g_synth_min) : UINT64_MAX;
         rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
         for (size_t i = 0; !rc && i < k->nvars; i++) {
             if (!k->vars[i].sparse) continue;
@@ -619,7 +694,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
             if (ds < 0)
                 rc = H5L_EHDF5;
             else if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
-                if (b.nblks >= synth_min)
+                if (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid)))
                     rc = synth_coords(&b, (uint32_t)i, ds);
                 else if (!(rc = coords_of_blks(&b)))
                     rc = write_coords(&b, (uint32_t)i, ds);
@@ -833,6 +908,13 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         memcpy(k->regions, k0->regions, k0->nregions * sizeof *k->regions);
         k->nregions = k0->nregions;
     }
+    if (k0->nbts) { /* our chunk indexes: the new skeleton's own copies */
+        if (h5l_grow((void **)&k->bts, &b.cap_bts, k0->nbts, sizeof *k->bts)) return H5L_ENOMEM;
+        for (size_t i = 0; i < k0->nbts; i++) {
+            if (hfs_bt_copy(&k->bts[i], &k0->bts[i])) return H5L_ENOMEM;
+            k->nbts++;
+        }
+    }
     int rc = H5L_OK;
     for (uint32_t vi = 0; !rc && vi < k->nvars; vi++) {
         hfs_svar_t *v = &k->vars[vi];
@@ -843,6 +925,10 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         if (!v->chunked) return h5l_err_set(err, H5L_ESTATE, "%s: a contiguous variable changed shape", path);
         if (!v->sparse && h5l_canon_sparse(s, v->objid, tick))
             return h5l_err_set(err, H5L_ESTATE, "%s: '%s' became sparse", path, s->objs[v->objid].path);
+        for (uint32_t d = 1; v->own && d < v->ndims; d++) /* our index numbers chunks in the grid */
+            if (shape[d] != v->shape[d])
+                return h5l_err_set(err, H5L_ESTATE, "%s: '%s' grew in a dimension after its first", path,
+                                   s->objs[v->objid].path);
         for (uint32_t d = 0; d < v->ndims; d++) {
             nblk[d] = (shape[d] + v->block[d] - 1) / v->block[d];
             nblocks *= nblk[d];
@@ -871,6 +957,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         memcpy(v->shape, shape, v->ndims * sizeof *shape);
         memcpy(v->nblk, nblk, v->ndims * sizeof *nblk);
         v->nblocks = nblocks;
+        if (v->own) k->bts[v->own - 1].nblk[0] = nblk[0];
         if (v->sparse) {
             if (r1 != r0)
                 return h5l_err_set(err, H5L_ECORRUPT, "%s: extending sparse '%s' allocated", path,
@@ -902,6 +989,14 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
+        if (v->own) {
+            if ((rc = chunks_with_data(&b, vi, 0)) || (rc = own_append(&b, vi, v))) {
+                if (rc == H5L_ESTATE)
+                    h5l_err_set(err, rc, "%s: '%s' got data before its last chunk", path, s->objs[v->objid].path);
+                break;
+            }
+            continue;
+        }
         if ((rc = chunks_with_data(&b, vi, 1))) break;
         sparse_set_t *ss = &l->sp[vi];
         size_t w = v->ndims * sizeof *b.coords, fresh = 0, j = 0;
@@ -984,6 +1079,6 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         hfs_skel_live_free(l);
         *live = NULL;
     }
-    int bad = 0;
-    return build_full(r, tick, live, out, err, 0, &bad);
+    int bad = 0, rc = build_full(r, tick, live, out, err, 1, &bad);
+    return bad ? build_full(r, tick, live, out, err, 0, &bad) : rc;
 }

@@ -30,15 +30,17 @@ typedef struct hfs_svar {
     uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
     uint64_t nblocks;
     int sparse;          /* chunked, only the chunks holding data allocated */
+    uint32_t own;        /* 0, or 1 + the index in bts of the chunk index the daemon writes for it */
     struct hfs_cds *cds; /* its chunk-cache index (set by lfile.c) */
 } hfs_svar_t;
 
 typedef struct hfs_region {
     uint64_t addr, len; /* bytes of the canonical file */
     uint32_t var;       /* index into hfs_skel_t.vars */
-    uint32_t bt;        /* 0: one block; else a run of chunks of hfs_skel_t.bts[bt - 1]
-                         * (its ordinals 1 .. n-1, chunk_bytes each, see btidx.h) */
-    uint64_t blk;       /* row-major block index within the variable (bt 0) */
+    uint32_t bt;        /* 0: one block; else a run of chunks of hfs_skel_t.bts[bt - 1],
+                         * chunk_bytes each, see btidx.h */
+    uint64_t blk;       /* row-major block index within the variable; for a run,
+                         * the ordinal of its first chunk */
 } hfs_region_t;
 
 typedef struct hfs_skel {
@@ -113,10 +115,12 @@ hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint
 int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf);
 
 /* Chunk indexes are written by the daemon (btidx.h) for sparse variables
- * with at least n chunks holding data, in full builds; libhdf5 writes the
- * others (and those of live skeletons, which libhdf5 patches). Default 2;
- * UINT64_MAX turns it off (tests compare both). */
+ * with at least n chunks holding data; libhdf5 writes the others. Default
+ * 2; UINT64_MAX turns it off (tests compare both). */
 void hfs_skel_set_synth_min(uint64_t n);
+
+/* Patches that grew a chunk index of the daemon's (statistics). */
+uint64_t hfs_skel_own_appends(void);
 
 /* The one lock around every libhdf5 call of the process (not thread-safe). */
 void hfs_hdf5_lock(void);

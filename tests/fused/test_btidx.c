@@ -12,7 +12,9 @@
  *      the address the tree places it;
  *   2. every node has its level, its sibling links and keys that increase;
  *   3. reads of any byte range give the bytes of a whole-area read;
- *   4. bad lists (empty, unsorted) are refused.
+ *   4. bad lists (empty, unsorted) are refused;
+ *   5. the same for trees grown by appends (a live file's new chunks),
+ *      placed where the chunks end or elsewhere, and their copies.
  * Its use in a real canonical file, read by libhdf5 itself, is checked
  * by tests/fused/test_canon.c and tests/e2e (test_differential.py). */
 #include <stdint.h>
@@ -157,21 +159,52 @@ static void check_nodes(const file_t *f)
 
 /* A tree over the chunks of a grid nblk whose row-major index passes keep. */
 static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, size_t esize, uint32_t two_k,
-                      int (*keep)(uint64_t blk, uint64_t arg), uint64_t arg)
+                      int (*keep)(uint64_t blk, uint64_t arg), uint64_t arg, int appends)
 {
     uint64_t total = 1;
     for (uint32_t d = 0; d < nd; d++) total *= nblk[d];
     uint64_t *blks = malloc(total * sizeof *blks), n = 0;
     for (uint64_t b = 0; b < total; b++)
         if (keep(b, arg)) blks[n++] = b;
-    hfs_bt_t bt;
-    CHECK_EQ(hfs_bt_init(&bt, nd, nblk, block, esize, two_k, blks, n), 0);
     uint64_t cb = esize;
     for (uint32_t d = 0; d < nd; d++) cb *= block[d];
+    /* with appends: the first half, then the rest in three steps, the
+     * second where the chunks end (same placement), the others elsewhere;
+     * the node area moved to fit at the end */
+    uint64_t n0 = appends ? (n + 1) / 2 : n;
+    hfs_bt_t bt;
+    CHECK_EQ(hfs_bt_init(&bt, nd, nblk, block, esize, two_k, blks, n0), 0);
     CHECK_EQ(bt.chunk_bytes, cb);
     /* root somewhere, the node area after it, chunk 0 before, the others after */
     uint64_t root = 4096, nodes = root + bt.node_size + 8;
-    hfs_bt_place(&bt, root, nodes, 1024, nodes + bt.nodes_len);
+    CHECK_EQ(hfs_bt_place(&bt, root, nodes, 1024, nodes + bt.nodes_len), 0);
+    uint64_t *want_addr = malloc((n + 1) * sizeof *want_addr);
+    for (uint64_t o = 0; o < n0; o++) want_addr[o] = o ? nodes + bt.nodes_len + (o - 1) * cb : 1024;
+    uint64_t far = 1u << 30;
+    for (uint64_t at = n0, step = 0; at < n; step++) {
+        uint64_t k = step < 2 ? (n - at + 2) / 3 : n - at;
+        if (k == 0) k = 1;
+        uint64_t addr = step == 1 ? hfs_bt_chunks_end(&bt) : far;
+        size_t npl = bt.npl;
+        CHECK_EQ(hfs_bt_append(&bt, blks + at, k, addr), 0);
+        CHECK_EQ(bt.npl, npl + (step != 1));
+        for (uint64_t o = 0; o < k; o++) want_addr[at + o] = addr + o * cb;
+        far += (k + 7) * cb;
+        at += k;
+    }
+    if (appends && n > 1) { /* an append must come after the last chunk */
+        uint64_t again = blks[n - 1];
+        CHECK_EQ(hfs_bt_append(&bt, &again, 1, far), H5L_EINVAL);
+        hfs_bt_t copy;
+        CHECK_EQ(hfs_bt_copy(&copy, &bt), 0); /* the copy is what is checked below */
+        hfs_bt_free(&bt);
+        bt = copy;
+    }
+    if (bt.nodes_len > bt.nodes_cap) {
+        hfs_bt_set_nodes(&bt, far, bt.nodes_len);
+        nodes = far;
+    }
+    CHECK_EQ(bt.n, n);
     file_t f = {&bt, nd + 1, 8 + 8 * ((size_t)nd + 1), (size_t)bt.node_size};
     CHECK_EQ(bt.node_size, 24 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * f.ksize);
     /* 1. every chunk of the grid */
@@ -186,7 +219,7 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
         int in = ord < n && blks[ord] == b;
         int got = find(&f, c, &addr);
         if (in) {
-            uint64_t want = ord ? bt.chunks + (ord - 1) * cb : 1024;
+            uint64_t want = want_addr[ord];
             bad += got != 1 || addr != want || hfs_bt_blk(&bt, ord) != b || hfs_bt_chunk_addr(&bt, ord) != want;
             ord++;
         } else {
@@ -197,7 +230,11 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
     CHECK_EQ(bad, 0);
     check_nodes(&f);
     /* 3. pieces of a read equal the whole read */
-    uint64_t lo = root, hi = nodes + bt.nodes_len;
+    uint64_t lo = nodes, hi = nodes + bt.nodes_len; /* the node area; the root alone if none */
+    if (hi == lo) {
+        lo = root;
+        hi = root + bt.node_size;
+    }
     uint8_t *all = malloc(hi - lo), *part = malloc(hi - lo);
     memset(all, 0x11, hi - lo);
     CHECK_EQ(hfs_bt_read(&bt, lo, (size_t)(hi - lo), all), 0);
@@ -221,6 +258,7 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
     CHECK(gap[0] == 0x5A && gap[7] == 0x5A);
     free(all);
     free(part);
+    free(want_addr);
     hfs_bt_free(&bt);
     free(blks);
 }
@@ -264,19 +302,21 @@ static void test_geometry(void)
 
 static void test_trees(void)
 {
-    uint64_t g1[1] = {9000}, b1[1] = {2};
-    check_set(1, g1, b1, 2, 64, keep_all, 1);    /* rank 1, one chunk: the root is the leaf */
-    check_set(1, g1, b1, 2, 64, keep_all, 2);
-    check_set(1, g1, b1, 2, 64, keep_all, 4097); /* two levels below the root */
-    check_set(1, g1, b1, 2, 64, keep_scatter, 7);
-    uint64_t g2[2] = {3000, 3}, b2[2] = {1, 8};
-    check_set(2, g2, b2, 4, 64, keep_all, 64);
-    check_set(2, g2, b2, 4, 64, keep_all, 65);
-    check_set(2, g2, b2, 4, 64, keep_scatter, 3);
-    uint64_t g3[3] = {40, 9, 5}, b3[3] = {1, 2, 3};
-    check_set(3, g3, b3, 8, 64, keep_scatter, 2);
-    check_set(3, g3, b3, 8, 8, keep_scatter, 5); /* small nodes: more levels */
-    check_set(3, g3, b3, 8, 8, keep_all, 1800);
+    for (int appends = 0; appends < 2; appends++) {
+        uint64_t g1[1] = {9000}, b1[1] = {2};
+        check_set(1, g1, b1, 2, 64, keep_all, 1, appends); /* rank 1, one chunk: the root is the leaf */
+        check_set(1, g1, b1, 2, 64, keep_all, 2, appends);
+        check_set(1, g1, b1, 2, 64, keep_all, 4097, appends); /* two levels below the root */
+        check_set(1, g1, b1, 2, 64, keep_scatter, 7, appends);
+        uint64_t g2[2] = {3000, 3}, b2[2] = {1, 8};
+        check_set(2, g2, b2, 4, 64, keep_all, 64, appends);
+        check_set(2, g2, b2, 4, 64, keep_all, 65, appends);
+        check_set(2, g2, b2, 4, 64, keep_scatter, 3, appends);
+        uint64_t g3[3] = {40, 9, 5}, b3[3] = {1, 2, 3};
+        check_set(3, g3, b3, 8, 64, keep_scatter, 2, appends);
+        check_set(3, g3, b3, 8, 8, keep_scatter, 5, appends); /* small nodes: more levels */
+        check_set(3, g3, b3, 8, 8, keep_all, 1800, appends);
+    }
 }
 
 int main(void)

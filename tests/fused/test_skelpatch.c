@@ -357,7 +357,7 @@ static void test_patch_equals_full_build(void)
     if (!r) return;
     CHECK_EQ(h5l_reader_ntick(r), NTICK);
     hfs_skel_live_t *live = NULL;
-    int patched_ticks = 0;
+    int patched_ticks = 0, patched_own = 0;
     for (int t = 1; t <= NTICK; t++) {
         uint64_t before;
         int had = live != NULL;
@@ -369,11 +369,18 @@ static void test_patch_equals_full_build(void)
         if (patched != expect) fprintf(stderr, "  tick %d: patched %d, expected %d\n", t, patched, expect);
         CHECK_EQ(patched, expect);
         patched_ticks += patched;
+        /* /g/s (only its time axis grows) turns sparse at the jump: from then
+         * on its chunk index is the daemon's, patched by appends */
+        int own = 0;
+        for (size_t i = 0; i < k->nvars; i++) own += k->vars[i].own != 0;
+        if (t >= JUMP_TICK) CHECK_EQ(own, 1);
+        patched_own += patched && own;
         /* 2. same variables and allocated blocks as a full build; 3. the image through libhdf5 */
         check_same_as_full(k, r, t);
         hfs_skel_unref(k);
     }
     CHECK_EQ(patched_ticks, NTICK - 4);
+    CHECK_EQ(patched_own, NTICK - JUMP_TICK - 1); /* 9, 10, 12 (11 defines a variable) */
     CHECK(g_full_own >= NTICK - JUMP_TICK); /* the sparse ticks' full builds */
     /* asking for an older tick never patches backwards */
     hfs_skel_t *k = NULL;
