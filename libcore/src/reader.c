@@ -1560,37 +1560,119 @@ static int seq_before(const h5l_rec_t *a, const h5l_rec_t *b)
     return a->order < b->order;
 }
 
-/* Every record of ticks <= tick touching chunk coord of objid, in sequence
- * order: the index's (ticks read at open), merged with those of the
- * checkpointed ticks the chunk map lists for it (their tables decoded now
- * if they were not yet). Under the read lock. */
+/* What the newest records of one chunk cover, met newest first: once
+ * they cover the chunk's box (clipped to the shape at the tick read), the
+ * records before them are hidden and a lookup stops there. One record box
+ * over the whole box, or pieces that are pairwise disjoint and add up to
+ * it (ranks writing their parts of a slab); overlapping or too many pieces
+ * end the conclusions, except a later whole cover. */
+#define COV_PIECES 8
+typedef struct cov {
+    uint32_t nd;
+    uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS]; /* the chunk's box at the tick */
+    uint64_t need, got;                          /* its elements; the pieces' */
+    size_t np;
+    uint64_t ps[COV_PIECES][H5L_MAX_DIMS], pc[COV_PIECES][H5L_MAX_DIMS];
+    int dead; /* pieces overlapped or were too many */
+} cov_t;
+
+/* The box of chunk coord (shape ch) of objid at tick. 0: nothing to cover
+ * (an empty box, or no shape): the lookup then keeps every record. */
+static int cov_init(cov_t *c, const h5l_reader_t *r, uint32_t objid, const uint64_t *coord, const uint64_t *ch,
+                    uint64_t tick)
+{
+    uint64_t shape[H5L_MAX_DIMS];
+    const h5l_obj_t *o = &r->schema.objs[objid];
+    c->nd = o->ndims;
+    c->np = 0;
+    c->got = 0;
+    c->dead = 0;
+    if (!ch || h5l_schema_shape(&r->schema, objid, tick, shape)) return 0;
+    for (uint32_t d = 0; d < c->nd; d++) {
+        c->cs[d] = coord[d] * ch[d];
+        if (c->cs[d] >= shape[d]) return 0;
+        c->cc[d] = shape[d] - c->cs[d] < ch[d] ? shape[d] - c->cs[d] : ch[d];
+    }
+    c->need = h5l_box_nelem(c->nd, c->cc);
+    return c->need > 0;
+}
+
+/* Add rec (older than every record added before); 1 if the chunk's box is
+ * covered now. */
+static int cov_add(cov_t *c, const h5l_rec_t *rec)
+{
+    if (rec->ndims != c->nd) return 0;
+    for (uint32_t k = 0; k < rec->nboxes; k++) {
+        const uint64_t *bs = rec->boxes + (size_t)k * 2 * c->nd, *bc = bs + c->nd;
+        uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS], ys[H5L_MAX_DIMS], yc[H5L_MAX_DIMS];
+        if (!h5l_box_intersect(c->nd, bs, bc, c->cs, c->cc, xs, xc)) continue;
+        uint64_t e = h5l_box_nelem(c->nd, xc);
+        if (e == c->need) return 1;
+        if (c->dead) continue;
+        for (size_t p = 0; p < c->np && !c->dead; p++)
+            c->dead = h5l_box_intersect(c->nd, xs, xc, c->ps[p], c->pc[p], ys, yc);
+        if (c->dead || c->np == COV_PIECES) {
+            c->dead = 1;
+            continue;
+        }
+        memcpy(c->ps[c->np], xs, c->nd * sizeof *xs);
+        memcpy(c->pc[c->np++], xc, c->nd * sizeof *xc);
+        c->got += e;
+    }
+    return !c->dead && c->got == c->need;
+}
+
+/* The records of ticks <= tick touching chunk coord of objid that can
+ * still show, in sequence order: those of the index (ticks read at open:
+ * after the checkpoints, and the checkpointed ticks that are eager) merged
+ * with those of the checkpointed ticks the chunk map lists for it (their
+ * tables decoded now if they were not yet), walking back from the newest
+ * tick of either and stopping at the newest records that cover the chunk
+ * (cov_t): a chunk every tick overwrites (a time stamp, a state slab) costs
+ * its newest tick, not one record and one decoded table per tick of the
+ * log. Under the read lock. */
 static int chunk_list(h5l_reader_t *r, uint32_t objid, const uint64_t *coord, uint64_t tick, h5l_index_scratch_t *iscr,
                       lzscr_t *ls, h5l_rec_t *const **list, size_t *n, h5l_err_t *err)
 {
     if (h5l_index_chunk(r->index, objid, coord, tick, iscr, list, n))
         return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    size_t nt;
-    if (!r->ckmap) return H5L_OK;
-    if (h5l_ckmap_ticks(r->ckmap, objid, coord, tick, &ls->ticks, &ls->tcap, &nt))
-        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    if (!nt) return H5L_OK;
     const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
-    size_t m = 0;
-    for (size_t i = 0; i < nt; i++) {
+    cov_t cv;
+    int cover = cov_init(&cv, r, objid, coord, ch, tick), done = 0;
+    size_t nt = 0, e = *n; /* the index's records list[e..] are kept */
+    if (r->ckmap && h5l_ckmap_ticks(r->ckmap, objid, coord, tick, &ls->ticks, &ls->tcap, &nt))
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    size_t m = 0; /* lazy records kept, newest first in ls->p */
+    for (size_t i = nt; !done && (i > 0 || e > 0);) {
+        if (e > 0 && (i == 0 || (*list)[e - 1]->tick > ls->ticks[i - 1])) { /* the index's record is newer */
+            e--;
+            done = cover && cov_add(&cv, (*list)[e]);
+            continue;
+        }
         const lztick_t *l;
-        int rc = lazy_get(r, ls->ticks[i], &l, err);
+        int rc = lazy_get(r, ls->ticks[--i], &l, err);
         if (rc) return rc;
         h5l_rec_t *const *cand = l->recs;
         size_t nc = l->nrec;
         if (l->idx && h5l_index_chunk(l->idx, objid, coord, UINT64_MAX, &ls->iscr, &cand, &nc))
             return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        for (size_t j = 0; j < nc; j++) {
+        for (size_t j = nc; !done && j-- > 0;) {
             h5l_rec_t *rec = cand[j];
             if (rec->objid != objid || !rec_touches(rec, coord, ch)) continue;
             if (h5l_grow((void **)&ls->p, &ls->cap, m + 1, sizeof *ls->p))
                 return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
             ls->p[m++] = rec;
+            done = cover && cov_add(&cv, rec);
         }
+    }
+    if (done && e) { /* covered: the index's records before e are hidden (not covered: all show) */
+        *list += e;
+        *n -= e;
+    }
+    for (size_t i = 0; i < m / 2; i++) { /* into sequence order */
+        h5l_rec_t *t = ls->p[i];
+        ls->p[i] = ls->p[m - 1 - i];
+        ls->p[m - 1 - i] = t;
     }
     if (!m) return H5L_OK; /* no lazy record touches the chunk: the list stays (and ls->p may be NULL) */
     size_t n0 = *n;

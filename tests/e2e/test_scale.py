@@ -415,3 +415,81 @@ def test_whole_long_log_read_within_table_budget(tmp_path, h5logfs, monkeypatch)
     assert t, stats
     decoded, held, evicted = map(int, t.groups())
     assert held <= budget and evicted > 0 and decoded > n - 1024, stats
+
+
+def test_live_sparse_time_axis(tmp_path, h5logfs):
+    """A live file whose [t, 64] variable (a chunk per row) passes 2^16
+    chunks while a reader polls it: from then on the daemon writes its
+    chunk index itself and patches it in place tick after tick (new rows
+    join the index after its last chunk). Every snapshot the reader sees
+    is whole (stamp S: S * R rows, row i holding i // R + 1, the live
+    writer's rule), and so is the closed file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, ticks = 1000, 90  # 65,536 rows pass at tick 66
+    w = subprocess.Popen(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "live.h5"), "--ticks",
+                          str(ticks), "--interval", "0.05", "--rows-per-tick", str(rows)],
+                         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    m = h5logfs(src, opts="tick=0.05")
+    rng = np.random.default_rng(3)
+    seen, bad = set(), []
+    while w.poll() is None or len(seen) < 3:
+        try:
+            with h5py.File(m.path("live.h5"), "r") as f:
+                s = int(f["stamp"][0])
+                v = f["v"]
+                if s < 1:
+                    continue
+                if v.shape != (s * rows, 64):
+                    bad.append((s, v.shape))
+                    continue
+                pick = np.unique(np.concatenate([[0, s * rows - 1], rng.integers(0, s * rows, 20)]))
+                got = np.stack([v[int(i)] for i in pick])
+                if not np.array_equal(got, np.repeat((pick // rows + 1)[:, None], 64, 1).astype(got.dtype)):
+                    bad.append((s, "values"))
+                seen.add(s)
+        except (OSError, KeyError):
+            pass  # not there yet (tick 0 has no variables)
+        if w.poll() is not None and len(seen) >= 3:
+            break
+    assert w.wait(timeout=120) == 0, w.stderr.read()
+    assert not bad, bad[:5]
+    assert max(seen) > 66, sorted(seen)  # snapshots after the variable turned sparse
+    stats = open(m.path(".h5logfs-stats")).read()
+    assert re.search(r"patched in place [1-9]", stats), stats
+    assert int(re.search(r"chunk indexes written by the daemon (\d+)", stats).group(1)) > 0, stats
+    assert int(re.search(r"grown in place (\d+)", stats).group(1)) > 0, stats
+    with h5py.File(m.path("live.h5"), "r") as f:
+        v = f["v"][...]
+        assert v.shape == (ticks * rows, 64)
+        assert np.array_equal(v, np.repeat((np.arange(ticks * rows) // rows + 1)[:, None], 64, 1).astype(v.dtype))
+    m.assert_alive()
+
+
+def test_chunk_overwritten_every_tick_reads_its_newest(tmp_path, h5logfs):
+    """/stamp and /w are overwritten by every one of 20,000 ticks (the live
+    writer's rule: after tick k both hold k; /w in two ranks' halves). A
+    read of them at the newest tick needs the records of that tick only,
+    which cover the chunk: the daemon decodes a few record tables (and the
+    rows of /v the kernel reads ahead), not one per tick (it decoded 2 per tick of the log before, and a
+    million-tick file took 4 s to open). The values are the rule's."""
+    src = tmp_path / "src"
+    src.mkdir()
+    n = 20000
+    w = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", LIVE_WRITER, str(src / "s.h5"), "--ticks", str(n),
+                        "--interval", "0", "--rows-per-tick", "1"], env=ENV, capture_output=True, text=True,
+                       timeout=600)
+    assert w.returncode == 0, w.stderr
+    m = h5logfs(src)
+    with h5py.File(m.path("s.h5"), "r") as f:
+        assert int(f["stamp"][0]) == n
+        assert np.array_equal(f["w"][...], np.full(1024, n, dtype=f["w"].dtype))
+        assert np.array_equal(f["v"][n - 3:], np.repeat(np.arange(n - 2, n + 1)[:, None], 64, 1))
+    with h5py.File(m.path(".h5logfs-ticks", "s.h5", "12345.h5"), "r") as f:  # an old tick: its own newest
+        assert int(f["stamp"][0]) == 12345
+        assert np.array_equal(f["w"][...], np.full(1024, 12345, dtype=f["w"].dtype))
+    stats = open(m.path(".h5logfs-stats")).read()
+    t = re.search(r"file \S+s.h5: .*tables decoded (\d+)", stats)
+    # (a few hundred: the kernel's readahead reads /v's rows of tick 12345 too)
+    assert t and int(t.group(1)) < n // 20, stats
+    m.assert_alive()
