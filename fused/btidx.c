@@ -144,30 +144,32 @@ int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
     return H5L_OK;
 }
 
-uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
+/* Index of the last of n entries (stride bytes each, each starting with
+ * its first ordinal, increasing) that starts at or before ord: runs and
+ * placements alike. */
+static size_t starting_at(const void *a, size_t n, size_t stride, uint64_t ord)
 {
-    size_t lo = 0, hi = bt->nruns; /* last run starting at or before ord */
+    size_t lo = 0, hi = n;
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if (bt->runs[mid].ord <= ord)
+        if (*(const uint64_t *)((const char *)a + mid * stride) <= ord)
             lo = mid;
         else
             hi = mid;
     }
-    return bt->runs[lo].blk + (ord - bt->runs[lo].ord);
+    return lo;
+}
+
+uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
+{
+    const hfs_bt_run_t *r = &bt->runs[starting_at(bt->runs, bt->nruns, sizeof *bt->runs, ord)];
+    return r->blk + (ord - r->ord);
 }
 
 uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord)
 {
-    size_t lo = 0, hi = bt->npl; /* last placement starting at or before ord */
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (bt->pl[mid].ord <= ord)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return bt->pl[lo].addr + (ord - bt->pl[lo].ord) * bt->chunk_bytes;
+    const hfs_bt_place_t *p = &bt->pl[starting_at(bt->pl, bt->npl, sizeof *bt->pl, ord)];
+    return p->addr + (ord - p->ord) * bt->chunk_bytes;
 }
 
 /* Address of node j of level l (the root at the top). */
