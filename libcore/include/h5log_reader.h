@@ -175,15 +175,17 @@ H5L_API int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, cons
 /* What the records of one index chunk look like as of a tick, for a cache
  * of assembled chunks and its skip path. */
 typedef struct h5l_chunk_info {
-    uint64_t nrec;        /* records touching the chunk (ticks <= tick) */
+    uint64_t nrec;        /* records touching the chunk (ticks <= tick) that
+                           * still show: the newest back to those covering
+                           * the chunk, older ones hidden under them left out */
     uint64_t ver[3];      /* (tick, rank, order) of the newest; all 0 if none */
     int direct;           /* 1: the newest record alone covers the box, its
                            * bytes one contiguous run in the log */
     uint64_t direct_off;  /* then: absolute offset of the box's first element */
     uint64_t direct_tick; /* then: the record's tick and rank (h5l_reader_pread) */
     uint32_t direct_rank;
-    int disjoint; /* 1: no element of the box is written by two
-                           * records (so reading any part of it reads each
+    int disjoint; /* 1: no element of the box is written by two of
+                           * those records (so reading any part of it reads each
                            * log byte once); only decided for chunks of at
                            * most H5L_CHUNK_INFO_SCAN records, else 0 */
 } h5l_chunk_info_t;
