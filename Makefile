@@ -189,7 +189,7 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 
 $(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused/btidx.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) $(HDF5_LIBS)
 
 $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fused/badlog.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)

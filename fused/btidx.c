@@ -235,6 +235,16 @@ int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf)
 {
     int meets_root = bt->root < off + len && off < bt->root + bt->node_size;
     int meets_nodes = bt->nodes_len && bt->nodes < off + len && off < bt->nodes + bt->nodes_len;
+    if (bt->lay_at) { /* an own root: the layout points at it, its chunk's checksum follows */
+        uint8_t f[12];
+        put64(f, bt->root);
+        put32(f + 8, bt->ck);
+        uint64_t at[2] = {bt->lay_at, bt->ck_at}, sz[2] = {8, 4};
+        for (int i = 0; i < 2; i++) {
+            uint64_t lo = at[i] > off ? at[i] : off, hi = at[i] + sz[i] < off + len ? at[i] + sz[i] : off + len;
+            if (lo < hi) memcpy(buf + (lo - off), f + (i ? 8 : 0) + (lo - at[i]), hi - lo);
+        }
+    }
     if (!meets_root && !meets_nodes) return H5L_OK;
     uint8_t *node = malloc(bt->node_size);
     if (!node) return H5L_ENOMEM;
@@ -250,6 +260,117 @@ int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf)
     }
     free(node);
     return H5L_OK;
+}
+
+/* lookup3's mix and final steps (public domain, Bob Jenkins 2006). */
+static uint32_t rot(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+
+uint32_t hfs_bt_lookup3(const uint8_t *p, size_t n)
+{
+    uint32_t w[3];
+    w[0] = w[1] = w[2] = 0xdeadbeefu + (uint32_t)n;
+    uint32_t a, b, c;
+    while (n > 12) {
+        for (int i = 0; i < 12; i++) w[i / 4] += (uint32_t)p[i] << (8 * (i % 4));
+        a = w[0], b = w[1], c = w[2];
+        a -= c, a ^= rot(c, 4), c += b;
+        b -= a, b ^= rot(a, 6), a += c;
+        c -= b, c ^= rot(b, 8), b += a;
+        a -= c, a ^= rot(c, 16), c += b;
+        b -= a, b ^= rot(a, 19), a += c;
+        c -= b, c ^= rot(b, 4), b += a;
+        w[0] = a, w[1] = b, w[2] = c;
+        n -= 12;
+        p += 12;
+    }
+    if (n == 0) return w[2];
+    for (size_t i = 0; i < n; i++) w[i / 4] += (uint32_t)p[i] << (8 * (i % 4));
+    a = w[0], b = w[1], c = w[2];
+    c ^= b, c -= rot(b, 14);
+    a ^= c, a -= rot(c, 11);
+    b ^= a, b -= rot(a, 25);
+    c ^= b, c -= rot(b, 16);
+    a ^= c, a -= rot(c, 4);
+    b ^= a, b -= rot(a, 14);
+    c ^= b, c -= rot(b, 24);
+    return c;
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Largest object header chunk read, and chunks walked at most: far above
+ * what libhdf5 makes for a dataset, and a bound on a walk over bad bytes. */
+#define OH_CHUNK_MAX ((uint64_t)1 << 20)
+#define OH_CHUNKS_MAX 64
+
+int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
+{
+    uint8_t pre[32];
+    read(ctx, bt->oh, sizeof pre, pre);
+    if (memcmp(pre, "OHDR", 4) || pre[4] != 2) return H5L_ECORRUPT;
+    uint8_t flags = pre[5];
+    size_t at = 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
+    int szb = 1 << (flags & 3);
+    uint64_t size0 = get_le(pre + at, szb);
+    size_t mhdr = (flags & 0x04) ? 6 : 4; /* type, size, flags, creation order if tracked */
+    /* chunks to walk: (address, length without the checksum, where its messages start) */
+    uint64_t ch[OH_CHUNKS_MAX][3] = {{bt->oh, at + (uint64_t)szb + size0, at + (uint64_t)szb}};
+    size_t nch = 1;
+    for (size_t c = 0; c < nch; c++) {
+        uint64_t addr = ch[c][0], len = ch[c][1];
+        if (len > OH_CHUNK_MAX || len < ch[c][2]) return H5L_ECORRUPT;
+        uint8_t *img = malloc((size_t)len + 4);
+        if (!img) return H5L_ENOMEM;
+        read(ctx, addr, (size_t)len + 4, img);
+        int rc = H5L_OK, found = 0;
+        if ((c && memcmp(img, "OCHK", 4)) || hfs_bt_lookup3(img, (size_t)len) != (uint32_t)get_le(img + len, 4))
+            rc = H5L_ECORRUPT;
+        for (uint64_t p = ch[c][2]; !rc && !found && p + mhdr <= len;) {
+            uint8_t type = img[p];
+            uint64_t msz = get_le(img + p + 1, 2), d = p + mhdr;
+            if (d + msz > len) {
+                rc = H5L_ECORRUPT;
+                break;
+            }
+            const uint8_t *m = img + d;
+            if (type == 0x10) { /* continuation: address, length (signature to checksum) */
+                if (msz < 16 || nch == OH_CHUNKS_MAX || get_le(m + 8, 8) < 8) {
+                    rc = H5L_ECORRUPT;
+                    break;
+                }
+                ch[nch][0] = get_le(m, 8);
+                ch[nch][1] = get_le(m + 8, 8) - 4;
+                ch[nch][2] = 4;
+                nch++;
+            } else if (type == 0x08) { /* layout */
+                uint32_t nd = bt->ndims + 1;
+                if (msz < 11 + 4 * (uint64_t)nd || m[0] != 3 || m[1] != 2 || m[2] != nd) {
+                    rc = H5L_ECORRUPT;
+                    break;
+                }
+                for (int i = 0; i < 8; i++)
+                    if (m[3 + i] != 0xff) rc = H5L_ECORRUPT; /* libhdf5 made an index after all */
+                for (uint32_t i = 0; i < nd; i++)
+                    if (get_le(m + 11 + 4 * i, 4) != bt->dim[i]) rc = H5L_ECORRUPT;
+                if (rc) break;
+                put64(img + d + 3, bt->root);
+                bt->lay_at = addr + d + 3;
+                bt->ck_at = addr + len;
+                bt->ck = hfs_bt_lookup3(img, (size_t)len);
+                found = 1;
+            }
+            p = d + msz;
+        }
+        free(img);
+        if (rc) return rc;
+        if (found) return H5L_OK;
+    }
+    return H5L_ECORRUPT; /* no layout message */
 }
 
 void hfs_bt_free(hfs_bt_t *bt)

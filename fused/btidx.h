@@ -13,7 +13,10 @@
  * the root node and points the dataset's layout message at it), the others
  * back to back in space reserved after it (hfs_memvfd_reserve); chunks a
  * live file's later ticks add after the last one go to further space
- * (placements, one per reservation).
+ * (placements, one per reservation). An *own root* goes further: libhdf5
+ * made no index (nothing written), root, nodes and chunks all lie in
+ * reserved space, and reads of the dataset's object header give its
+ * layout message pointing at our root (hfs_bt_point_layout).
  *
  * The tree (docs/format.md, "The canonical file's chunk indexes"): leaves
  * hold 2K chunks each in row-major order, the last one the rest; each level
@@ -35,7 +38,11 @@
 #include <stdint.h>
 #include "h5log_reader.h"
 
-#define HFS_BT_MAX_LEVELS 48
+/* Levels of a tree at most: 2^64 chunks need 11 with libhdf5's default
+ * 64 children a node (istore_k 32, what skeletons use), 22 with 8; each
+ * level costs 16 bytes in every hfs_bt_t, and a skeleton of 20,000
+ * variables has as many. Deeper is refused (H5L_EINVAL). */
+#define HFS_BT_MAX_LEVELS 24
 
 typedef struct hfs_bt_run {
     uint64_t ord; /* first chunk ordinal of the run */
@@ -67,6 +74,12 @@ typedef struct hfs_bt {
     uint64_t room;                         /* end of the space reserved for chunks (>= hfs_bt_chunks_end) */
     hfs_bt_place_t *pl;                    /* chunk placements, by ordinal */
     size_t npl;
+    /* An own root (the root in space the daemon reserved, not libhdf5's,
+     * which then made no index: hfs_bt_point_layout): */
+    uint64_t oh;     /* 0, or the address of the dataset's object header */
+    uint64_t lay_at; /* 0, or where its layout message's index address lies */
+    uint64_t ck_at;  /* where the checksum of that object header chunk lies */
+    uint32_t ck;     /* that checksum with the root's address in place */
 } hfs_bt_t;
 
 /* Set up bt for the n chunks blks[0..n) (row-major chunk indices in a grid
@@ -77,8 +90,10 @@ typedef struct hfs_bt {
 int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
                 uint32_t two_k, const uint64_t *blks, uint64_t n);
 
-/* Addresses: the root node (libhdf5's), the node area (nodes_len bytes),
- * chunk ordinal 0 (libhdf5's) and ordinal 1, the others following it.
+/* Addresses: the root node (libhdf5's, or an own root: see
+ * hfs_bt_point_layout), the node area (nodes_len bytes), chunk ordinal 0
+ * (libhdf5's, or the first of an own root's) and ordinal 1, the others
+ * following it.
  * 0, or H5L_ENOMEM. */
 int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks);
 
@@ -111,9 +126,31 @@ uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord);
 void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf);
 
 /* Write over buf[0..len), the file's bytes at off, the bytes of every node
- * of bt that [off, off + len) meets (the root and the node area). 0, or
- * H5L_ENOMEM. */
+ * of bt that [off, off + len) meets (the root and the node area), and with
+ * an own root the layout's address and its chunk's checksum
+ * (hfs_bt_point_layout). 0, or H5L_ENOMEM. */
 int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf);
+
+/* Reads n bytes of the file at off into buf (the skeleton's image). */
+typedef void (*hfs_bt_read_fn)(const void *ctx, uint64_t off, size_t n, void *buf);
+
+/* An own root: bt's tree was placed with its root in reserved space
+ * (hfs_bt_place), and libhdf5 made no index for the dataset whose object
+ * header is at bt->oh, so its layout message says "no index" (address
+ * undefined). Find that message in the header (version 2: its first chunk
+ * and continuation chunks) and set lay_at, ck_at and ck, so that reads
+ * (hfs_bt_read) give the header pointing at the root, with its chunk's
+ * checksum (Jenkins' lookup3, libhdf5's metadata checksum) made again.
+ * Checks, so that a libhdf5 writing otherwise is found, not served: the
+ * header's signatures and version, the chunk's stored checksum against
+ * this module's lookup3, and the message (version 3, chunked, bt's rank,
+ * chunk shape and element size, address undefined). 0, or H5L_ECORRUPT
+ * (the caller builds again with libhdf5's indexes). */
+int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx);
+
+/* Jenkins' lookup3 hash of p[0..n) with initial value 0: libhdf5's
+ * checksum of metadata (object headers version 2, ...). */
+uint32_t hfs_bt_lookup3(const uint8_t *p, size_t n);
 
 void hfs_bt_free(hfs_bt_t *bt); /* its runs and placements; bt itself is the caller's */
 

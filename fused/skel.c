@@ -20,8 +20,12 @@
  * or more gets a chunk index of our own instead (synth_coords, btidx.h):
  * libhdf5 writes only its first chunk, and the index's nodes are made
  * from the chunk list when read — a million one-row ticks cost 2 s and
- * ~90 bytes a chunk the other way. Live skeletons keep libhdf5's indexes,
- * which their patches extend. */
+ * ~90 bytes a chunk the other way. A build not kept live goes further
+ * (own_root): every chunked variable is sparse, and after the first one
+ * with data, whose root guards the encoder, libhdf5 writes no index at
+ * all; our tree's root is ours too and the layout message is pointed at
+ * it when read (hfs_bt_point_layout). Live skeletons keep libhdf5's
+ * indexes of early-allocated chunks, which their patches extend. */
 #include "skel.h"
 
 #include <pthread.h>
@@ -119,6 +123,7 @@ void hfs_skel_unref(hfs_skel_t *k)
 {
     if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
     hfs_memvfd_image_free(k->img);
+    free(k->ovl);
     for (size_t i = 0; i < k->nbts; i++) hfs_bt_free(&k->bts[i]);
     free(k->bts);
     free(k->vars);
@@ -162,10 +167,46 @@ hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint
 int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
 {
     hfs_memvfd_image_read(k->img, off, len, buf);
-    for (size_t i = 0; i < k->nbts; i++) {
-        int rc = hfs_bt_read(&k->bts[i], off, len, buf);
+    size_t lo = 0, hi = k->novl;
+    while (lo < hi) { /* the first range ending past off */
+        size_t mid = (lo + hi) / 2;
+        if (k->ovl[mid].hi <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < k->novl && k->ovl[i].lo < off + len; i++) {
+        int rc = hfs_bt_read(&k->bts[k->ovl[i].bt], off, len, buf);
         if (rc) return rc;
     }
+    return H5L_OK;
+}
+
+static int cmp_ovl(const void *x, const void *y)
+{
+    const hfs_ovl_t *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* k->ovl from k->bts (once they are final: a build's or a patch's). */
+static int index_overlays(hfs_skel_t *k)
+{
+    free(k->ovl);
+    k->novl = 0;
+    k->ovl = malloc((4 * k->nbts + 1) * sizeof *k->ovl);
+    if (!k->ovl) return H5L_ENOMEM;
+    for (size_t i = 0; i < k->nbts; i++) {
+        const hfs_bt_t *bt = &k->bts[i];
+        uint64_t r[4][2] = {{bt->root, bt->root + bt->node_size},
+                            {bt->nodes, bt->nodes + bt->nodes_len},
+                            {bt->lay_at, bt->lay_at ? bt->lay_at + 8 : 0},
+                            {bt->ck_at, bt->lay_at ? bt->ck_at + 4 : 0}};
+        for (int j = 0; j < 4; j++)
+            if (r[j][0] < r[j][1]) k->ovl[k->novl++] = (hfs_ovl_t){r[j][0], r[j][1], (uint32_t)i};
+    }
+    qsort(k->ovl, k->novl, sizeof *k->ovl, cmp_ovl);
+    for (size_t i = 1; i < k->novl; i++)
+        if (k->ovl[i].lo < k->ovl[i - 1].hi) return H5L_ECORRUPT;
     return H5L_OK;
 }
 
@@ -187,6 +228,8 @@ typedef struct build {
     void *zero; /* chunk-sized zeros for H5Dwrite_chunk (never stored) */
     size_t zero_len;
     size_t cap_bts;
+    uint64_t *oh;   /* own roots (H5L_ALLOC_CHUNKS builds): per k->vars index, the object header of a sparse one */
+    uint32_t two_k; /* children per chunk B-tree node: from the first root libhdf5 made (synth_coords) */
 } build_t;
 
 static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uint64_t blk)
@@ -311,6 +354,11 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
     }
     if (nraw == 0) { /* sparse: incremental allocation, chunks allocated after the metadata */
         v->sparse = 1;
+        if (b->oh) { /* where an own root's layout message will be (own_root) */
+            H5O_info_t info;
+            if (H5Oget_info2(dset, &info, H5O_INFO_BASIC) < 0) return H5L_EHDF5;
+            b->oh[vi] = info.addr;
+        }
         return H5L_OK;
     }
     /* early allocation: every chunk, in row-major chunk order */
@@ -456,10 +504,11 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
         rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, (uint32_t)((root.size - 24 - key) / (8 + key)),
                          blks, n);
     if (rc) return rc;
+    b->two_k = bt.two_k;
     uint64_t base = 0;
     if (bt.node_size != root.size || n - 1 > (UINT64_MAX / 2 - bt.nodes_len) / block_bytes ||
-        hfs_memvfd_reserve(b->cap, bt.nodes_len + (n - 1) * block_bytes, &base))
-        rc = H5L_ECORRUPT;
+        (n > 1 && hfs_memvfd_reserve(b->cap, bt.nodes_len + (n - 1) * block_bytes, &base)))
+        rc = H5L_ECORRUPT; /* (one chunk: the root is the tree, nothing to reserve) */
     if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (rc) {
         hfs_bt_free(&bt);
@@ -472,7 +521,45 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
     k->bts[k->nbts++] = bt;
     v->own = (uint32_t)k->nbts;
     if ((rc = add_region(b, chunk0.addr, block_bytes, vi, hfs_bt_blk(&bt, 0)))) return rc;
+    if (n == 1) return H5L_OK;
     if ((rc = add_region(b, base + bt.nodes_len, (n - 1) * block_bytes, vi, 1))) return rc;
+    k->regions[k->nregions - 1].bt = (uint32_t)k->nbts;
+    return H5L_OK;
+}
+
+/* Index chunks b->blks[0 .. nblks) (sorted, distinct, at least 1) of
+ * sparse variable vi with a tree of our own whose root is ours too: libhdf5
+ * made no index for it (H5L_ALLOC_CHUNKS: no chunk written), so its layout
+ * message says "none" until hfs_bt_point_layout, once the image is final,
+ * makes reads of it point at our root. Root, nodes and chunks go to one
+ * reserved stretch, the chunks as one run region. No libhdf5 call: the
+ * per-dataset B-tree libhdf5 would create (a 2.6 KB node, the metadata
+ * cache evicting for it) was a third of a 20,000-variable build. Needs
+ * b->two_k from a root libhdf5 made in this build (synth_coords), which
+ * check_roots compares with ours. */
+static int own_root(build_t *b, uint32_t vi)
+{
+    hfs_skel_t *k = b->k;
+    hfs_svar_t *v = &k->vars[vi];
+    uint64_t cb = v->esize, n = b->nblks;
+    for (uint32_t d = 0; d < v->ndims; d++) cb *= v->block[d];
+    hfs_bt_t bt;
+    memset(&bt, 0, sizeof bt);
+    int rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, b->two_k, b->blks, n);
+    if (rc) return rc;
+    uint64_t base = 0, nodes = bt.node_size + bt.nodes_len;
+    if (!b->oh[vi] || n > (UINT64_MAX / 2 - nodes) / cb || hfs_memvfd_reserve(b->cap, nodes + n * cb, &base))
+        rc = H5L_ECORRUPT;
+    if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
+    if (!rc && hfs_bt_place(&bt, base, base + bt.node_size, base + nodes, base + nodes + cb)) rc = H5L_ENOMEM;
+    if (rc) {
+        hfs_bt_free(&bt);
+        return rc;
+    }
+    bt.oh = b->oh[vi];
+    k->bts[k->nbts++] = bt;
+    v->own = (uint32_t)k->nbts;
+    if ((rc = add_region(b, base + nodes, n * cb, vi, 0))) return rc;
     k->regions[k->nregions - 1].bt = (uint32_t)k->nbts;
     return H5L_OK;
 }
@@ -550,6 +637,7 @@ static int check_roots(const hfs_skel_t *k)
     int rc = H5L_OK;
     for (size_t i = 0; !rc && i < k->nbts; i++) {
         const hfs_bt_t *bt = &k->bts[i];
+        if (bt->oh) continue; /* an own root: libhdf5 made none */
         uint64_t blk0 = hfs_bt_blk(bt, 0), block[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < bt->ndims; d++) block[d] = bt->dim[d];
         hfs_bt_t one;
@@ -566,6 +654,11 @@ static int check_roots(const hfs_skel_t *k)
         free(want);
     }
     return rc;
+}
+
+static void image_read(const void *img, uint64_t off, size_t n, void *buf)
+{
+    hfs_memvfd_image_read(img, off, n, buf);
 }
 
 static int cmp_region(const void *x, const void *y)
@@ -624,7 +717,8 @@ uint64_t hfs_skel_live_patches(const hfs_skel_live_t *l) { return l ? l->patches
 
 /* Sort k's regions by address (new ones are appended; libhdf5 hands new
  * space out at the end of the file, so usually they already are) and check
- * that they are disjoint and inside the file. */
+ * that they are disjoint and inside the file; index what its chunk indexes
+ * write over the image (k->ovl). */
 static int finish_regions(hfs_skel_t *k, h5l_reader_t *r, h5l_err_t *err)
 {
     int sorted = 1;
@@ -635,6 +729,10 @@ static int finish_regions(hfs_skel_t *k, h5l_reader_t *r, h5l_err_t *err)
         if ((i && g->addr < k->regions[i - 1].addr + k->regions[i - 1].len) || g->addr + g->len > k->eof)
             return h5l_err_set(err, H5L_ECORRUPT, "%s: raw regions of the skeleton overlap", h5l_reader_path(r));
     }
+    int rc = index_overlays(k);
+    if (rc)
+        return h5l_err_set(err, rc, "%s: %s", h5l_reader_path(r),
+                           rc == H5L_ENOMEM ? "out of memory" : "the chunk indexes of the skeleton overlap");
     return H5L_OK;
 }
 
@@ -686,16 +784,29 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         hfs_memvfd_use_windows(cap);
         build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err};
         uint64_t synth_min = synth ? atomic_load(&g_synth_min) : UINT64_MAX;
-        rc = h5l_canon_build(file, s, tick, H5L_ALLOC_EARLY, on_var, &b, err);
+        /* own roots (own_root) in skeletons not kept live: every chunked
+         * variable is then sparse (a live one's patches extend libhdf5's
+         * indexes of early-allocated chunks) */
+        int own = synth && !l && synth_min <= 2;
+#ifdef HFS_TEST_HOOKS
+        /* tests that need chunks of fill assembled and cached (a closed
+         * file then has none: chunks without data are not allocated) */
+        if (getenv("H5LOGFS_TEST_NO_OWN_ROOTS")) own = 0;
+#endif
+        if (own && !(b.oh = calloc(s->nobjs + 1, sizeof *b.oh)))
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+        if (!rc) rc = h5l_canon_build(file, s, tick, own ? H5L_ALLOC_CHUNKS : H5L_ALLOC_EARLY, on_var, &b, err);
         for (size_t i = 0; !rc && i < k->nvars; i++) {
             if (!k->vars[i].sparse) continue;
             const char *path = s->objs[k->vars[i].objid].path;
-            hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
-            if (ds < 0)
-                rc = H5L_EHDF5;
-            else if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
-                if (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid)))
-                    rc = synth_coords(&b, (uint32_t)i, ds);
+            hid_t ds = -1;
+            if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
+                if (own && b.two_k)
+                    rc = own_root(&b, (uint32_t)i);
+                else if ((ds = H5Dopen2(file, path, H5P_DEFAULT)) < 0)
+                    rc = H5L_EHDF5;
+                else if (own || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))
+                    rc = synth_coords(&b, (uint32_t)i, ds); /* own: the first with data, whose root is the guard's */
                 else if (!(rc = coords_of_blks(&b)))
                     rc = write_coords(&b, (uint32_t)i, ds);
             }
@@ -713,6 +824,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
             if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
         }
         lists = b.capcoords + b.capblks * sizeof *b.blks;
+        free(b.oh);
         free(b.coords);
         free(b.blks);
         free(b.zero);
@@ -747,12 +859,18 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     if (!rc) {
         k->eof = k->img->eof;
         hfs_memvfd_image_trim(k->img); /* a snapshot has none already */
-        rc = finish_regions(k, r, err);
     }
     if (!rc && k->nbts && (rc = check_roots(k)) == H5L_ECORRUPT) {
         *synth_bad = 1;
         h5l_err_set(err, rc, "%s: the chunk index libhdf5 began is not the one the daemon writes", h5l_reader_path(r));
     }
+    for (size_t i = 0; !rc && i < k->nbts; i++)
+        if (k->bts[i].oh && (rc = hfs_bt_point_layout(&k->bts[i], image_read, k->img)) == H5L_ECORRUPT) {
+            *synth_bad = 1;
+            h5l_err_set(err, rc, "%s: a dataset's layout message is not the one the daemon can point at its index",
+                        h5l_reader_path(r));
+        }
+    if (!rc) rc = finish_regions(k, r, err);
     if (rc) {
         hfs_skel_live_free(l);
         hfs_skel_unref(k);

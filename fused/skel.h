@@ -43,6 +43,14 @@ typedef struct hfs_region {
                          * the ordinal of its first chunk */
 } hfs_region_t;
 
+/* Bytes [lo, hi) of the file that chunk index bt (index into
+ * hfs_skel_t.bts) writes over the image: a root, a node area, an own
+ * root's layout address or checksum. */
+typedef struct hfs_ovl {
+    uint64_t lo, hi;
+    uint32_t bt;
+} hfs_ovl_t;
+
 typedef struct hfs_skel {
     atomic_int refs;
     uint64_t version; /* newest tick <= the snapshot's that changed schema or extents */
@@ -54,6 +62,8 @@ typedef struct hfs_skel {
     size_t nregions;
     hfs_bt_t *bts; /* chunk indexes written by the daemon (sparse variables of full builds) */
     size_t nbts;
+    hfs_ovl_t *ovl; /* what the bts write, sorted, disjoint: a metadata read finds its few in O(log) */
+    size_t novl;
     uint64_t build_ns; /* time the build took */
     int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
                         * values as hfs_skel_build's, not the same bytes */
@@ -116,7 +126,8 @@ int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
 
 /* Chunk indexes are written by the daemon (btidx.h) for sparse variables
  * with at least n chunks holding data; libhdf5 writes the others. Default
- * 2; UINT64_MAX turns it off (tests compare both). */
+ * 2; above 2, builds not kept live also keep libhdf5's early allocation
+ * and indexes (no own roots); UINT64_MAX turns it all off. */
 void hfs_skel_set_synth_min(uint64_t n);
 
 /* Patches that grew a chunk index of the daemon's (statistics). */

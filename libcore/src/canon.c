@@ -251,6 +251,8 @@ static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint
     int st = ST_OTHER;
     if (alloc == H5L_ALLOC_EARLY)
         st = o->chunked && sparse_shape(o->ndims, dims, chunk) ? ST_EARLY_SPARSE : ST_EARLY_ALL;
+    else if (alloc == H5L_ALLOC_CHUNKS)
+        st = o->chunked ? ST_EARLY_SPARSE : ST_EARLY_ALL;
     else if (alloc == H5L_ALLOC_NONE)
         st = o->chunked ? ST_NONE_INCR : ST_NONE_LATE;
     int rc = make_props(p, o, st, err);

@@ -13,10 +13,14 @@
 enum h5l_alloc {
     H5L_ALLOC_NONE = 0,  /* late allocation: anchors in the log file */
     H5L_ALLOC_WRITE = 1, /* default allocation: data written with H5Dwrite */
-    H5L_ALLOC_EARLY = 2  /* daemon skeletons, fill never: contiguous data
+    H5L_ALLOC_EARLY = 2, /* daemon skeletons, fill never: contiguous data
                           * allocated early; chunked data incrementally, the
                           * caller allocates the chunks that hold data
                           * (H5Dwrite_chunk, fused/skel.c) */
+    H5L_ALLOC_CHUNKS = 3 /* the same, but every chunked variable is left to
+                          * the caller (none allocated early, whatever its
+                          * number of chunks): skeletons whose chunk
+                          * indexes the daemon writes (fused/btidx.h) */
 };
 
 /* A file creation property list that tracks and indexes link and

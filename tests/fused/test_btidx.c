@@ -15,12 +15,17 @@
  *   4. bad lists (empty, unsorted) are refused;
  *   5. the same for trees grown by appends (a live file's new chunks),
  *      placed where the chunks end or elsewhere, and their copies.
+ *   6. own roots: a layout message pointed at a tree of ours, read back by
+ *      libhdf5 itself (chunks, values, the header's checksum), and the
+ *      headers the guard refuses; lookup3 against its published values.
  * Its use in a real canonical file, read by libhdf5 itself, is checked
  * by tests/fused/test_canon.c and tests/e2e (test_differential.py). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <hdf5.h>
 
 #include "btidx.h"
 #include "tharness.h"
@@ -319,8 +324,147 @@ static void test_trees(void)
     }
 }
 
+/* lookup3 as published (the driver of Jenkins' lookup3.c prints these). */
+static void test_lookup3(void)
+{
+    CHECK_EQ(hfs_bt_lookup3((const uint8_t *)"", 0), 0xdeadbeefu);
+    CHECK_EQ(hfs_bt_lookup3((const uint8_t *)"Four score and seven years ago", 30), 0x17770551u);
+}
+
+typedef struct mem {
+    uint8_t *p;
+    size_t n;
+} mem_t;
+
+static void mem_read(const void *ctx, uint64_t off, size_t n, void *buf)
+{
+    const mem_t *m = ctx;
+    memset(buf, 0, n);
+    if (off < m->n) memcpy(buf, m->p + off, off + n <= m->n ? n : m->n - off);
+}
+
+/* An in-memory HDF5 file made as skeletons are (creation order tracked:
+ * version 2 object headers) with /v, float [10, 8] (unlimited first
+ * dimension), chunks [2, 4], allocation alloc, and /pad, bytes allocated
+ * early whose storage the own root goes to. Its image, /v's object header
+ * and /pad's data address. */
+static mem_t make_file(H5D_alloc_time_t alloc, uint64_t *oh, uint64_t *pad)
+{
+    mem_t m = {0};
+    unsigned crt = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_fapl_core(fapl, 1 << 16, 0);
+    H5Pset_link_creation_order(fcpl, crt);
+    H5Pset_attr_creation_order(fcpl, crt);
+    hid_t f = H5Fcreate("own-root", H5F_ACC_TRUNC, fcpl, fapl);
+    hsize_t dims[2] = {10, 8}, maxd[2] = {H5S_UNLIMITED, 8}, ch[2] = {2, 4}, pn = 1 << 16;
+    hid_t sp = H5Screate_simple(2, dims, maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, ch);
+    H5Pset_attr_creation_order(dcpl, crt);
+    H5Pset_obj_track_times(dcpl, 0);
+    H5Pset_alloc_time(dcpl, alloc);
+    float fill = -1;
+    H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &fill);
+    hid_t d = H5Dcreate2(f, "/v", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5O_info_t info;
+    CHECK(d >= 0 && H5Oget_info2(d, &info, H5O_INFO_BASIC) >= 0);
+    *oh = info.addr;
+    hid_t psp = H5Screate_simple(1, &pn, NULL), pcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_alloc_time(pcpl, H5D_ALLOC_TIME_EARLY);
+    hid_t pd = H5Dcreate2(f, "/pad", H5T_STD_U8LE, psp, H5P_DEFAULT, pcpl, H5P_DEFAULT);
+    *pad = H5Dget_offset(pd);
+    CHECK(pd >= 0 && *pad != HADDR_UNDEF);
+    H5Dclose(pd);
+    H5Dclose(d);
+    CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+    ssize_t n = H5Fget_file_image(f, NULL, 0);
+    CHECK(n > 0);
+    m.p = calloc(1, (size_t)n);
+    m.n = (size_t)n;
+    CHECK_EQ(H5Fget_file_image(f, m.p, m.n), n);
+    H5Fclose(f);
+    H5Sclose(sp);
+    H5Sclose(psp);
+    H5Pclose(dcpl);
+    H5Pclose(pcpl);
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    return m;
+}
+
+/* An own root (skel.c's own_root): libhdf5 made no index for /v; the tree
+ * goes to space of its own and the layout message is pointed at it. The
+ * bytes hfs_bt_read gives, written to a file, are read by libhdf5 itself:
+ * it finds every chunk of the set where the tree put it (and none other),
+ * reads their values and the fill value elsewhere, and accepts the object
+ * header's checksum. Then what the guard refuses: a header whose checksum
+ * fails, a layout that has an index already, another chunk shape, no
+ * header at all. */
+static void test_own_root(void)
+{
+    uint64_t oh = 0, pad = 0;
+    mem_t m = make_file(H5D_ALLOC_TIME_INCR, &oh, &pad);
+    uint64_t nblk[2] = {5, 2}, block[2] = {2, 4}, blks[4] = {0, 3, 4, 9}, cb = 2 * 4 * 4;
+    hfs_bt_t bt;
+    memset(&bt, 0, sizeof bt);
+    CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, 4), 0);
+    uint64_t c0 = pad + bt.node_size + bt.nodes_len;
+    CHECK(c0 + 4 * cb <= pad + (1 << 16));
+    CHECK_EQ(hfs_bt_place(&bt, pad, pad + bt.node_size, c0, c0 + cb), 0);
+    bt.oh = oh;
+    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &m), 0);
+    CHECK(bt.lay_at > oh && bt.ck_at > bt.lay_at);
+    for (uint64_t i = 0; i < 4; i++) /* chunk i: 8 floats, 100 * blk + element */
+        for (int e = 0; e < 8; e++) {
+            float x = (float)(100 * blks[i] + (uint64_t)e);
+            memcpy(m.p + c0 + i * cb + 4 * (uint64_t)e, &x, 4);
+        }
+    CHECK_EQ(hfs_bt_read(&bt, 0, m.n, m.p), 0);
+    char path[] = "/tmp/h5l-test-ownroot.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, m.p, m.n) == (ssize_t)m.n);
+    if (fd >= 0) close(fd);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f < 0 ? -1 : H5Dopen2(f, "/v", H5P_DEFAULT);
+    CHECK(d >= 0);
+    float v[10][8];
+    CHECK(d >= 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    for (uint64_t b = 0, i = 0; d >= 0 && b < 10; b++) {
+        int in = i < 4 && blks[i] == b;
+        hsize_t off[2] = {b / 2 * 2, b % 2 * 4}, size = 0;
+        haddr_t addr = 0;
+        unsigned mask = 0;
+        CHECK(H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) >= 0);
+        CHECK_EQ(addr, in ? c0 + i * cb : HADDR_UNDEF);
+        for (int e = 0; e < 8; e++)
+            CHECK_EQ(v[off[0] + (hsize_t)e / 4][off[1] + (hsize_t)e % 4], in ? (float)(100 * b + (uint64_t)e) : -1.0f);
+        i += in;
+    }
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    unlink(path);
+    free(m.p);
+
+    /* what the guard refuses */
+    for (int bad = 0; bad < 4; bad++) {
+        m = make_file(bad == 1 ? H5D_ALLOC_TIME_EARLY : H5D_ALLOC_TIME_INCR, &oh, &pad);
+        hfs_bt_t b2 = bt;
+        b2.oh = bad == 3 ? pad : oh;
+        b2.lay_at = b2.ck_at = 0;
+        if (bad == 0) m.p[oh + 8] ^= 1; /* the first message's bytes: the checksum fails */
+        if (bad == 2) b2.dim[1] = 8;  /* another chunk shape */
+        CHECK_EQ(hfs_bt_point_layout(&b2, mem_read, &m), H5L_ECORRUPT);
+        CHECK_EQ(b2.lay_at, 0);
+        free(m.p);
+    }
+    hfs_bt_free(&bt);
+}
+
 int main(void)
 {
-    static const th_test_t tests[] = {{"test_geometry", test_geometry}, {"test_trees", test_trees}};
+    static const th_test_t tests[] = {{"test_geometry", test_geometry},
+                                      {"test_trees", test_trees},
+                                      {"test_lookup3", test_lookup3},
+                                      {"test_own_root", test_own_root}};
     return th_run(tests, sizeof tests / sizeof *tests);
 }

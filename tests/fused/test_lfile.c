@@ -191,8 +191,13 @@ static void run_with_cache(size_t limit)
     /* 1b. the padding of edge chunks is zero (docs: stored full-size,
      * padded with zeros), whichever path served them */
     long padbad = 0, padded = 0;
-    for (size_t i = 0; i < s->skel->nregions; i++) {
-        const hfs_region_t *g = &s->skel->regions[i];
+    for (size_t i = 0; i < s->skel->nregions; i++)
+    for (uint64_t x = s->skel->regions[i].addr; x < s->skel->regions[i].addr + s->skel->regions[i].len;) {
+        /* each block, a run region's one by one (chunk indexes of the daemon's) */
+        const hfs_region_t *run = &s->skel->regions[i];
+        hfs_region_t one = run->bt ? hfs_skel_run_block(s->skel, run, x) : *run;
+        const hfs_region_t *g = &one;
+        x = one.addr + one.len;
         const hfs_svar_t *v = &s->skel->vars[g->var];
         if (!v->chunked) continue;
         uint64_t st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], idx[H5L_MAX_DIMS] = {0};

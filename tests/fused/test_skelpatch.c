@@ -292,15 +292,27 @@ static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_
     H5Fclose(f);
 }
 
-/* k (a skeleton of tick t) has the same variables, allocated blocks and
- * image through libhdf5 as a full build of t. */
-static int g_full_own; /* full builds with a chunk index of the daemon's */
+/* k (a skeleton of tick t) has the same variables and allocated blocks
+ * as a full build of t kept live (same allocation: early where the shape
+ * is small), and the same image through libhdf5 as that build and as a
+ * closed file's full build (hfs_skel_build: only chunks with data, chunk
+ * indexes and roots of the daemon's). */
+static int g_full_own; /* closed full builds with a chunk index of the daemon's */
 
 static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
 {
-    hfs_skel_t *full = NULL;
+    hfs_skel_t *closed = NULL, *full = NULL;
+    hfs_skel_live_t *fresh = NULL;
     h5l_err_t e = {0};
-    CHECK_EQ(hfs_skel_build(r, (uint64_t)t, &full, &e), 0);
+    CHECK_EQ(hfs_skel_build(r, (uint64_t)t, &closed, &e), 0);
+    if (closed) {
+        g_full_own += closed->nbts > 0;
+        check_image(k, closed, r, (uint64_t)t);
+        check_image(closed, closed, r, (uint64_t)t);
+        hfs_skel_unref(closed);
+    }
+    CHECK_EQ(hfs_skel_build_live(r, (uint64_t)t, &fresh, &full, &e), 0);
+    hfs_skel_live_free(fresh);
     if (!full) return;
     CHECK_EQ(k->version, full->version);
     CHECK_EQ(k->nvars, full->nvars);
@@ -316,7 +328,6 @@ static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
      * the same raw bytes */
     CHECK(k->img->n_allocs == 0 && k->img->n_raw == 0 && !k->img->allocs && !k->img->raw);
     CHECK(full->img->n_allocs == 0 && full->img->n_raw == 0);
-    g_full_own += full->nbts > 0;
     if (!full->nbts) CHECK_EQ(k->img->raw_bytes, full->img->raw_bytes);
     size_t nx, ny;
     vb_key_t *x = blocks_of(k, &nx), *y = blocks_of(full, &ny);
@@ -324,8 +335,7 @@ static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
     CHECK(nx == ny && memcmp(x, y, nx * sizeof *x) == 0);
     free(x);
     free(y);
-    /* 3. the image through libhdf5; the full build's too (its sparse
-     * variables have chunk indexes of the daemon's) */
+    /* 3. the image through libhdf5; the full build's too */
     check_image(k, full, r, (uint64_t)t);
     check_image(full, full, r, (uint64_t)t);
     hfs_skel_unref(full);
