@@ -76,6 +76,16 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
     return H5L_OK;
 }
 
+/* $H5LOGFS_TEST_BAD_GUARD "root" or "layout": the guard of the daemon's
+ * chunk indexes (check_roots) or of its own roots (hfs_bt_point_layout)
+ * fails as it would with a libhdf5 that writes otherwise, so the build
+ * starts again with libhdf5's indexes (tests/e2e/test_differential.py). */
+static int guard_hook(const char *which)
+{
+    const char *g = getenv("H5LOGFS_TEST_BAD_GUARD");
+    return g && strcmp(g, which) == 0;
+}
+
 /* A patch to tick $H5LOGFS_TEST_PATCH_FAIL fails its chunk-order guard
  * after extending the first variable that grew (the live file is then
  * half patched), as a libhdf5 that allocated elsewhere would make it
@@ -860,16 +870,29 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         k->eof = k->img->eof;
         hfs_memvfd_image_trim(k->img); /* a snapshot has none already */
     }
-    if (!rc && k->nbts && (rc = check_roots(k)) == H5L_ECORRUPT) {
-        *synth_bad = 1;
-        h5l_err_set(err, rc, "%s: the chunk index libhdf5 began is not the one the daemon writes", h5l_reader_path(r));
+    if (!rc && k->nbts) {
+        rc = check_roots(k);
+#ifdef HFS_TEST_HOOKS
+        if (!rc && guard_hook("root")) rc = H5L_ECORRUPT;
+#endif
+        if (rc == H5L_ECORRUPT) {
+            *synth_bad = 1;
+            h5l_err_set(err, rc, "%s: the chunk index libhdf5 began is not the one the daemon writes",
+                        h5l_reader_path(r));
+        }
     }
-    for (size_t i = 0; !rc && i < k->nbts; i++)
-        if (k->bts[i].oh && (rc = hfs_bt_point_layout(&k->bts[i], image_read, k->img)) == H5L_ECORRUPT) {
+    for (size_t i = 0; !rc && i < k->nbts; i++) {
+        if (!k->bts[i].oh) continue;
+        rc = hfs_bt_point_layout(&k->bts[i], image_read, k->img);
+#ifdef HFS_TEST_HOOKS
+        if (!rc && guard_hook("layout")) rc = H5L_ECORRUPT;
+#endif
+        if (rc == H5L_ECORRUPT) {
             *synth_bad = 1;
             h5l_err_set(err, rc, "%s: a dataset's layout message is not the one the daemon can point at its index",
                         h5l_reader_path(r));
         }
+    }
     if (!rc) rc = finish_regions(k, r, err);
     if (rc) {
         hfs_skel_live_free(l);

@@ -242,3 +242,29 @@ def test_sparse_variables_equal_model(tmp_path, h5logfs):
     own = re.search(r"chunk indexes written by the daemon (\d+) \((\d+) chunks\)", stats)
     builds = int(own.group(1)) // 3 if own else 0
     assert own and builds and int(own.group(1)) == 3 * builds and int(own.group(2)) == want * builds, (want, stats)
+
+
+@pytest.mark.parametrize("guard", ["root", "layout"])
+def test_failed_guard_builds_with_libhdf5_indexes(tmp_path, h5logfs, monkeypatch, guard):
+    """When a guard of the daemon's chunk indexes fails (the root libhdf5
+    wrote, or an object header the daemon would point at its own root:
+    forced by the test daemon's hook, as a libhdf5 writing otherwise would
+    make them fail), the snapshot is built again with libhdf5's own indexes:
+    the daemon reports none of its own, and every element still equals the
+    numpy model."""
+    import h5ltest
+    monkeypatch.setattr(h5ltest, "DAEMON", os.path.join(h5ltest.BUILD, "tests", "h5logfs_hooks"))
+    monkeypatch.setenv("H5LOGFS_TEST_BAD_GUARD", guard)
+    spec = _sparse_spec(11)
+    states = difftest.run_model(spec, 1)
+    src = tmp_path / "src"
+    h5, prob = difftest.write(spec, 1, str(src))
+    if prob:
+        pytest.fail(prob, pytrace=False)
+    m = h5logfs(src)
+    diffs = difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
+    m.assert_alive()
+    assert not diffs, "\n".join(diffs[:20])
+    stats = open(m.path(".h5logfs-stats")).read()
+    assert "chunk indexes written by the daemon 0 (0 chunks)" in stats, stats
+    assert re.search(r"skeletons: built [1-9]\d* \(failed 0,", stats), stats
