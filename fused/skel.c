@@ -427,6 +427,30 @@ static int zeros(build_t *b, uint64_t len)
     return b->zero ? H5L_OK : H5L_ENOMEM;
 }
 
+/* Write one chunk of zeros (b->zero, block_bytes) at element offsets off
+ * with H5Dwrite_chunk in a capture window of its own: *a is the one raw
+ * allocation the window must hold, the chunk's place (the driver drops the
+ * bytes). With check, libhdf5 is asked where it put the chunk, which must
+ * be there (each call costs the chunks allocated so far in 1.10.8: the
+ * callers check a few). */
+static int write_chunk(build_t *b, hid_t dset, const hsize_t *off, uint64_t block_bytes, int check,
+                       hfs_memvfd_alloc_t *a)
+{
+    size_t r0 = hfs_memvfd_raw_begin(b->cap);
+    herr_t w = H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)block_bytes, b->zero);
+    size_t r1 = hfs_memvfd_raw_end(b->cap);
+    if (w < 0) return H5L_EHDF5;
+    if (r1 - r0 != 1 || hfs_memvfd_raw_get(b->cap, r0, a) || a->size != block_bytes) return H5L_ECORRUPT;
+    if (check) {
+        hsize_t size = 0;
+        haddr_t addr = HADDR_UNDEF;
+        unsigned mask = 0;
+        if (H5Dget_chunk_info_by_coord(dset, off, &mask, &addr, &size) < 0) return H5L_EHDF5;
+        if (addr != a->addr || size != block_bytes) return H5L_ECORRUPT;
+    }
+    return H5L_OK;
+}
+
 /* Allocate chunks b->coords[0 .. ncoords) (sorted, distinct) of chunked
  * variable vi, each in its own capture window. */
 static int write_coords(build_t *b, uint32_t vi, hid_t dset)
@@ -446,21 +470,9 @@ static int write_coords(build_t *b, uint32_t vi, hid_t dset)
             blk = blk * v->nblk[d] + cc[d];
             off[d] = cc[d] * v->block[d];
         }
-        size_t r0 = hfs_memvfd_raw_begin(b->cap);
-        herr_t w = H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)block_bytes, b->zero);
-        size_t r1 = hfs_memvfd_raw_end(b->cap);
-        if (w < 0) return H5L_EHDF5;
-        if (r1 - r0 != 1 || hfs_memvfd_raw_get(b->cap, r0, &a) || a.size != block_bytes) return H5L_ECORRUPT;
+        /* the mapping guarded on the first and the last chunk written */
+        if ((rc = write_chunk(b, dset, off, block_bytes, c == 0 || c == b->ncoords - 1, &a))) return rc;
         if ((rc = add_region(b, a.addr, a.size, vi, blk))) return rc;
-        /* guard the mapping on the first and the last chunk written (each
-         * call costs the chunks allocated so far in 1.10.8) */
-        if (c == 0 || c == b->ncoords - 1) {
-            hsize_t size = 0;
-            haddr_t addr = HADDR_UNDEF;
-            unsigned mask = 0;
-            if (H5Dget_chunk_info_by_coord(dset, off, &mask, &addr, &size) < 0) return H5L_EHDF5;
-            if (addr != a.addr || size != block_bytes) return H5L_ECORRUPT;
-        }
     }
     return H5L_OK;
 }
@@ -487,13 +499,10 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
         off[d] = first % v->nblk[d] * v->block[d];
         first /= v->nblk[d];
     }
-    size_t a0 = hfs_memvfd_alloc_count(b->cap), r0 = hfs_memvfd_raw_begin(b->cap);
-    herr_t w = rc ? 0 : H5Dwrite_chunk(dset, H5P_DEFAULT, 0, off, (size_t)block_bytes, b->zero);
-    size_t r1 = hfs_memvfd_raw_end(b->cap), a1 = hfs_memvfd_alloc_count(b->cap);
-    if (!rc && w < 0) rc = H5L_EHDF5;
     hfs_memvfd_alloc_t chunk0, a, root = {0, 0, 0, 0};
-    if (!rc && (r1 - r0 != 1 || hfs_memvfd_raw_get(b->cap, r0, &chunk0) || chunk0.size != block_bytes))
-        rc = H5L_ECORRUPT;
+    size_t a0 = hfs_memvfd_alloc_count(b->cap);
+    rc = write_chunk(b, dset, off, block_bytes, 1, &chunk0);
+    size_t a1 = hfs_memvfd_alloc_count(b->cap);
     for (size_t i = a0; !rc && i < a1; i++) { /* the root node: the window's one B-tree allocation */
         if (hfs_memvfd_alloc_get(b->cap, i, &a) || a.type != H5FD_MEM_BTREE) continue;
         if (root.size) rc = H5L_ECORRUPT;
@@ -501,13 +510,6 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
     }
     uint64_t key = 8 + 8 * ((uint64_t)v->ndims + 1);
     if (!rc && (root.size <= 24 + key || (root.size - 24 - key) % (8 + key))) rc = H5L_ECORRUPT;
-    if (!rc) { /* libhdf5 has the chunk where the window says */
-        haddr_t addr = HADDR_UNDEF;
-        hsize_t size = 0;
-        unsigned mask = 0;
-        if (H5Dget_chunk_info_by_coord(dset, off, &mask, &addr, &size) < 0) rc = H5L_EHDF5;
-        else if (addr != chunk0.addr || size != block_bytes) rc = H5L_ECORRUPT;
-    }
     hfs_bt_t bt;
     memset(&bt, 0, sizeof bt);
     if (!rc) /* the tree's K, from the root's size: 24 + 2K (8 + key) + key */
