@@ -46,6 +46,8 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
 {
     memset(bt, 0, sizeof *bt);
     if (!n || !ndims || ndims > H5L_MAX_DIMS || two_k < 2 || two_k > 0xffff) return H5L_EINVAL;
+    if (!(bt->nblk = malloc((2 * (size_t)ndims + 1) * sizeof *bt->nblk))) return H5L_ENOMEM;
+    bt->dim = bt->nblk + ndims;
     bt->ndims = ndims;
     bt->chunk_bytes = esize;
     for (uint32_t d = 0; d < ndims; d++) {
@@ -58,11 +60,17 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
     bt->two_k = two_k;
     size_t nruns = 1;
     for (uint64_t i = 1; i < n; i++) {
-        if (blks[i] <= blks[i - 1]) return H5L_EINVAL;
+        if (blks[i] <= blks[i - 1]) {
+            hfs_bt_free(bt);
+            return H5L_EINVAL;
+        }
         nruns += blks[i] != blks[i - 1] + 1;
     }
     bt->runs = malloc(nruns * sizeof *bt->runs);
-    if (!bt->runs) return H5L_ENOMEM;
+    if (!bt->runs) {
+        hfs_bt_free(bt);
+        return H5L_ENOMEM;
+    }
     bt->runs[0] = (hfs_bt_run_t){0, blks[0]};
     bt->nruns = 1;
     for (uint64_t i = 1; i < n; i++)
@@ -130,15 +138,16 @@ void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap)
 int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
 {
     *dst = *src;
+    size_t nd = 2 * (size_t)src->ndims + 1;
     dst->runs = malloc((src->nruns ? src->nruns : 1) * sizeof *dst->runs);
     dst->pl = malloc((src->npl ? src->npl : 1) * sizeof *dst->pl);
-    if (!dst->runs || !dst->pl) {
-        free(dst->runs);
-        free(dst->pl);
-        dst->runs = NULL;
-        dst->pl = NULL;
+    dst->nblk = malloc(nd * sizeof *dst->nblk);
+    if (!dst->runs || !dst->pl || !dst->nblk) {
+        hfs_bt_free(dst);
         return H5L_ENOMEM;
     }
+    memcpy(dst->nblk, src->nblk, nd * sizeof *dst->nblk);
+    dst->dim = dst->nblk + src->ndims;
     memcpy(dst->runs, src->runs, src->nruns * sizeof *dst->runs);
     memcpy(dst->pl, src->pl, src->npl * sizeof *dst->pl);
     return H5L_OK;
@@ -378,7 +387,9 @@ void hfs_bt_free(hfs_bt_t *bt)
     if (!bt) return;
     free(bt->runs);
     free(bt->pl);
+    free(bt->nblk);
     bt->runs = NULL;
     bt->pl = NULL;
+    bt->nblk = bt->dim = NULL;
     bt->nruns = bt->npl = 0;
 }

@@ -56,9 +56,10 @@ typedef struct hfs_bt_place {
 } hfs_bt_place_t;
 
 typedef struct hfs_bt {
-    uint32_t ndims;                 /* dataset rank */
-    uint64_t nblk[H5L_MAX_DIMS];    /* chunks per dimension */
-    uint64_t dim[H5L_MAX_DIMS + 1]; /* chunk shape, then the element size */
+    uint32_t ndims; /* dataset rank */
+    uint64_t *nblk; /* ndims: chunks per dimension (one allocation with dim, owned: a
+                     * skeleton of 20,000 variables has as many trees) */
+    uint64_t *dim;  /* ndims + 1: chunk shape, then the element size */
     uint64_t chunk_bytes;
     uint64_t n; /* chunks indexed (at least 1) */
     hfs_bt_run_t *runs;
@@ -152,6 +153,6 @@ int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx);
  * checksum of metadata (object headers version 2, ...). */
 uint32_t hfs_bt_lookup3(const uint8_t *p, size_t n);
 
-void hfs_bt_free(hfs_bt_t *bt); /* its runs and placements; bt itself is the caller's */
+void hfs_bt_free(hfs_bt_t *bt); /* its arrays, runs and placements; bt itself is the caller's */
 
 #endif
