@@ -1064,6 +1064,72 @@ static void test_100k_chunks_earray(void)
     big_chunks(H5F_LIBVER_LATEST, 1, "extensible array (latest, unlimited dim 0)");
 }
 
-TEST_MAIN(T(test_roundtrip_earliest), T(test_roundtrip_latest), T(test_many_files), T(test_raw_never_stored),
+/* hfs_memvfd_reserve: space at the EOA, 8-aligned, that libhdf5's later
+ * allocations come after and the superblock's end of file covers; it reads
+ * as zeros, is recorded as a reserved raw allocation outside every window;
+ * size 0, an address space run out and a closed file are refused. */
+static void test_reserve(void)
+{
+    hid_t fapl = hfs_memvfd_fapl();
+    hid_t f = H5Fcreate("reserve", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hfs_memvfd_t *s = hfs_memvfd_get(f);
+    CHECK(s != NULL);
+    uint64_t a = 0, b = 0;
+    size_t n0 = hfs_memvfd_alloc_count(s), r0 = hfs_memvfd_raw_begin(s);
+    CHECK_EQ(hfs_memvfd_reserve(s, 13, &a), 0);
+    CHECK_EQ(a % 8, 0);
+    CHECK_EQ(hfs_memvfd_reserve(s, 5, &b), 0);
+    CHECK(b >= a + 13 && b % 8 == 0);
+    CHECK_EQ(hfs_memvfd_raw_end(s), r0); /* no window sees it */
+    hfs_memvfd_alloc_t al;
+    CHECK_EQ(hfs_memvfd_alloc_count(s), n0 + 2);
+    CHECK(hfs_memvfd_alloc_get(s, n0, &al) == 0 && al.addr == a && al.size == 13 &&
+          (al.flags & HFS_MEMVFD_ALLOC_RESERVED));
+    CHECK(hfs_memvfd_reserve(s, 0, &a) < 0);
+    CHECK(hfs_memvfd_reserve(s, UINT64_MAX / 2, &a) < 0);
+    CHECK(hfs_memvfd_reserve(s, (uint64_t)INT64_MAX, &a) < 0);
+    hid_t sp = H5Screate(H5S_SCALAR); /* libhdf5 allocates after it */
+    hid_t at = H5Acreate2(f, "after", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int v = 42;
+    H5Awrite(at, H5T_NATIVE_INT, &v);
+    H5Aclose(at);
+    hid_t g = H5Gcreate2(f, "g", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+    H5Sclose(sp);
+    size_t n1 = hfs_memvfd_alloc_count(s);
+    for (size_t i = n0 + 2; i < n1; i++)
+        if (hfs_memvfd_alloc_get(s, i, &al) == 0) CHECK(al.addr >= b + 5);
+    CHECK(n1 > n0 + 2);
+    H5Fclose(f);
+    uint64_t c;
+    CHECK(hfs_memvfd_reserve(s, 8, &c) < 0); /* closed */
+    hfs_memvfd_image_t *img = hfs_memvfd_take(s);
+    CHECK(img != NULL);
+    if (img) {
+        CHECK(img->eof >= b + 5);
+        uint8_t z[13];
+        memset(z, 0xee, sizeof z);
+        hfs_memvfd_image_read(img, a, sizeof z, z);
+        for (size_t i = 0; i < sizeof z; i++) CHECK_EQ(z[i], 0);
+        char path[] = "/tmp/h5l-test-reserve.XXXXXX";
+        int fd = mkstemp(path);
+        if (fd >= 0) close(fd);
+        CHECK(write_image(img, path) == 0);
+        hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); /* the file, its end past the reserve, opens */
+        CHECK(rf >= 0);
+        if (rf >= 0) {
+            hid_t ra = H5Aopen(rf, "after", H5P_DEFAULT);
+            int got = 0;
+            CHECK(ra >= 0 && H5Aread(ra, H5T_NATIVE_INT, &got) >= 0 && got == 42);
+            if (ra >= 0) H5Aclose(ra);
+            H5Fclose(rf);
+        }
+        unlink(path);
+        hfs_memvfd_image_free(img);
+    }
+    H5Pclose(fapl);
+}
+
+TEST_MAIN(T(test_reserve), T(test_roundtrip_earliest), T(test_roundtrip_latest), T(test_many_files), T(test_raw_never_stored),
           T(test_store_model), T(test_windows_exclude_gheap), T(test_huge_attributes), T(test_alignment),
           T(test_100k_chunks_v1btree), T(test_100k_chunks_implicit), T(test_100k_chunks_earray))
