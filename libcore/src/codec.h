@@ -79,10 +79,25 @@ static inline uint64_t h5l_cur_u64(h5l_cur_t *c)
 /* The general case of h5l_cur_varint (codec.c). */
 uint64_t h5l_cur_varint_slow(h5l_cur_t *c);
 /* An unsigned LEB128 varint; 0 and c->bad if truncated or over 64 bits.
- * One byte (values below 128, most of a checkpoint's) inline. */
+ * Up to three bytes (values below 2^21: most of a checkpoint's, a tick's
+ * time step in ns among them) inline. */
 static inline uint64_t h5l_cur_varint(h5l_cur_t *c)
 {
-    if (c->pos < c->len && !(c->p[c->pos] & 0x80)) return c->p[c->pos++];
+    size_t left = c->pos < c->len ? c->len - c->pos : 0;
+    if (!left) return h5l_cur_varint_slow(c);
+    const uint8_t *p = c->p + c->pos;
+    if (!(p[0] & 0x80)) {
+        c->pos++;
+        return p[0];
+    }
+    if (left >= 2 && !(p[1] & 0x80)) {
+        c->pos += 2;
+        return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+    }
+    if (left >= 3 && (p[1] & 0x80) && !(p[2] & 0x80)) {
+        c->pos += 3;
+        return (uint64_t)(p[0] & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7 | (uint64_t)p[2] << 14;
+    }
     return h5l_cur_varint_slow(c);
 }
 /* A u32-length string as a fresh NUL-terminated copy (caller frees), or NULL

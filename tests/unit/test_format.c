@@ -831,8 +831,16 @@ static size_t leb(uint8_t *p, uint64_t v)
 
 static void test_varints(void)
 {
-    const uint64_t vals[] = {0,         1, 127, 128, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 35, UINT64_MAX - 1,
-                             UINT64_MAX};
+    const uint64_t vals[] = {0,          1,          127, 128, 300, 16383, 16384, (1ull << 21) - 1, 1ull << 21,
+                             (1ull << 32) - 1, 1ull << 35, UINT64_MAX - 1, UINT64_MAX};
+    { /* all of them back to back: each read stops at its own last byte (the inline paths see the next one) */
+        h5l_buf_t all = {0};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) h5l_buf_varint(&all, vals[i]);
+        h5l_cur_t c = h5l_cur(all.p, all.len);
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) CHECK_EQ(h5l_cur_varint(&c), vals[i]);
+        CHECK(!c.bad && c.pos == all.len);
+        h5l_buf_free(&all);
+    }
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         h5l_buf_t b = {0};
         h5l_buf_varint(&b, vals[i]);
