@@ -319,7 +319,7 @@ static uint64_t get_le(const uint8_t *p, int n)
 
 int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
 {
-    uint8_t pre[32];
+    uint8_t pre[6 + 16 + 4 + 8]; /* the longest prefix: times, phase change values, an 8-byte size */
     read(ctx, bt->oh, sizeof pre, pre);
     if (memcmp(pre, "OHDR", 4) || pre[4] != 2) return H5L_ECORRUPT;
     uint8_t flags = pre[5];
