@@ -461,11 +461,78 @@ static void test_own_root(void)
     hfs_bt_free(&bt);
 }
 
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A layout message in a continuation chunk (libhdf5 puts it in the first
+ * chunk of a new dataset's header, so this header is made by hand from the
+ * format's description): the walk follows the continuation message, points
+ * the address inside the OCHK chunk and makes that chunk's checksum
+ * again; the first chunk is left alone. */
+static void test_layout_in_continuation(void)
+{
+    uint8_t f[512] = {0};
+    const uint64_t oh = 64, x = 256, root = 400;
+    /* first chunk: OHDR, version 2, flags 0x04 (creation order tracked, a
+     * 1-byte size), size, one continuation message (6-byte header), a gap */
+    uint8_t *h = f + oh;
+    memcpy(h, "OHDR", 4);
+    h[4] = 2;
+    h[5] = 0x04;
+    uint8_t size0 = 6 + 16 + 3; /* the message, then a 3-byte gap */
+    h[6] = size0;
+    uint8_t *m = h + 7;
+    m[0] = 0x10;
+    put_le(m + 1, 16, 2);
+    put_le(m + 6, x, 8);
+    uint64_t clen = 4 + 6 + 11 + 4 * 3 + 4; /* OCHK, the layout message, the checksum */
+    put_le(m + 14, clen, 8);
+    put_le(h + 7 + size0, hfs_bt_lookup3(h, 7 + (size_t)size0), 4);
+    /* continuation chunk: OCHK, the layout message (rank 2: 3 sizes), checksum */
+    uint8_t *c = f + x;
+    memcpy(c, "OCHK", 4);
+    uint8_t *l = c + 4;
+    l[0] = 0x08;
+    put_le(l + 1, 11 + 4 * 3, 2);
+    uint8_t *body = l + 6;
+    body[0] = 3;
+    body[1] = 2;
+    body[2] = 3;
+    memset(body + 3, 0xff, 8);
+    put_le(body + 11, 2, 4);
+    put_le(body + 15, 4, 4);
+    put_le(body + 19, 4, 4);
+    put_le(c + clen - 4, hfs_bt_lookup3(c, (size_t)clen - 4), 4);
+    mem_t mm = {f, sizeof f};
+    uint64_t nblk[2] = {5, 2}, block[2] = {2, 4}, blks[2] = {1, 2};
+    hfs_bt_t bt;
+    CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, 2), 0);
+    CHECK_EQ(hfs_bt_place(&bt, root, root + bt.node_size, 1000, 1000 + 32), 0);
+    bt.oh = oh;
+    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &mm), 0);
+    CHECK_EQ(bt.lay_at, x + 4 + 6 + 3);
+    CHECK_EQ(bt.ck_at, x + clen - 4);
+    uint8_t g[sizeof f];
+    memcpy(g, f, sizeof f);
+    CHECK_EQ(hfs_bt_read(&bt, oh, (size_t)(x + clen - oh), g + oh), 0); /* the header's bytes as served */
+    CHECK_EQ(get64(g + bt.lay_at), root);
+    CHECK_EQ(get32(g + bt.ck_at), hfs_bt_lookup3(g + x, (size_t)clen - 4));
+    CHECK(memcmp(g + oh, f + oh, (size_t)(x - oh)) == 0); /* the first chunk unchanged */
+    /* a continuation chunk whose checksum fails is refused */
+    f[x + 5] ^= 1;
+    bt.lay_at = bt.ck_at = 0;
+    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &mm), H5L_ECORRUPT);
+    hfs_bt_free(&bt);
+}
+
 int main(void)
 {
     static const th_test_t tests[] = {{"test_geometry", test_geometry},
                                       {"test_trees", test_trees},
                                       {"test_lookup3", test_lookup3},
-                                      {"test_own_root", test_own_root}};
+                                      {"test_own_root", test_own_root},
+                                      {"test_layout_in_continuation", test_layout_in_continuation}};
     return th_run(tests, sizeof tests / sizeof *tests);
 }
