@@ -679,6 +679,23 @@ static int cmp_region(const void *x, const void *y)
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
+/* The result rc of a guard of the daemon's chunk indexes (hook: its test
+ * hook's name): H5L_ECORRUPT sets *synth_bad (the caller builds again with
+ * libhdf5's indexes) and says what differed. */
+static int guarded(int rc, const char *hook, int *synth_bad, h5l_err_t *err, h5l_reader_t *r, const char *what)
+{
+#ifdef HFS_TEST_HOOKS
+    if (!rc && guard_hook(hook)) rc = H5L_ECORRUPT;
+#else
+    (void)hook;
+#endif
+    if (rc == H5L_ECORRUPT) {
+        *synth_bad = 1;
+        h5l_err_set(err, rc, "%s: %s", h5l_reader_path(r), what);
+    }
+    return rc;
+}
+
 /* Metadata of a full build past which its freed memory is given back
  * (build_full): a few ms of malloc_trim against tens of MB. */
 #define BIG_BUILD_META ((uint64_t)8 << 20)
@@ -872,29 +889,13 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         k->eof = k->img->eof;
         hfs_memvfd_image_trim(k->img); /* a snapshot has none already */
     }
-    if (!rc && k->nbts) {
-        rc = check_roots(k);
-#ifdef HFS_TEST_HOOKS
-        if (!rc && guard_hook("root")) rc = H5L_ECORRUPT;
-#endif
-        if (rc == H5L_ECORRUPT) {
-            *synth_bad = 1;
-            h5l_err_set(err, rc, "%s: the chunk index libhdf5 began is not the one the daemon writes",
-                        h5l_reader_path(r));
-        }
-    }
-    for (size_t i = 0; !rc && i < k->nbts; i++) {
-        if (!k->bts[i].oh) continue;
-        rc = hfs_bt_point_layout(&k->bts[i], image_read, k->img);
-#ifdef HFS_TEST_HOOKS
-        if (!rc && guard_hook("layout")) rc = H5L_ECORRUPT;
-#endif
-        if (rc == H5L_ECORRUPT) {
-            *synth_bad = 1;
-            h5l_err_set(err, rc, "%s: a dataset's layout message is not the one the daemon can point at its index",
-                        h5l_reader_path(r));
-        }
-    }
+    if (!rc && k->nbts)
+        rc = guarded(check_roots(k), "root", synth_bad, err, r,
+                     "the chunk index libhdf5 began is not the one the daemon writes");
+    for (size_t i = 0; !rc && i < k->nbts; i++)
+        if (k->bts[i].oh)
+            rc = guarded(hfs_bt_point_layout(&k->bts[i], image_read, k->img), "layout", synth_bad, err, r,
+                         "a dataset's layout message is not the one the daemon can point at its index");
     if (!rc) rc = finish_regions(k, r, err);
     if (rc) {
         hfs_skel_live_free(l);

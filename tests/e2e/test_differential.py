@@ -206,20 +206,26 @@ def _sparse_spec(seed):
     return "\n".join(lines) + "\n"
 
 
+def _sparse_mount_equals_model(tmp_path, h5logfs, spec):
+    """Write spec on one rank, mount it, and check every element through
+    the mount against the numpy model: (the mount, the file)."""
+    states = difftest.run_model(spec, 1)
+    h5, prob = difftest.write(spec, 1, str(tmp_path / "src"))
+    if prob:
+        pytest.fail(prob, pytrace=False)
+    m = h5logfs(tmp_path / "src")
+    diffs = difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
+    m.assert_alive()
+    assert not diffs, "\n".join(diffs[:20])
+    return m, h5
+
+
 def test_sparse_variables_equal_model(tmp_path, h5logfs):
     """Sparse variables through the mount (h5py and netCDF4, every element)
     equal the numpy model: the daemon's own chunk indexes point every
     chunk with data at its bytes, and every other chunk reads as fill."""
     spec = _sparse_spec(7)
-    states = difftest.run_model(spec, 1)
-    src = tmp_path / "src"
-    h5, prob = difftest.write(spec, 1, str(src))
-    if prob:
-        pytest.fail(prob, pytrace=False)
-    m = h5logfs(src)
-    diffs = difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
-    m.assert_alive()
-    assert not diffs, "\n".join(diffs[:20])
+    m, h5 = _sparse_mount_equals_model(tmp_path, h5logfs, spec)
     # every variable is sparse and indexed by the daemon: the chunks the
     # puts touch (from the spec and h5py's chunk shapes), once per build
     import h5py
@@ -255,16 +261,7 @@ def test_failed_guard_builds_with_libhdf5_indexes(tmp_path, h5logfs, monkeypatch
     import h5ltest
     monkeypatch.setattr(h5ltest, "DAEMON", os.path.join(h5ltest.BUILD, "tests", "h5logfs_hooks"))
     monkeypatch.setenv("H5LOGFS_TEST_BAD_GUARD", guard)
-    spec = _sparse_spec(11)
-    states = difftest.run_model(spec, 1)
-    src = tmp_path / "src"
-    h5, prob = difftest.write(spec, 1, str(src))
-    if prob:
-        pytest.fail(prob, pytrace=False)
-    m = h5logfs(src)
-    diffs = difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
-    m.assert_alive()
-    assert not diffs, "\n".join(diffs[:20])
+    m, _ = _sparse_mount_equals_model(tmp_path, h5logfs, _sparse_spec(11))
     stats = open(m.path(".h5logfs-stats")).read()
     assert "chunk indexes written by the daemon 0 (0 chunks)" in stats, stats
     assert re.search(r"skeletons: built [1-9]\d* \(failed 0,", stats), stats
