@@ -84,6 +84,7 @@ typedef struct bench {
     int small_pages; /* 1: the data buffer without MADV_HUGEPAGE */
     int finalize;    /* 1: libh5log finalizes at close (its default); 0: no_finalize, the write
                          * path alone (the finalizing cost is bench-standalone's) */
+    int early;       /* 1: h5l_opts_t.early_writes (puts write as they come) */
     int rank, nranks;
     char path[4096];
     /* this rank's data, generated before the clock starts */
@@ -335,6 +336,7 @@ static void run_h5log(bench_t *b)
     h5l_opts_t o;
     h5l_opts_init(&o);
     o.no_finalize = !b->finalize;
+    o.early_writes = b->early;
     h5l_file_t *f = NULL;
     H5L_CHECK(h5l_create(b->path, MPI_COMM_WORLD, &o, &f), f);
     lap(b, PH_CREATE);
@@ -860,7 +862,7 @@ static int parse_count(const char *s, uint64_t max, uint64_t *out)
 static const char usage[] = "usage: bench_write --pattern S|C|M --impl h5l_put|h5l_iput|mpiio|hdf5|pnetcdf --dir DIR\n"
                             "                   [--size N] [--planes Z] [--every G]\n"
                             "                   [--nvars V] [--steps T] [--rowlen L] [--verify] [--keep] [--cold]\n"
-                            "                   [--small-pages]\n";
+                            "                   [--small-pages] [--finalize] [--early]\n";
 
 /* Returns 0, or -1 after printing why on rank 0. */
 static int parse_args(bench_t *b, int argc, char **argv)
@@ -884,6 +886,8 @@ static int parse_args(bench_t *b, int argc, char **argv)
             b->small_pages = 1;
         else if (!strcmp(a, "--finalize"))
             b->finalize = 1;
+        else if (!strcmp(a, "--early"))
+            b->early = 1;
         else if (!v)
             bad = 1;
         else {
@@ -941,7 +945,8 @@ static int parse_args(bench_t *b, int argc, char **argv)
 static void print_result(const bench_t *b, double seconds, const double *ph, const double *cpu)
 {
     double mib = (double)b->bytes / (1024.0 * 1024.0);
-    printf("{\"pattern\":\"%s\",\"impl\":\"%s\",\"nranks\":%d,", pat_name[b->pattern], impl_name[b->impl], b->nranks);
+    printf("{\"pattern\":\"%s\",\"impl\":\"%s%s\",\"nranks\":%d,", pat_name[b->pattern], impl_name[b->impl],
+           b->early ? "_early" : "", b->nranks);
     if (b->pattern == PAT_M)
         printf("\"nvars\":%d,\"nsteps\":%d,\"rowlen\":%" PRIu64 ",", b->nvars, b->nsteps, b->rowlen);
     else

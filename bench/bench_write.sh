@@ -22,6 +22,8 @@
 #   BENCH_STEPS_LARGE   flushes of M large (100 full, 10 quick)
 #   BENCH_NP      MPI ranks (4)
 #   BENCH_M_HDF5  1: native HDF5 on M small too (default: only with BENCH_FULL=1)
+#   BENCH_EARLY   0: leave out h5l_put_early and h5l_iput_early (S and M
+#                 large with h5l_opts_t.early_writes; default: run them)
 #   BENCH_ROUNDS  interleaved rounds (5); the slow peers (C: native HDF5,
 #                 PnetCDF, MPI-IO; M small: native HDF5) run in the first
 #                 BENCH_SLOW_ROUNDS (2) only
@@ -59,6 +61,8 @@ full=${BENCH_FULL:-0}
 # machine, 400 s on a loaded one; the quick default leaves it out
 if [ "$full" = 1 ]; then dz=256; dsl=100; dmh=1; else dz=64; dsl=10; dmh=0; fi
 if [ "${BENCH_M_HDF5:-$dmh}" = 1 ]; then ms_hdf5=hdf5; else ms_hdf5=; fi
+# h5l_opts_t.early_writes (opt-in) side by side on S and M large
+if [ "${BENCH_EARLY:-1}" = 1 ]; then early="h5l_put_early h5l_iput_early"; else early=; fi
 z=${BENCH_PLANES:-$dz}
 n=${BENCH_N:-1024}
 every=${BENCH_EVERY:-8}
@@ -99,9 +103,10 @@ case_args() {
 }
 case_impls() {
     case $1 in
-    S | C) echo "mpiio h5l_put h5l_iput hdf5 pnetcdf" ;;
+    S) echo "mpiio h5l_put h5l_iput hdf5 pnetcdf $early" ;;
+    C) echo "mpiio h5l_put h5l_iput hdf5 pnetcdf" ;;
     Ms) echo "mpiio h5l_put h5l_iput pnetcdf $ms_hdf5" ;;
-    Ml) echo "mpiio h5l_put h5l_iput pnetcdf" ;;
+    Ml) echo "mpiio h5l_put h5l_iput pnetcdf $early" ;;
     esac
 }
 
@@ -121,7 +126,10 @@ for round in $(seq 1 "$rounds"); do
         for impl in $(case_impls "$c"); do
             if [ "$round" -gt "$slow_rounds" ] && slow "$c" "$impl"; then continue; fi
             read -r -a args <<<"$(case_args "$c")"
-            args+=(--impl "$impl" --dir "$work")
+            case $impl in
+            *_early) args+=(--impl "${impl%_early}" --early --dir "$work") ;;
+            *) args+=(--impl "$impl" --dir "$work") ;;
+            esac
             if [ "${BENCH_VERIFY:-0}" = 1 ]; then args+=(--verify); fi
             if [ "${BENCH_WARM:-1}" = 0 ]; then args+=(--cold); fi
             if [ "${BENCH_SMALL_PAGES:-0}" = 1 ]; then args+=(--small-pages); fi
@@ -196,10 +204,13 @@ TARGETS = {
     "Ml": [("h5l_put", "mpiio", 0.9)],
 }
 INFO = {
-    "S": [("h5l_put", "h5l_iput"), ("h5l_put", "hdf5"), ("h5l_put", "pnetcdf")],
+    "S": [("h5l_put", "h5l_iput"), ("h5l_put", "hdf5"), ("h5l_put", "pnetcdf"),
+          ("h5l_put_early", "h5l_put"), ("h5l_iput_early", "h5l_iput"), ("h5l_put_early", "mpiio"),
+          ("h5l_iput_early", "mpiio")],
     "C": [("h5l_iput", "hdf5"), ("h5l_iput", "pnetcdf"), ("h5l_put", "mpiio")],
     "Ms": [("h5l_put", "mpiio"), ("h5l_put", "hdf5"), ("h5l_put", "pnetcdf")],
-    "Ml": [("h5l_put", "pnetcdf"), ("h5l_iput", "mpiio")],
+    "Ml": [("h5l_put", "pnetcdf"), ("h5l_iput", "mpiio"), ("h5l_put_early", "h5l_put"),
+           ("h5l_iput_early", "h5l_iput"), ("h5l_put_early", "mpiio"), ("h5l_iput_early", "mpiio")],
 }
 doc = {
     "benchmark": "bench_write",

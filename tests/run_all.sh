@@ -62,6 +62,8 @@ run "unit test_lfile_gather" timeout 300 mpirun --oversubscribe -np 1 "$BUILD/te
 for np in 1 2 4; do
     d=$(mktemp -d "$log/mpi.XXXX")
     run "mpi test_writer -np $np" timeout 600 mpirun --oversubscribe -np $np "$BUILD/tests/test_writer" "$d" --ticks 8 --seed $np
+    d=$(mktemp -d "$log/mpi.XXXX")
+    run "mpi test_early -np $np" timeout 600 mpirun --oversubscribe -np $np "$BUILD/tests/test_early" "$d"
 done
 d=$(mktemp -d "$log/mpi.XXXX")
 run "mpi test_frames -np 2" timeout 300 mpirun --oversubscribe -np 2 "$BUILD/tests/test_frames" "$d"

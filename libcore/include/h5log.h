@@ -44,9 +44,22 @@ typedef struct h5l_opts {
                           * mount or h5logreplay, or finalize later with
                           * h5logrecover. Zero also when the struct is
                           * zero-initialised, so the default is safe. */
+    int early_writes;     /* 1: once a tick's data has the sizes of the
+                          * tick before it, the flush reserves the same
+                          * place for the next tick and puts write their
+                          * data there as they come (h5l_put without a copy
+                          * once 4 MiB are pending), so the flush writes
+                          * only what is left; for writers that compute
+                          * between puts, on file systems that take writes
+                          * to one file in parallel. 0 (default): every
+                          * byte is written by the flush, which measured
+                          * as fast or faster on a local file system
+                          * (docs/performance.md). Takes effect only when
+                          * every rank passes 1. */
+    int pad_;
     /* Room for options to come without changing the struct's size (the
      * ABI of libh5log.so.0): zero (h5l_opts_init sets it so). */
-    uint64_t reserved_[8];
+    uint64_t reserved_[7];
 } h5l_opts_t;
 
 typedef struct h5l_file h5l_file_t;

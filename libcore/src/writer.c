@@ -62,6 +62,16 @@
 #define WRITE_BLOCK ((uint64_t)1 << 25)
 #endif
 #define EXTENT_FIRST ((uint64_t)1 << 20) /* the first log extent */
+/* pending bytes at which puts write early (h5l_opts_t.early_writes), and
+ * the tick size from which the next extent is made ahead (make_ahead); the
+ * test build uses 64 KiB for both so the MPI tests' small ticks do them */
+#ifdef H5L_TEST_HOOKS
+#define EARLY_STEP ((uint64_t)1 << 16)
+#define AHEAD_MIN ((uint64_t)1 << 16)
+#else
+#define EARLY_STEP ((uint64_t)4 << 20)
+#define AHEAD_MIN ((uint64_t)8 << 20)
+#endif
 #define EXTENT_SLACK                                                                                                   \
     ((uint64_t)32 << 20)         /* an extent is at most this much (or its first tick's size) larger
                                            * than its first tick needs: bounds the unused (sparse) tail */
@@ -120,6 +130,29 @@ struct h5l_file {
     /* every rank: the newest log extent (format.md 1), from the same
      * agreed sizes on every rank; only rank 0 creates extents */
     uint64_t ext_off, ext_size, ext_used, ext_count;
+    /* the next extent, made ahead by rank 0 after a flush (make_ahead):
+     * its size, decided by every rank alike at publish (0: none wanted),
+     * and its offset, rank 0's until the next flush_agree tells every
+     * rank (0: none) */
+    uint64_t ahead_size, ahead_off;
+    /* Early writes (format.md 6): every rank, from the same agreed sizes.
+     * sz_last: every rank's data bytes in the last tick that had data
+     * (sz_known: there was one); sz_now: this flush's, kept at publish.
+     * res_off: where the last flush reserved this tick's data (0: it
+     * reserved nothing), for the sizes of sz_last; this rank's place there:
+     * res_pre (bytes of the ranks before it) and res_len (its bytes). */
+    uint64_t *sz_last, *sz_now;
+    int sz_known;
+    uint64_t res_off, res_pre, res_len;
+    /* This rank: early is 1 while puts may write at the reserved place;
+     * wt: bytes of this tick's data written there (whole segments), whose
+     * checksums are wsums; f->pieces hold the data from wt on. */
+    int early;
+    uint64_t wt;
+    uint64_t tail; /* == data_bytes: the bytes from wt on are written too
+                    * (write_tail), their checksum at wsums[wt >> seglog] */
+    uint8_t *wsums;
+    size_t cap_wsums;
     /* rank 0 only */
     h5l_anchor_t *anc;
     int jfd;
@@ -143,10 +176,11 @@ static int fail(h5l_file_t *f, int code, const char *fmt, ...)
 
 /* What each rank tells every other one at the start of a flush, in one
  * MPI_Allgather (flush_agree): its data bytes, record block bytes, records,
- * the hash of its encoded definitions, a local failure flag and its number
- * of dimensions, then the extent it wants along every dimension committed
+ * the hash of its encoded definitions, a local failure flag, its number
+ * of dimensions, whether it has early writes off and (rank 0) the offset of the
+ * extent it made ahead, then the extent it wants along every dimension committed
  * before the flush. */
-enum { AGG_N = 6 };
+enum { AGG_N = 8 };
 
 /* Room in f->gath for a flush with ndims committed dimensions. 0 or -1. */
 static int gath_room(h5l_file_t *f, size_t ndims)
@@ -160,6 +194,8 @@ void h5l_opts_init(h5l_opts_t *o)
     o->sync = H5L_SYNC_NONE;
     o->check_collective = 1;
     o->no_finalize = 0;
+    o->early_writes = 0;
+    o->pad_ = 0;
     memset(o->reserved_, 0, sizeof o->reserved_);
 }
 
@@ -200,6 +236,9 @@ static void free_file(h5l_file_t *f)
     if (f->jfd >= 0) close(f->jfd);
     h5l_anchor_abort(f->anc);
     free(f->gath);
+    free(f->sz_last);
+    free(f->sz_now);
+    free(f->wsums);
     if (f->comm != MPI_COMM_NULL) MPI_Comm_free(&f->comm);
     free(f->path);
     free(f->jpath);
@@ -321,8 +360,10 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     f->cur.varid = -1;
     f->seglog = H5L_SEGLOG_DEFAULT;
     f->hs = h5l_hstream_new();
-    if (!f->path || !f->jpath || !f->hs || gath_room(f, 0) || h5l_schema_init(&f->schema) ||
-        h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
+    f->sz_last = calloc((size_t)f->size, sizeof *f->sz_last);
+    f->sz_now = calloc((size_t)f->size, sizeof *f->sz_now);
+    if (!f->path || !f->jpath || !f->hs || !f->sz_last || !f->sz_now || gath_room(f, 0) ||
+        h5l_schema_init(&f->schema) || h5l_buf_reserve(&f->recs, H5L_BLOCK_LEN))
         rc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
     f->recs.len = H5L_BLOCK_LEN;
     if (!rc && f->opts.buffer_limit) {
@@ -362,7 +403,8 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
     if (!rc) {
         memcpy(f->id, st.v, 16);
         f->seed = h5l_seed(f->id);
-        int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
+        /* read-write: a flush may move bytes written early (move_early) */
+        int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_RDWR, MPI_INFO_NULL, &f->fh);
         f->fh_open = mrc == MPI_SUCCESS;
         rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
     }
@@ -734,6 +776,24 @@ static int merge_dim(const openrec_t *r, const uint64_t *s, const uint64_t *c)
     return -1;
 }
 
+static void write_early(h5l_file_t *f);
+
+/* After an early write that took the caller's buffer of h5l_put directly:
+ * what of it is still pending (less than a segment, or all of it if the
+ * write failed) is copied into the arena, since the caller may reuse its
+ * buffer once h5l_put returns. Only the last piece can be from it (a
+ * direct put never merges with the piece before it). The room was
+ * checked before the put. */
+static void keep_rest(h5l_file_t *f, const uint8_t *buf, size_t bytes)
+{
+    if (!f->npieces) return;
+    piece_t *p = &f->pieces[f->npieces - 1];
+    if ((uintptr_t)p->p < (uintptr_t)buf || (uintptr_t)p->p >= (uintptr_t)buf + bytes) return;
+    memcpy(f->arena + f->arena_used, p->p, p->len);
+    p->p = f->arena + f->arena_used;
+    f->arena_used += p->len;
+}
+
 static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf, int copy)
 {
     int rc = check_open(f);
@@ -779,13 +839,16 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
     }
     const uint8_t *src = buf;
-    if (copy) {
+    /* a put that brings EARLY_STEP bytes pending while this tick writes
+     * early goes out now from the caller's buffer, uncopied (keep_rest) */
+    int direct = copy && f->early && f->data_bytes + bytes <= f->res_len && f->data_bytes + bytes - f->wt >= EARLY_STEP;
+    if (copy && !direct) {
         memcpy(f->arena + f->arena_used, buf, bytes);
         src = f->arena + f->arena_used;
         f->arena_used += bytes;
     }
     piece_t *last = f->npieces ? &f->pieces[f->npieces - 1] : NULL;
-    if (last && last->p + last->len == src && last->len + bytes >= last->len)
+    if (!direct && last && last->p + last->len == src && last->len + bytes >= last->len)
         last->len += bytes;
     else
         f->pieces[f->npieces++] = (piece_t){src, bytes};
@@ -814,6 +877,13 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         if (f->schema.dims[id].unlimited && start[d] + count[d] > f->want[id]) f->want[id] = start[d] + count[d];
     }
     f->data_bytes += bytes;
+    if (f->early) {
+        if (f->data_bytes > f->res_len)
+            f->early = 0; /* more than its place holds: the tick goes elsewhere (flush_place) */
+        else if (f->data_bytes - f->wt >= EARLY_STEP)
+            write_early(f);
+    }
+    if (direct) keep_rest(f, buf, bytes);
     return H5L_OK;
 }
 
@@ -1010,6 +1080,118 @@ static void hash_segments(h5l_file_t *f, uint64_t tick, const piece_t *pc, ppos_
     }
 }
 
+/* The pieces from stream byte wt + len on stay; the arena's pending bytes
+ * (always its last ones: puts fill it in data order) move to its start,
+ * so a tick that writes early keeps reusing the same warm pages. */
+static void drop_written(h5l_file_t *f, uint64_t len)
+{
+    ppos_t pos = {0, 0};
+    ppos_advance(f->pieces, &pos, len);
+    size_t m = 0;
+    uintptr_t a0 = (uintptr_t)f->arena, a1 = a0 + f->arena_used, lo = a1;
+    for (size_t i = pos.i; i < f->npieces; i++) {
+        piece_t p = f->pieces[i];
+        if (i == pos.i) {
+            p.p += pos.skip;
+            p.len -= pos.skip;
+        }
+        if (!p.len) continue;
+        if (f->arena && (uintptr_t)p.p >= a0 && (uintptr_t)p.p < a1 && (uintptr_t)p.p < lo) lo = (uintptr_t)p.p;
+        f->pieces[m++] = p;
+    }
+    f->npieces = m;
+    if (!f->arena) return;
+    size_t keep = (size_t)(a1 - lo), shift = (size_t)(lo - a0);
+    if (keep && shift) {
+        memmove(f->arena, f->arena + shift, keep);
+        for (size_t i = 0; i < m; i++)
+            if ((uintptr_t)f->pieces[i].p >= lo && (uintptr_t)f->pieces[i].p < a1) f->pieces[i].p -= shift;
+    }
+    f->arena_used = keep;
+}
+
+/* Early write (format.md 6): this tick's place was reserved by the last
+ * flush, so the whole segments pending go there now, hashed right before
+ * each block is written as the flush does. The flush writes the rest (or,
+ * if the tick's sizes turn out different, moves these bytes: move_early).
+ * A failed write ends early writing for the tick and loses nothing: the
+ * pieces not written stay, and the flush writes them and reports. */
+static void write_early(h5l_file_t *f)
+{
+    uint64_t end = f->data_bytes >> f->seglog << f->seglog, len = end - f->wt, tick = f->tick + 1, done = 0;
+    if (!len) return;
+    uint64_t j0 = f->wt >> f->seglog;
+    if (h5l_grow((void **)&f->wsums, &f->cap_wsums, (size_t)(end >> f->seglog) * 8, 1)) {
+        f->early = 0;
+        return;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)tick);
+    ppos_t hpos = {0, 0}, wpos = {0, 0};
+    while (done < len) {
+        uint64_t l = len - done < WRITE_BLOCK ? len - done : WRITE_BLOCK, j = j0 + (done >> f->seglog);
+        hash_segments(f, tick, f->pieces, &hpos, j, j + (l >> f->seglog), f->wsums + j * 8);
+        if (write_pieces(f, what, (MPI_Offset)(f->res_off + f->res_pre + f->wt + done), f->pieces, wpos, l)) {
+            f->early = 0;
+            break;
+        }
+        ppos_advance(f->pieces, &wpos, l);
+        done += l;
+    }
+    if (done) drop_written(f, done);
+    f->wt += done;
+}
+
+/* At the flush, before it waits for the other ranks: this rank's data
+ * fills its reserved place exactly, so its last bytes (the segments
+ * pending and the last, partial one) go there now, while other ranks may
+ * still be putting. The partial segment's pieces stay (f->tail marks it
+ * written): a put after a failed flush extends that segment, and then it
+ * is hashed and written again as usual. */
+static void write_tail(h5l_file_t *f)
+{
+    write_early(f);
+    uint64_t len = f->data_bytes - f->wt, j = f->wt >> f->seglog;
+    if (!f->early || !len) return;
+    if (h5l_grow((void **)&f->wsums, &f->cap_wsums, (size_t)(j + 1) * 8, 1)) return;
+    char what[64];
+    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)(f->tick + 1));
+    ppos_t hpos = {0, 0};
+    hash_segments(f, f->tick + 1, f->pieces, &hpos, j, j + 1, f->wsums + j * 8);
+    if (write_pieces(f, what, (MPI_Offset)(f->res_off + f->res_pre + f->wt), f->pieces, (ppos_t){0, 0}, len))
+        f->early = 0;
+    else
+        f->tail = f->data_bytes;
+}
+
+/* At the flush, when the tick's sizes differ from those its place was
+ * reserved for: the len bytes written early at `from` go to the tick's
+ * place `to`, read back through a bounce buffer (their checksums do not
+ * depend on where they lie). */
+static int move_early(h5l_file_t *f, uint64_t tick, uint64_t from, uint64_t to, uint64_t len)
+{
+    size_t cap = len < WRITE_BLOCK ? (size_t)len : (size_t)WRITE_BLOCK;
+    uint8_t *b = malloc(cap);
+    if (!b)
+        return fail(f, H5L_ENOMEM, "%s: out of memory moving the data of tick %llu", f->path, (unsigned long long)tick);
+    char what[64];
+    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)tick);
+    int rc = H5L_OK;
+    for (uint64_t o = 0; o < len && !rc; o += cap) {
+        size_t l = len - o < cap ? (size_t)(len - o) : cap;
+        MPI_Status st;
+        MPI_Count got = 0;
+        if (MPI_File_read_at(f->fh, (MPI_Offset)(from + o), b, (int)l, MPI_BYTE, &st) != MPI_SUCCESS ||
+            MPI_Get_elements_x(&st, MPI_BYTE, &got) != MPI_SUCCESS || got != (MPI_Count)l)
+            rc = fail(f, H5L_EIO, "%s: reading back %zu bytes of tick %llu at %llu failed", f->path, l,
+                      (unsigned long long)tick, (unsigned long long)(from + o));
+        else
+            rc = write_pieces(f, what, (MPI_Offset)(to + o), &(piece_t){b, l}, (ppos_t){0, 0}, l);
+    }
+    free(b);
+    return rc;
+}
+
 /* Rank 0: append one frame to the sidecar and to the in-memory copy (the
  * CLOSE frame; TICK frames go through seal_frame and put_sealed). */
 static int journal_append(h5l_file_t *f, uint16_t type, const void *payload, size_t len)
@@ -1131,6 +1313,9 @@ typedef struct flush {
     uint64_t doff, moff; /* where the tick's data and record blocks start */
     size_t rlen;         /* where the segment checksums start in f->recs */
     int sealed;          /* built, but the frame append failed */
+    int match;           /* every rank's data has the sizes its reserved place was made for */
+    int reserve;         /* reserve the next tick's place for this tick's sizes */
+    uint64_t res_next;   /* where (0: nowhere) */
 } flush_t;
 
 static void flush_free(flush_t *fl)
@@ -1164,6 +1349,8 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
     me[3] = h;
     me[4] = (fl->opsb.oom || !fl->want || !fl->grown || lrc) ? 1u : 0u;
     me[5] = nd;
+    me[6] = f->opts.early_writes ? 0u : 1u;
+    me[7] = f->rank == 0 ? f->ahead_off : 0;
     memcpy(me + AGG_N, f->want, nold * sizeof *me);
     MPI_Request rq;
     int mrc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)n, MPI_UINT64_T, f->comm, &rq);
@@ -1171,12 +1358,15 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
     if (mrc != MPI_SUCCESS)
         return lrc ? lrc
                    : fail(f, H5L_EMPI, "%s: flush %llu: MPI_Allgather failed", f->path, (unsigned long long)fl->tick);
-    int oom = 0, mismatch = 0;
+    int oom = 0, mismatch = 0, same = 1, early_off = 0;
     memset(fl->pre, 0, sizeof fl->pre);
     memset(fl->tot, 0, sizeof fl->tot);
     for (int q = 0; q < f->size; q++) {
         const uint64_t *a = all + (size_t)q * n;
         for (int i = 0; i < 3; i++) fl->tot[i] += a[i];
+        f->sz_now[q] = a[0];
+        same &= a[0] == f->sz_last[q];
+        early_off |= a[6] != 0;
         if (q < f->rank) {
             fl->pre[0] += a[0];
             fl->pre[1] += a[1];
@@ -1194,6 +1384,14 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
         return fail(f, H5L_EMISMATCH,
                     "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu", f->path,
                     (unsigned long long)fl->tick);
+    /* Early writes: the reserved place fits when every rank's size is the
+     * one it was reserved for; the next tick gets a place when this one's
+     * sizes repeat the last data tick's (or this is the first), so a
+     * writer whose sizes vary stops reserving after one miss. */
+    f->ahead_off = all[7]; /* rank 0's */
+    same &= f->sz_known;
+    fl->match = f->res_off && same;
+    fl->reserve = fl->tot[0] && !early_off && (!f->sz_known || same);
     return H5L_OK;
 }
 
@@ -1226,10 +1424,19 @@ static int flush_grow(h5l_file_t *f, flush_t *fl)
  * allocate the next extent (libhdf5) and broadcast where it is. */
 static int flush_place(h5l_file_t *f, flush_t *fl)
 {
-    uint64_t dspace = (fl->tot[0] + 7) & ~(uint64_t)7;
-    fl->need = dspace + fl->tot[1];
-    if (!f->ext_count || f->ext_size - f->ext_used < fl->need) {
+    uint64_t dspace = (fl->tot[0] + 7) & ~(uint64_t)7, dneed = fl->match ? 0 : dspace;
+    /* the tick's data (unless it lies in its reserved place already), its
+     * record blocks, and the next tick's reserved place */
+    fl->need = dneed + fl->tot[1] + (fl->reserve ? dspace : 0);
+    if (f->ext_count && f->ext_size - f->ext_used < fl->need && f->ahead_off && f->ahead_size >= fl->need) {
+        f->ext_off = f->ahead_off; /* made ahead: no libhdf5 call, no broadcast */
+        f->ext_size = f->ahead_size;
+        f->ext_used = 0;
+        f->ext_count++;
+        f->ahead_off = f->ahead_size = 0;
+    } else if (!f->ext_count || f->ext_size - f->ext_used < fl->need) {
         uint64_t size = next_extent(f, fl->need);
+        f->ahead_off = f->ahead_size = 0; /* too small (its name is reused below) */
         bstat_t st = {0};
         if (f->rank == 0) {
             h5l_err_t e = {0};
@@ -1245,8 +1452,10 @@ static int flush_place(h5l_file_t *f, flush_t *fl)
         f->ext_used = 0;
         f->ext_count++;
     }
-    fl->doff = fl->tot[0] ? f->ext_off + f->ext_used : 0;
-    fl->moff = f->ext_off + f->ext_used + dspace;
+    uint64_t at = f->ext_off + f->ext_used;
+    fl->doff = !fl->tot[0] ? 0 : fl->match ? f->res_off : at;
+    fl->moff = at + dneed;
+    fl->res_next = fl->reserve ? fl->moff + fl->tot[1] : 0;
     return H5L_OK;
 }
 
@@ -1275,12 +1484,24 @@ static int flush_write(h5l_file_t *f, flush_t *fl)
     char what[64];
     snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)fl->tick);
     uint8_t *sums = f->recs.p + fl->rlen;
+    uint64_t dst = fl->doff + fl->pre[0];
+    /* bytes written early (write_early) are in place unless the sizes
+     * changed; the pieces hold the rest, from f->wt on */
+    if (f->wt) {
+        memcpy(sums, f->wsums, (size_t)(f->wt >> f->seglog) * 8);
+        if (!wrc && dst != f->res_off + f->res_pre) wrc = move_early(f, fl->tick, f->res_off + f->res_pre, dst, f->wt);
+    }
+    uint64_t todo = f->data_bytes;
+    if (f->tail == f->data_bytes && f->tail > f->wt && dst == f->res_off + f->res_pre) {
+        todo = f->wt; /* the last segment is in place too (write_tail) */
+        memcpy(sums + (f->wt >> f->seglog) * 8, f->wsums + (f->wt >> f->seglog) * 8, 8);
+    }
     ppos_t hpos = {0, 0}, wpos = {0, 0};
-    for (uint64_t o = 0; o < f->data_bytes && !wrc; o += WRITE_BLOCK) {
+    for (uint64_t o = f->wt; o < todo && !wrc; o += WRITE_BLOCK) {
         uint64_t len = f->data_bytes - o < WRITE_BLOCK ? f->data_bytes - o : WRITE_BLOCK;
         uint64_t j0 = o >> f->seglog, j1 = (o + len + ((uint64_t)1 << f->seglog) - 1) >> f->seglog;
         hash_segments(f, fl->tick, f->pieces, &hpos, j0, j1, sums + j0 * 8);
-        wrc = write_pieces(f, what, (MPI_Offset)(fl->doff + fl->pre[0] + o), f->pieces, wpos, len);
+        wrc = write_pieces(f, what, (MPI_Offset)(dst + o), f->pieces, wpos, len);
         ppos_advance(f->pieces, &wpos, len);
     }
     if (!wrc) {
@@ -1355,13 +1576,43 @@ static void flush_publish(h5l_file_t *f, flush_t *fl)
     f->nops = 0;
     f->npieces = 0;
     f->recs.len = H5L_BLOCK_LEN;
+    f->res_off = fl->res_next;
+    f->res_pre = fl->pre[0];
+    f->res_len = f->data_bytes;
+    f->early = f->res_off && f->res_len;
+    f->wt = f->tail = 0;
+    if (fl->tot[0]) { /* the sizes the next tick is compared with */
+        uint64_t *t = f->sz_last;
+        f->sz_last = f->sz_now;
+        f->sz_now = t;
+        f->sz_known = 1;
+    }
     f->nrec = f->data_bytes = f->nputs = 0;
     f->arena_used = 0;
     f->ext_used += fl->need;
+    /* a next tick like this one would not fit: make the next extent
+     * ahead (make_ahead), for ticks large enough to allocate often */
+    if (!f->ahead_size && fl->need >= AHEAD_MIN && f->ext_size - f->ext_used < fl->need)
+        f->ahead_size = next_extent(f, fl->need);
     if (fl->nd) memset(f->want, 0, fl->nd * sizeof *f->want);
     f->ndims_committed = fl->nd;
     f->tick = fl->tick;
     f->sealed = fl->sealed;
+}
+
+/* Rank 0, after a flush: make the extent publish asked for. Every rank
+ * waits for an extent made in a flush's place step (libhdf5 on rank 0:
+ * 4-6 ms with 1000 variables in the file, and a broadcast), with the file
+ * idle; made here, rank 0 does it while the other ranks go on with their
+ * puts and early writes. The next flush_agree carries the offset to every
+ * rank; a failure only leaves the extent to be made when needed. */
+static void make_ahead(h5l_file_t *f)
+{
+    if (f->rank != 0 || !f->ahead_size || f->ahead_off) return;
+    h5l_err_t e = {0};
+    char name[64];
+    snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
+    if (h5l_anchor_alloc(f->anc, name, f->ahead_size, &f->ahead_off, &e)) f->ahead_off = 0;
 }
 
 /* One flush is one tick, in the six steps above; each is collective where
@@ -1380,6 +1631,10 @@ int h5l_flush(h5l_file_t *f)
             return fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
         if (!more) return H5L_OK;
     }
+    /* this rank's data fills its reserved place exactly: its last bytes go
+     * there before the flush waits for the other ranks (if their sizes
+     * changed, flush_write moves them with the rest) */
+    if (f->early && f->data_bytes == f->res_len && f->tail != f->data_bytes) write_tail(f);
     flush_t fl = {.tick = f->tick + 1, .nd = f->schema.ndims};
     size_t rlen = f->recs.len;
     int lrc = finish_block(f, fl.tick, &fl.blen, &rlen); /* a local failure still takes part in step 1 */
@@ -1389,6 +1644,7 @@ int h5l_flush(h5l_file_t *f)
     if (!rc || fl.sealed) { /* sealed: published, and the append's error returned */
         flush_publish(f, &fl);
         rlen = f->recs.len;
+        make_ahead(f);
     }
     f->recs.len = rlen; /* a failed flush leaves the records as they were, for a retry */
     flush_free(&fl);

@@ -43,7 +43,8 @@ class Opts(ctypes.Structure):
     (tests/e2e/test_python.py compares the size with the C compiler's)."""
     _fields_ = [("buffer_limit", ctypes.c_size_t), ("sync", ctypes.c_int),
                 ("check_collective", ctypes.c_int), ("no_finalize", ctypes.c_int),
-                ("reserved_", ctypes.c_uint64 * 8)]
+                ("early_writes", ctypes.c_int), ("pad_", ctypes.c_int),
+                ("reserved_", ctypes.c_uint64 * 7)]
 
 
 def _candidates():

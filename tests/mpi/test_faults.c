@@ -21,7 +21,8 @@
  *   while the disk stays full.
  * shim: DIR is an ordinary directory; faults are armed with setenv on one
  *   rank before a step and disarmed after: data and record block writes
- *   (ENOSPC, EIO, a short write then ENOSPC, a short write alone), journal
+ *   (ENOSPC, EIO, a short write then ENOSPC, a short write alone; early
+ *   writes at put time failing alike), journal
  *   appends (a torn frame, kept by a reader across the retry; puts made
  *   after a failed commit; a journal that stays full), and every step of
  *   close (HDF5 metadata, embedded journal, user block, CLOSE frame, the
@@ -69,13 +70,19 @@ static double wval(uint64_t t, uint64_t j) { return (double)t * 1e5 + (double)j;
 
 static void path_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", g_dir, name); }
 
+/* h5l_opts_t.early_writes for the files make_file makes */
+static int g_early;
+
 /* Collective: create name in DIR with /v and /w. */
 static h5l_file_t *make_file(const char *name, geom_t *g, uint64_t x, uint64_t w)
 {
     char p[4096];
     path_of(p, sizeof p, name);
     h5l_file_t *f = NULL;
-    int rc = h5l_create(p, MPI_COMM_WORLD, NULL, &f);
+    h5l_opts_t o;
+    h5l_opts_init(&o);
+    o.early_writes = g_early;
+    int rc = h5l_create(p, MPI_COMM_WORLD, &o, &f);
     EXPECT(rc == 0, "create %s: %s", p, h5l_errmsg(NULL));
     if (rc) MPI_Abort(MPI_COMM_WORLD, 1);
     g->x = x;
@@ -398,6 +405,70 @@ static void shim_data(void)
     free_geom(&g);
 }
 
+/* Early writes (h5l_opts_t.early_writes, docs/format.md 6): from tick 2 on
+ * each tick's place is reserved, and h5l_put writes /v's row (128 KiB per
+ * rank) there at once.
+ * A write failing then loses nothing: the put succeeds, the flush writes
+ * what the early write did not, at the same place, and reports if it
+ * fails too. */
+static void shim_early(void)
+{
+    const char *name = "s_early.h5";
+    char end[64];
+    snprintf(end, sizeof end, "/%s", name);
+    geom_t g = {0};
+    int P = g_size, last = P - 1, mid = P / 2;
+    g_early = 1;
+    h5l_file_t *f = make_file(name, &g, 16384 * (uint64_t)P, 64 * (uint64_t)P);
+    g_early = 0;
+    good_ticks(f, &g, 1, 2);
+    /* the early write fails (ENOSPC; a short write, then ENOSPC): the
+     * flush writes the row */
+    for (uint64_t t = 3; t <= 4; t++) {
+        int who = t == 3 ? last : mid;
+        long before = fired();
+        arm(who, end, 1, t == 3 ? 1 : 2, t == 3 ? "enospc" : "short:1000", -1);
+        put_tick(f, &g, t);
+        expect_fired(who, before, "early write");
+        disarm();
+        int rc = h5l_flush(f);
+        EXPECT(rc == 0, "flush of tick %llu after a failed early write: %s", (unsigned long long)t, h5l_errmsg(f));
+        check_file(name, &g, t, 0, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* the disk stays full from the early write on: the flush fails,
+     * commits nothing, and its retry commits the tick */
+    arm(last, end, 1, 0, "enospc", -1);
+    put_tick(f, &g, 5);
+    flush_fails_then_retry(f, &g, name, 5, last, "data of tick 5", "no space left on device");
+    /* the early writes succeeded; the last bytes' write at the flush
+     * fails, and so does the flush's second try of them */
+    put_tick(f, &g, 6);
+    arm(0, end, 1, 2, "eio", -1);
+    flush_fails_then_retry(f, &g, name, 6, 0, "data of tick 6", "input/output error");
+    /* every byte written before the flush waited; the record block fails;
+     * then the same puts again (a tick twice the size its place was made
+     * for: the bytes written are moved) and the retry commits */
+    put_tick(f, &g, 7);
+    long before = fired();
+    arm(last, end, 2, 1, "enospc", -1);
+    int rc = h5l_flush(f);
+    expect_fail("s_early: flush of tick 7", rc, h5l_errmsg(f), name, "record block of tick 7", "no space", NULL);
+    expect_fired(last, before, "s_early: flush of tick 7");
+    disarm();
+    MPI_Barrier(MPI_COMM_WORLD);
+    put_tick(f, &g, 7);
+    rc = h5l_flush(f);
+    EXPECT(rc == 0, "s_early: flush of tick 7 with more puts: %s", h5l_errmsg(f));
+    check_file(name, &g, 7, 0, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    rc = h5l_close(f);
+    EXPECT(rc == 0, "close %s: %s", name, h5l_errmsg(NULL));
+    check_file(name, &g, 7, 1, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    free_geom(&g);
+}
+
 /* Journal appends (rank 0). */
 static void shim_journal(void)
 {
@@ -652,6 +723,7 @@ int main(int argc, char **argv)
         EXPECT(g_fired != NULL, "the fault shim is not loaded (LD_PRELOAD=build/tests/fault_shim.so)");
         if (g_fired) {
             shim_data();
+            shim_early();
             shim_journal();
             shim_close();
         }
