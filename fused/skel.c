@@ -76,10 +76,11 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
     return H5L_OK;
 }
 
-/* $H5LOGFS_TEST_BAD_GUARD "root" or "layout": the guard of the daemon's
- * chunk indexes (check_roots) or of its own roots (hfs_bt_point_layout)
- * fails as it would with a libhdf5 that writes otherwise, so the build
- * starts again with libhdf5's indexes (tests/e2e/test_differential.py). */
+/* $H5LOGFS_TEST_BAD_GUARD "root", "layout" or "own": the guard of the
+ * daemon's chunk indexes (check_roots) or of its own roots
+ * (hfs_bt_point_layout) fails as it would with a libhdf5 that writes
+ * otherwise, or an own root finds no room (own_root), so the build starts
+ * again with libhdf5's indexes (tests/e2e/test_differential.py). */
 static int guard_hook(const char *which)
 {
     const char *g = getenv("H5LOGFS_TEST_BAD_GUARD");
@@ -830,8 +831,9 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
             const char *path = s->objs[k->vars[i].objid].path;
             hid_t ds = -1;
             if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
-                if (own && b.two_k)
-                    rc = own_root(&b, (uint32_t)i);
+                if (own && b.two_k) /* no room for it (or no header to point at it): libhdf5's indexes */
+                    rc = guarded(own_root(&b, (uint32_t)i), "own", synth_bad, err, r,
+                                 "no room could be reserved for the daemon's own chunk index");
                 else if ((ds = H5Dopen2(file, path, H5P_DEFAULT)) < 0)
                     rc = H5L_EHDF5;
                 else if (own || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))

@@ -250,12 +250,13 @@ def test_sparse_variables_equal_model(tmp_path, h5logfs):
     assert own and builds and int(own.group(1)) == 3 * builds and int(own.group(2)) == want * builds, (want, stats)
 
 
-@pytest.mark.parametrize("guard", ["root", "layout"])
+@pytest.mark.parametrize("guard", ["root", "layout", "own"])
 def test_failed_guard_builds_with_libhdf5_indexes(tmp_path, h5logfs, monkeypatch, guard):
     """When a guard of the daemon's chunk indexes fails (the root libhdf5
-    wrote, or an object header the daemon would point at its own root:
-    forced by the test daemon's hook, as a libhdf5 writing otherwise would
-    make them fail), the snapshot is built again with libhdf5's own indexes:
+    wrote, or an object header the daemon would point at its own root), or
+    an own root finds no room in the image (forced by the test daemon's
+    hook, as a libhdf5 writing otherwise or a reservation failing would make
+    them), the snapshot is built again with libhdf5's own indexes:
     the daemon reports none of its own, and every element still equals the
     numpy model."""
     import h5ltest
