@@ -537,14 +537,18 @@ class File(Group):
     """A log-layout HDF5 file being written by every rank of comm.
 
     File(path, "w", comm=MPI.COMM_WORLD, buffer_limit=None, sync=False,
-    check_collective=True) creates (truncates) path and its journal
-    path.h5lj; collective. buffer_limit: bytes a rank may buffer between
-    flushes (default 1 GiB). sync=True makes every tick durable against a
-    node crash (two syncs per flush). check_collective: each flush checks
-    that the ranks made the same definitions."""
+    check_collective=True, finalize=True, early_writes=False) creates
+    (truncates) path and its journal path.h5lj; collective. buffer_limit:
+    bytes a rank may buffer between flushes (default 1 GiB). sync=True
+    makes every tick durable against a node crash (two syncs per flush).
+    check_collective: each flush checks that the ranks made the same
+    definitions. finalize=False: a cheaper close whose file plain libhdf5
+    readers cannot read (docs/api.md). early_writes=True: puts write into a
+    place the flush before reserved, when tick sizes repeat (docs/api.md;
+    every rank must pass the same)."""
 
     def __init__(self, path, mode="w", comm=None, buffer_limit=None, sync=False, check_collective=True,
-                 finalize=True):
+                 finalize=True, early_writes=False):
         self._h = None
         if mode not in ("w", "x"):
             raise ValueError(f"h5log: mode {mode!r}: libh5log only creates files (mode 'w'); read them "
@@ -562,6 +566,7 @@ class File(Group):
         opts.sync = 1 if sync else 0
         opts.check_collective = 1 if check_collective else 0
         opts.no_finalize = 0 if finalize else 1
+        opts.early_writes = 1 if early_writes else 0
         h = ctypes.c_void_p()
         rc = _lib.create(os.fsencode(self.filename), handle, ctypes.byref(opts), ctypes.byref(h))
         if rc:

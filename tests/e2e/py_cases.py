@@ -166,6 +166,23 @@ def errors(out, args):
     return got
 
 
+def early(out, args):
+    """early_writes=True with args["rows"][t][r] rows of v put by rank r at
+    tick t+1 (rows 4t.., each rank its band of 16 columns), h5l_put for
+    even ticks and a non-contiguous view (iput) for odd ones."""
+    with h5log.File(out, "w", comm=comm, early_writes=True, finalize=False) as f:
+        f.dimensions = {"time": None, "x": 16 * nranks}
+        v = f.create_variable("v", ("time", "x"), "f8", chunks=(1, 16))
+        lo = 16 * rank
+        for t, per in enumerate(args["rows"]):
+            for i in range(per[rank]):
+                row = 4 * t + i
+                data = 1000.0 * row + np.arange(lo, lo + 16)
+                v[row, lo:lo + 16] = data if t % 2 == 0 else np.repeat(data, 2)[::2]
+            f.flush()
+    return {}
+
+
 def crash(out, args):
     """An exception inside the with block on the last rank only, after
     one tick: with one rank the file is closed; with more the job aborts

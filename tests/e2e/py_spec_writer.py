@@ -3,8 +3,9 @@ tests/mpi/spec_writer.c's header) through the Python package h5log, so the
 differential test's numpy model (difftest.run_model) can check files the
 Python writer made.
 
-Usage: mpirun -np P python3 -m mpi4py py_spec_writer.py SPEC OUT.h5
-(PYTHONPATH holding python/, H5LOG_BUILD the build tree). Exit status 0
+Usage: mpirun -np P python3 -m mpi4py py_spec_writer.py SPEC OUT.h5 [--early]
+(PYTHONPATH holding python/, H5LOG_BUILD the build tree; --early: the file
+with early_writes=True). Exit status 0
 when every line did what it says; 1 when a `fail` line was accepted or a
 call failed (the line and the error on stderr).
 
@@ -28,7 +29,7 @@ import h5log
 import difftest
 
 
-def main(spec_path, out):
+def main(spec_path, out, early=False):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -48,7 +49,7 @@ def main(spec_path, out):
         cmd = tok[0]
         if cmd == "create":
             limit = int(tok[1]) if len(tok) > 1 else None
-            f = h5log.File(out, "w", comm=comm, buffer_limit=limit)
+            f = h5log.File(out, "w", comm=comm, buffer_limit=limit, early_writes=early)
         elif cmd == "dim":
             f.dimensions[tok[1]] = None if tok[2] == "U" else int(tok[2])
             dimnames.append(tok[1])
@@ -135,4 +136,4 @@ def main(spec_path, out):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], "--early" in sys.argv[3:]))

@@ -20,6 +20,7 @@ Run: H5LOG_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/e2e/test_python.
 """
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -57,22 +58,22 @@ def replay(src, out, tick=None):
 PY_SEEDS = [(s, 1 + (i % 2)) for i, s in enumerate(range(1, 25))]
 
 
-def write_py(spec, nranks, workdir):
+def write_py(spec, nranks, workdir, *extra):
     os.makedirs(workdir, exist_ok=True)
     sp, out = os.path.join(workdir, "spec.txt"), os.path.join(workdir, "d.h5")
     with open(sp, "w") as fh:
         fh.write(spec)
-    p = mpirun(nranks, "py_spec_writer.py", sp, out)
+    p = mpirun(nranks, "py_spec_writer.py", sp, out, *extra)
     if p.returncode != 0:
         return out, f"py_spec_writer: status {p.returncode}:\n{p.stderr[-3000:]}"
     return out, None
 
 
 @pytest.mark.parametrize("seed,nranks", PY_SEEDS, ids=[f"seed{s}-np{n}" for s, n in PY_SEEDS])
-def test_python_script_equals_model(tmp_path, seed, nranks):
+def test_python_script_equals_model(tmp_path, seed, nranks, early=False):
     spec, nranks = difftest.generate(seed, nranks)
     states = difftest.run_model(spec, nranks)
-    h5, prob = write_py(spec, nranks, str(tmp_path / "src"))
+    h5, prob = write_py(spec, nranks, str(tmp_path / "src"), *(["--early"] if early else []))
     if prob:
         pytest.fail(f"seed {seed}: {prob}\n  spec: {tmp_path}/src/spec.txt", pytrace=False)
     diffs = difftest.check_replay(h5, states, str(tmp_path))
@@ -81,6 +82,55 @@ def test_python_script_equals_model(tmp_path, seed, nranks):
     if diffs:
         pytest.fail(difftest.report(seed, nranks, diffs) + f"\n  (Python writer; spec {tmp_path}/src/spec.txt)",
                     pytrace=False)
+
+
+EARLY_SEEDS = PY_SEEDS[:8]
+
+
+@pytest.mark.parametrize("seed,nranks", EARLY_SEEDS, ids=[f"seed{s}-np{n}" for s, n in EARLY_SEEDS])
+def test_python_script_early_writes_equals_model(tmp_path, seed, nranks):
+    """The same scripts with early_writes=True (docs/api.md): their tick
+    sizes seldom repeat, so a tick mostly lands past a place the flush
+    before reserved for it (test_early_writes_steady_and_changing_ticks
+    has ticks that fit theirs); every tick still equals the model."""
+    test_python_script_equals_model(tmp_path, seed, nranks, early=True)
+
+
+@pytest.mark.parametrize("nranks", [1, 2])
+def test_early_writes_steady_and_changing_ticks(tmp_path, nranks):
+    """early_writes=True (docs/api.md) with tick sizes that repeat, grow on
+    the last rank and shrink on rank 0: h5logdump shows the ticks that
+    repeat the tick before in the place it reserved (right after its record
+    table) and those whose sizes changed moved past it, and h5logreplay of
+    every tick equals numpy."""
+    import h5py
+    last = nranks - 1
+    rows = [[2] * nranks for _ in range(9)]
+    rows[4][last] = rows[5][last] = 3  # tick 5 overflows its place; 6 has none
+    rows[6][0] = 1                     # tick 7 (placed by 6, which repeated 5) shrinks
+    h5, _ = run_case(tmp_path, "early", nranks, {"rows": rows})
+    p = subprocess.run([os.path.join(BIN, "h5logdump"), h5], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    ticks = [tuple(int(x) for x in m) for m in re.findall(
+        r"tick (\d+): ranks \d+, data (\d+) bytes at (\d+), table (\d+) bytes at (\d+)", p.stdout)]
+    assert len(ticks) == 9, p.stdout
+    placed = {t: d_off == ticks[t - 2][4] + ticks[t - 2][3] for (t, d_size, d_off, t_size, t_off) in ticks[1:]}
+    # in their reserved place: 2, 3, 4; moved past it: 5 (grew) and 7
+    # (shrank); no place reserved for 6, 8 and 9 (their tick before did not
+    # repeat the one before it)
+    assert all(placed[t] for t in (2, 3, 4)), (placed, p.stdout)
+    assert not placed[5] and not placed[7], (placed, p.stdout)
+    want = np.full((4 * 9, 16 * nranks), 9.9692099683868690e+36)
+    for t in range(9):
+        for r in range(nranks):
+            for i in range(rows[t][r]):
+                row = 4 * t + i
+                want[row, 16 * r:16 * r + 16] = 1000.0 * row + np.arange(16 * r, 16 * r + 16)
+        nrow = max(4 * u + rows[u][r] for u in range(t + 1) for r in range(nranks))
+        with h5py.File(replay(h5, tmp_path / f"t{t + 1}.h5", tick=t + 1), "r") as f:
+            got = f["v"][()]
+        assert got.shape == (nrow, 16 * nranks), (t + 1, got.shape)
+        assert np.array_equal(got, want[:nrow]), f"tick {t + 1}"
 
 
 def test_python_seeds_cover_the_features():
@@ -433,14 +483,16 @@ def test_opts_struct_matches_the_header(tmp_path):
     src = tmp_path / "sz.c"
     src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"h5log.h\"\n"
                    "int main(void) { printf(\"%zu %zu %zu\\n\", sizeof(h5l_opts_t), "
-                   "offsetof(h5l_opts_t, no_finalize), offsetof(h5l_opts_t, reserved_)); return 0; }\n")
+                   "offsetof(h5l_opts_t, no_finalize), offsetof(h5l_opts_t, reserved_)); "
+                   "printf(\"%zu\\n\", offsetof(h5l_opts_t, early_writes)); return 0; }\n")
     cflags = subprocess.run(["pkg-config", "--cflags", "hdf5"], capture_output=True, text=True).stdout.split()
     exe = tmp_path / "sz"
     subprocess.run(["cc", "-I", os.path.join(REPO, "libcore", "include"), *cflags, str(src), "-o", str(exe)],
                    check=True, capture_output=True)
     want = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     code = ("import ctypes, sys; sys.path.insert(0, sys.argv[1]); from h5log import _lib as L; "
-            "print(ctypes.sizeof(L.Opts), L.Opts.no_finalize.offset, L.Opts.reserved_.offset)")
+            "print(ctypes.sizeof(L.Opts), L.Opts.no_finalize.offset, L.Opts.reserved_.offset); "
+            "print(L.Opts.early_writes.offset)")
     got = subprocess.run([PY, "-c", code, PYDIR], capture_output=True, text=True, env=PYENV)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == want
