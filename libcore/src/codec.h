@@ -94,7 +94,7 @@ static inline uint64_t h5l_cur_varint(h5l_cur_t *c)
         c->pos += 2;
         return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
     }
-    if (left >= 3 && (p[1] & 0x80) && !(p[2] & 0x80)) {
+    if (left >= 3 && !(p[2] & 0x80)) { /* p[1] has its high bit: the test above */
         c->pos += 3;
         return (uint64_t)(p[0] & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7 | (uint64_t)p[2] << 14;
     }

@@ -1110,27 +1110,26 @@ static void drop_written(h5l_file_t *f, uint64_t len)
     f->arena_used = keep;
 }
 
-/* Early write (format.md 6): this tick's place was reserved by the last
- * flush, so the whole segments pending go there now, hashed right before
- * each block is written as the flush does. The flush writes the rest (or,
- * if the tick's sizes turn out different, moves these bytes: move_early).
- * A failed write ends early writing for the tick and loses nothing: the
- * pieces not written stay, and the flush writes them and reports. */
-static void write_early(h5l_file_t *f)
+/* Bytes [wt, end) of this tick's data, from the pieces, to its reserved
+ * place (format.md 6), in WRITE_BLOCK steps, each step's segments hashed
+ * (into wsums) right before it is written, as the flush does; end is a
+ * segment boundary or the end of the data. Returns the bytes written (whole
+ * steps); a failed write ends early writing for the tick and loses
+ * nothing: the pieces stay, and the flush writes them and reports. */
+static uint64_t early_out(h5l_file_t *f, uint64_t end)
 {
-    uint64_t end = f->data_bytes >> f->seglog << f->seglog, len = end - f->wt, tick = f->tick + 1, done = 0;
-    if (!len) return;
-    uint64_t j0 = f->wt >> f->seglog;
-    if (h5l_grow((void **)&f->wsums, &f->cap_wsums, (size_t)(end >> f->seglog) * 8, 1)) {
+    uint64_t seg = (uint64_t)1 << f->seglog, len = end - f->wt, tick = f->tick + 1, done = 0;
+    if (!len) return 0;
+    if (h5l_grow((void **)&f->wsums, &f->cap_wsums, (size_t)((end + seg - 1) >> f->seglog) * 8, 1)) {
         f->early = 0;
-        return;
+        return 0;
     }
     char what[64];
     snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)tick);
     ppos_t hpos = {0, 0}, wpos = {0, 0};
     while (done < len) {
-        uint64_t l = len - done < WRITE_BLOCK ? len - done : WRITE_BLOCK, j = j0 + (done >> f->seglog);
-        hash_segments(f, tick, f->pieces, &hpos, j, j + (l >> f->seglog), f->wsums + j * 8);
+        uint64_t l = len - done < WRITE_BLOCK ? len - done : WRITE_BLOCK, j = (f->wt + done) >> f->seglog;
+        hash_segments(f, tick, f->pieces, &hpos, j, j + ((l + seg - 1) >> f->seglog), f->wsums + j * 8);
         if (write_pieces(f, what, (MPI_Offset)(f->res_off + f->res_pre + f->wt + done), f->pieces, wpos, l)) {
             f->early = 0;
             break;
@@ -1138,6 +1137,15 @@ static void write_early(h5l_file_t *f)
         ppos_advance(f->pieces, &wpos, l);
         done += l;
     }
+    return done;
+}
+
+/* Early write: the whole segments pending go to the reserved place, and
+ * their pieces are dropped. The flush writes the rest (or, if the tick's
+ * sizes turn out different, moves these bytes: move_early). */
+static void write_early(h5l_file_t *f)
+{
+    uint64_t done = early_out(f, f->data_bytes >> f->seglog << f->seglog);
     if (done) drop_written(f, done);
     f->wt += done;
 }
@@ -1151,16 +1159,7 @@ static void write_early(h5l_file_t *f)
 static void write_tail(h5l_file_t *f)
 {
     write_early(f);
-    uint64_t len = f->data_bytes - f->wt, j = f->wt >> f->seglog;
-    if (!f->early || !len) return;
-    if (h5l_grow((void **)&f->wsums, &f->cap_wsums, (size_t)(j + 1) * 8, 1)) return;
-    char what[64];
-    snprintf(what, sizeof what, "the data of tick %llu", (unsigned long long)(f->tick + 1));
-    ppos_t hpos = {0, 0};
-    hash_segments(f, f->tick + 1, f->pieces, &hpos, j, j + 1, f->wsums + j * 8);
-    if (write_pieces(f, what, (MPI_Offset)(f->res_off + f->res_pre + f->wt), f->pieces, (ppos_t){0, 0}, len))
-        f->early = 0;
-    else
+    if (f->early && f->data_bytes > f->wt && early_out(f, f->data_bytes) == f->data_bytes - f->wt)
         f->tail = f->data_bytes;
 }
 
@@ -1428,25 +1427,24 @@ static int flush_place(h5l_file_t *f, flush_t *fl)
     /* the tick's data (unless it lies in its reserved place already), its
      * record blocks, and the next tick's reserved place */
     fl->need = dneed + fl->tot[1] + (fl->reserve ? dspace : 0);
-    if (f->ext_count && f->ext_size - f->ext_used < fl->need && f->ahead_off && f->ahead_size >= fl->need) {
-        f->ext_off = f->ahead_off; /* made ahead: no libhdf5 call, no broadcast */
-        f->ext_size = f->ahead_size;
-        f->ext_used = 0;
-        f->ext_count++;
-        f->ahead_off = f->ahead_size = 0;
-    } else if (!f->ext_count || f->ext_size - f->ext_used < fl->need) {
-        uint64_t size = next_extent(f, fl->need);
-        f->ahead_off = f->ahead_size = 0; /* too small (its name is reused below) */
+    if (!f->ext_count || f->ext_size - f->ext_used < fl->need) {
         bstat_t st = {0};
-        if (f->rank == 0) {
-            h5l_err_t e = {0};
-            char name[64];
-            snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
-            st.code = h5l_anchor_alloc(f->anc, name, size, &st.v[0], &e);
-            if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        uint64_t size = f->ahead_size;
+        st.v[0] = f->ahead_off; /* made ahead (make_ahead): no libhdf5 call, no broadcast */
+        if (!f->ext_count || !f->ahead_off || f->ahead_size < fl->need) {
+            size = next_extent(f, fl->need); /* a too small one's name is reused */
+            if (f->rank == 0) {
+                h5l_err_t e = {0};
+                char name[64];
+                snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
+                st.code = h5l_anchor_alloc(f->anc, name, size, &st.v[0], &e);
+                if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+            }
+            f->ahead_off = f->ahead_size = 0;
+            int rc = bcast_status(f, &st);
+            if (rc) return rc;
         }
-        int rc = bcast_status(f, &st);
-        if (rc) return rc;
+        f->ahead_off = f->ahead_size = 0;
         f->ext_off = st.v[0];
         f->ext_size = size;
         f->ext_used = 0;

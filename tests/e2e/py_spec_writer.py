@@ -3,9 +3,8 @@ tests/mpi/spec_writer.c's header) through the Python package h5log, so the
 differential test's numpy model (difftest.run_model) can check files the
 Python writer made.
 
-Usage: mpirun -np P python3 -m mpi4py py_spec_writer.py SPEC OUT.h5 [--early]
-(PYTHONPATH holding python/, H5LOG_BUILD the build tree; --early: the file
-with early_writes=True). Exit status 0
+Usage: mpirun -np P python3 -m mpi4py py_spec_writer.py SPEC OUT.h5
+(PYTHONPATH holding python/, H5LOG_BUILD the build tree). Exit status 0
 when every line did what it says; 1 when a `fail` line was accepted or a
 call failed (the line and the error on stderr).
 
@@ -29,7 +28,7 @@ import h5log
 import difftest
 
 
-def main(spec_path, out, early=False):
+def main(spec_path, out):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -49,7 +48,7 @@ def main(spec_path, out, early=False):
         cmd = tok[0]
         if cmd == "create":
             limit = int(tok[1]) if len(tok) > 1 else None
-            f = h5log.File(out, "w", comm=comm, buffer_limit=limit, early_writes=early)
+            f = h5log.File(out, "w", comm=comm, buffer_limit=limit)
         elif cmd == "dim":
             f.dimensions[tok[1]] = None if tok[2] == "U" else int(tok[2])
             dimnames.append(tok[1])
@@ -136,4 +135,4 @@ def main(spec_path, out, early=False):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], "--early" in sys.argv[3:]))
+    sys.exit(main(sys.argv[1], sys.argv[2]))

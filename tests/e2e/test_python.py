@@ -58,22 +58,22 @@ def replay(src, out, tick=None):
 PY_SEEDS = [(s, 1 + (i % 2)) for i, s in enumerate(range(1, 25))]
 
 
-def write_py(spec, nranks, workdir, *extra):
+def write_py(spec, nranks, workdir):
     os.makedirs(workdir, exist_ok=True)
     sp, out = os.path.join(workdir, "spec.txt"), os.path.join(workdir, "d.h5")
     with open(sp, "w") as fh:
         fh.write(spec)
-    p = mpirun(nranks, "py_spec_writer.py", sp, out, *extra)
+    p = mpirun(nranks, "py_spec_writer.py", sp, out)
     if p.returncode != 0:
         return out, f"py_spec_writer: status {p.returncode}:\n{p.stderr[-3000:]}"
     return out, None
 
 
 @pytest.mark.parametrize("seed,nranks", PY_SEEDS, ids=[f"seed{s}-np{n}" for s, n in PY_SEEDS])
-def test_python_script_equals_model(tmp_path, seed, nranks, early=False):
+def test_python_script_equals_model(tmp_path, seed, nranks):
     spec, nranks = difftest.generate(seed, nranks)
     states = difftest.run_model(spec, nranks)
-    h5, prob = write_py(spec, nranks, str(tmp_path / "src"), *(["--early"] if early else []))
+    h5, prob = write_py(spec, nranks, str(tmp_path / "src"))
     if prob:
         pytest.fail(f"seed {seed}: {prob}\n  spec: {tmp_path}/src/spec.txt", pytrace=False)
     diffs = difftest.check_replay(h5, states, str(tmp_path))
@@ -82,18 +82,6 @@ def test_python_script_equals_model(tmp_path, seed, nranks, early=False):
     if diffs:
         pytest.fail(difftest.report(seed, nranks, diffs) + f"\n  (Python writer; spec {tmp_path}/src/spec.txt)",
                     pytrace=False)
-
-
-EARLY_SEEDS = PY_SEEDS[:8]
-
-
-@pytest.mark.parametrize("seed,nranks", EARLY_SEEDS, ids=[f"seed{s}-np{n}" for s, n in EARLY_SEEDS])
-def test_python_script_early_writes_equals_model(tmp_path, seed, nranks):
-    """The same scripts with early_writes=True (docs/api.md): their tick
-    sizes seldom repeat, so a tick mostly lands past a place the flush
-    before reserved for it (test_early_writes_steady_and_changing_ticks
-    has ticks that fit theirs); every tick still equals the model."""
-    test_python_script_equals_model(tmp_path, seed, nranks, early=True)
 
 
 @pytest.mark.parametrize("nranks", [1, 2])
