@@ -73,6 +73,7 @@ struct hfs_lfile {
     _Atomic uint64_t st_skeletons, st_snapshots;
     _Atomic int64_t st_cached;    /* bytes of this file in the cache */
     _Atomic uint64_t st_gathered; /* part of st_skipped: by the gather path */
+    atomic_int fallback_said;     /* a build fell back to libhdf5's chunk indexes: logged once */
     /* skeleton builds (the builder thread; guarded by mu) */
     int building;           /* queued or being built */
     int announce;           /* a build landed: the ticker invalidates the name */
@@ -88,6 +89,19 @@ struct hfs_lfile {
 
 static hfs_cds_t *file_cds_locked(hfs_lfile_t *lf, uint32_t objid);
 static void report_damage(hfs_lfile_t *lf);
+static _Atomic uint64_t st_fallbacks; /* builds whose own indexes a guard refused */
+
+/* A skeleton just built: when a guard made it give up the daemon's own
+ * chunk indexes (the file is still served right, with libhdf5's), count it
+ * and say why, once per file: a live file could fall back every tick, and
+ * the reason is a daemon or libhdf5 surprise worth a bug report. */
+static void note_fallback(hfs_lfile_t *lf, const hfs_skel_t *k)
+{
+    if (!k || !k->fallback) return;
+    atomic_fetch_add(&st_fallbacks, 1);
+    if (!atomic_exchange(&lf->fallback_said, 1))
+        hfs_log("%s (built with libhdf5's chunk indexes instead; the file is served as usual)", k->fallback);
+}
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfs_lfile_t *reg_head;
@@ -517,6 +531,7 @@ int hfs_lfile_snapshot_at(hfs_lfile_t *lf, uint64_t tick, hfs_snap_t **out, h5l_
     }
     pthread_mutex_unlock(&lf->mu);
     rc = hfs_skel_build(lf->reader, tick, &k, err);
+    if (!rc) note_fallback(lf, k);
     pthread_mutex_lock(&lf->mu);
     if (!rc) {
         for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
@@ -572,6 +587,7 @@ static void build_one(hfs_lfile_t *lf)
     if (need) {
         atomic_fetch_add(rc ? &st_build_fail : &st_builds, 1);
         if (!rc) {
+            note_fallback(lf, k);
             for (size_t i = 0; i < k->nbts; i++) {
                 atomic_fetch_add(&st_own_idx, 1);
                 atomic_fetch_add(&st_own_chunks, k->bts[i].n);
@@ -941,12 +957,12 @@ char *hfs_lfile_stats_text(void)
     n = snprintf(line, sizeof line,
                  "skeletons: built %llu (failed %llu, patched in place %llu, live skeletons kept %d of %d), %.3f s "
                  "building, longest %.3f s; chunk indexes written by the daemon %llu (%llu chunks), grown in place "
-                 "%llu\n",
+                 "%llu, given up for libhdf5's %llu\n",
                  (unsigned long long)atomic_load(&st_builds), (unsigned long long)atomic_load(&st_build_fail),
                  (unsigned long long)atomic_load(&st_patched), atomic_load(&n_live), LIVE_MAX,
                  (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9,
                  (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks),
-                 (unsigned long long)hfs_skel_own_appends());
+                 (unsigned long long)hfs_skel_own_appends(), (unsigned long long)atomic_load(&st_fallbacks));
     h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {

@@ -742,6 +742,16 @@ void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t l
     }
 }
 
+unsigned char *hfs_memvfd_image_bytes(hfs_memvfd_image_t *img, uint64_t off, size_t len)
+{
+    if (!img) return NULL;
+    for (size_t i = 0; i < img->n_extents && img->extents[i].addr <= off; i++) {
+        const hfs_memvfd_extent_t *e = &img->extents[i];
+        if (off - e->addr <= e->len && len <= e->len - (off - e->addr)) return e->bytes + (off - e->addr);
+    }
+    return NULL;
+}
+
 void hfs_memvfd_image_trim(hfs_memvfd_image_t *img)
 {
     if (!img) return;

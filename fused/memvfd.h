@@ -269,6 +269,11 @@ void hfs_memvfd_put(hfs_memvfd_t *s);
  * extents touched + len). */
 void hfs_memvfd_image_read(const hfs_memvfd_image_t *img, uint64_t off, size_t len, void *buf);
 
+/* The image's metadata bytes [off, off + len) when one extent holds them
+ * all, else NULL: for the builder to amend an image before it publishes
+ * it (the image is read-only from then on). */
+unsigned char *hfs_memvfd_image_bytes(hfs_memvfd_image_t *img, uint64_t off, size_t len);
+
 /* Free an image. NULL is ignored. */
 void hfs_memvfd_image_free(hfs_memvfd_image_t *img);
 /* Free what only the build that made img needs: its allocation records

@@ -38,6 +38,7 @@
 #include <hdf5.h>
 
 #include "canon.h"
+#include "codec.h"
 #include "grow.h"
 
 static atomic_int g_cancel;
@@ -139,6 +140,7 @@ void hfs_skel_unref(hfs_skel_t *k)
     free(k->bts);
     free(k->vars);
     free(k->regions);
+    free(k->fallback);
     free(k);
 }
 
@@ -697,6 +699,45 @@ static int guarded(int rc, const char *hook, int *synth_bad, h5l_err_t *err, h5l
     return rc;
 }
 
+/* A reason without the file's name in front (it is prefixed with more
+ * context, which names the file already). */
+static const char *unprefixed(const char *msg, h5l_reader_t *r)
+{
+    size_t n = strlen(h5l_reader_path(r));
+    return !strncmp(msg, h5l_reader_path(r), n) && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
+}
+
+/* The superblock of image img (at address 0: skeletons have no user
+ * block) records img's end of address space. libhdf5 writes the EOA it
+ * knows when it writes the superblock, and it rewrites the superblock
+ * only after allocating through itself: room taken behind its back
+ * (hfs_memvfd_reserve, the daemon's own chunk indexes) after its last
+ * allocation was left out, and every read there failed ("addr
+ * overflow"). Versions 2 and 3 (what the canonical creation-order
+ * properties give): EOA at byte 28, lookup3 of bytes 0..43 at 44;
+ * versions 0 and 1: EOA at byte 40, no checksum (docs/format.md 6.2).
+ * H5L_ECORRUPT when the superblock is not one of those or its stored
+ * EOA is past the image's (the caller then builds again). */
+static int fix_super_eoa(hfs_memvfd_image_t *img)
+{
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char *p = hfs_memvfd_image_bytes(img, 0, 48);
+    if (!p || memcmp(p, sig, 8)) return H5L_ECORRUPT;
+    size_t at;
+    if (p[8] >= 2 && p[8] <= 3 && p[9] == 8)
+        at = 28;
+    else if (p[8] <= 1 && p[13] == 8 && hfs_memvfd_image_bytes(img, 0, 56))
+        at = 40;
+    else
+        return H5L_ECORRUPT;
+    uint64_t eoa = h5l_get_le64(p + at);
+    if (eoa == img->eoa) return H5L_OK;
+    if (eoa > img->eoa) return H5L_ECORRUPT;
+    h5l_put_le64(p + at, img->eoa);
+    if (at == 28) h5l_put_le32(p + 44, hfs_bt_lookup3(p, 44));
+    return H5L_OK;
+}
+
 /* Metadata of a full build past which its freed memory is given back
  * (build_full): a few ms of malloc_trim against tens of MB. */
 #define BIG_BUILD_META ((uint64_t)8 << 20)
@@ -852,7 +893,8 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
                     l->sp[i].n = l->sp[i].cap = b.ncoords;
                 }
             }
-            if (rc) h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
+            if (rc && !*synth_bad) /* (a guard's refusal already says why) */
+                h5l_err_set(err, rc, "%s: allocating the chunks of '%s' in the skeleton", h5l_reader_path(r), path);
         }
         lists = b.capcoords + b.capblks * sizeof *b.blks;
         free(b.oh);
@@ -861,12 +903,15 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         free(b.zero);
         if (rc)
             h5l_err_set(err, rc, "%s: building the canonical skeleton of tick %llu: %s", h5l_reader_path(r),
-                        (unsigned long long)tick, err ? err->msg : h5l_strerror(rc));
+                        (unsigned long long)tick, err ? unprefixed(err->msg, r) : h5l_strerror(rc));
     }
     if (l && !rc) { /* kept open: the image of the flushed file */
         k->live = 1;
         if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(cap)))
             rc = h5l_err_set(err, H5L_EHDF5, "%s: flushing the skeleton failed", h5l_reader_path(r));
+        else if (fix_super_eoa(k->img))
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: the skeleton's superblock is not one the daemon can amend",
+                             h5l_reader_path(r));
         l->file = file;
         l->cap = cap;
         l->tick = tick;
@@ -879,6 +924,9 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     if (cap) {
         k->img = hfs_memvfd_take(cap);
         if (!k->img && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: skeleton image not available", h5l_reader_path(r));
+        if (k->img && !rc && fix_super_eoa(k->img))
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: the skeleton's superblock is not one the daemon can amend",
+                             h5l_reader_path(r));
     }
     if (fapl >= 0) H5Pclose(fapl);
     if (l && rc) {
@@ -921,10 +969,22 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     return H5L_OK;
 }
 
+/* A full build with the daemon's own chunk indexes; when a guard refuses
+ * them, again with libhdf5's, the guard's reason kept in the skeleton (the
+ * second build's own error, if it fails, is what *err says). */
+static int build_guarded(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hfs_skel_t **out, h5l_err_t *err)
+{
+    int bad = 0, rc = build_full(r, tick, keep, out, err, 1, &bad);
+    if (!bad) return rc;
+    h5l_err_t why = *err;
+    rc = build_full(r, tick, keep, out, err, 0, &bad);
+    if (!rc) (*out)->fallback = strdup(why.msg); /* NULL when out of memory: only the log line is lost */
+    return rc;
+}
+
 int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *err)
 {
-    int bad = 0, rc = build_full(r, tick, NULL, out, err, 1, &bad);
-    return bad ? build_full(r, tick, NULL, out, err, 0, &bad) : rc;
+    return build_guarded(r, tick, NULL, out, err);
 }
 
 /* The chunks H5Dset_extent allocates when a dataset with early allocation
@@ -1199,7 +1259,11 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         if (!rc && !(k->vars = calloc(l->k->nvars + 1, sizeof *k->vars))) rc = H5L_ENOMEM;
         hfs_hdf5_lock();
         if (!rc) rc = patch_locked(l, r, s, tick, k, &pe);
-        if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)))) rc = H5L_EHDF5;
+        /* (an own index that grew reserved room libhdf5's superblock does
+         * not know of: fix_super_eoa) */
+        if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)) ||
+                    fix_super_eoa(k->img)))
+            rc = H5L_EHDF5;
         if (!rc) {
             k->version = hfs_skel_version(r, s, tick);
             k->live = 1;
@@ -1225,6 +1289,5 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         hfs_skel_live_free(l);
         *live = NULL;
     }
-    int bad = 0, rc = build_full(r, tick, live, out, err, 1, &bad);
-    return bad ? build_full(r, tick, live, out, err, 0, &bad) : rc;
+    return build_guarded(r, tick, live, out, err);
 }

@@ -67,6 +67,8 @@ typedef struct hfs_skel {
     uint64_t build_ns; /* time the build took */
     int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
                         * values as hfs_skel_build's, not the same bytes */
+    char *fallback;    /* why the daemon's own chunk indexes were given up and this was built with
+                        * libhdf5's (a guard refused them); NULL: not given up. For the log. */
 } hfs_skel_t;
 
 /* The tick <= tick of the newest change of schema, extents or the set of

@@ -1,6 +1,7 @@
 /* error.c — error codes to text, and the error record readers fill in. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "error.h"
 
@@ -51,9 +52,14 @@ int h5l_err_set(h5l_err_t *e, int code, const char *fmt, ...)
     if (e) {
         va_list ap;
         va_start(ap, fmt);
-        e->code = code;
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        /* through a copy: callers prefix a reason already in e->msg
+         * ("%s: ...", e->msg), and vsnprintf's source may not overlap
+         * its destination (it garbled such messages to a few letters) */
+        char m[sizeof e->msg];
+        vsnprintf(m, sizeof m, fmt, ap);
         va_end(ap);
+        e->code = code;
+        memcpy(e->msg, m, sizeof m);
     }
     return code;
 }

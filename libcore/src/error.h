@@ -7,7 +7,8 @@
 
 #include "h5log_reader.h"
 
-/* Record the error in e (may be NULL) and return code. Cannot fail. */
+/* Record the error in e (may be NULL) and return code. Cannot fail. The
+ * arguments may point into e->msg (a reason prefixed with its context). */
 int h5l_err_set(h5l_err_t *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -257,8 +257,8 @@ def test_failed_guard_builds_with_libhdf5_indexes(tmp_path, h5logfs, monkeypatch
     an own root finds no room in the image (forced by the test daemon's
     hook, as a libhdf5 writing otherwise or a reservation failing would make
     them), the snapshot is built again with libhdf5's own indexes:
-    the daemon reports none of its own, and every element still equals the
-    numpy model."""
+    the daemon reports none of its own, logs the guard's reason once, and
+    every element still equals the numpy model."""
     import h5ltest
     monkeypatch.setattr(h5ltest, "DAEMON", os.path.join(h5ltest.BUILD, "tests", "h5logfs_hooks"))
     monkeypatch.setenv("H5LOGFS_TEST_BAD_GUARD", guard)
@@ -266,3 +266,10 @@ def test_failed_guard_builds_with_libhdf5_indexes(tmp_path, h5logfs, monkeypatch
     stats = open(m.path(".h5logfs-stats")).read()
     assert "chunk indexes written by the daemon 0 (0 chunks)" in stats, stats
     assert re.search(r"skeletons: built [1-9]\d* \(failed 0,", stats), stats
+    # the guard's reason reaches the log, once per file, and the count
+    reason = {"root": "the chunk index libhdf5 began is not the one the daemon writes",
+              "layout": "a dataset's layout message is not the one the daemon can point at its index",
+              "own": "no room could be reserved for the daemon's own chunk index"}[guard]
+    said = [ln for ln in m.stderr().splitlines() if "built with libhdf5's chunk indexes instead" in ln]
+    assert len(said) == 1 and reason in said[0], m.stderr()[-3000:]
+    assert re.search(r"given up for libhdf5's [1-9]", stats), stats

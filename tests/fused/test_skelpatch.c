@@ -16,7 +16,11 @@
  *      each variable, each region's chunk at the address the map says, the
  *      attributes of the full build (same values; object references
  *      counted), and the dimension's netCDF marker with its new length.
- * The log file is written with libh5log on one rank (MPI singleton). */
+ * A second file grows only a variable whose chunk index is the daemon's,
+ * so its patches allocate nothing through libhdf5 (a superblock left with
+ * the old end of address space went unnoticed while other variables'
+ * allocations rewrote it). The log files are written with libh5log on one
+ * rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
 #include <stdint.h>
@@ -94,6 +98,43 @@ static int write_file(void)
         if (t == NEWVAR_TICK) rc |= h5l_def_var(f, "/n", H5T_STD_I16LE, 1, &dy, NULL, &vn);
         if (!rc) rc = h5l_flush(f);
     }
+    if (rc) fprintf(stderr, "writer: %s\n", h5l_errmsg(f));
+    int crc = h5l_close(f);
+    return rc ? rc : crc;
+}
+
+/* The second file: one [time, 4] variable with a chunk per row that is
+ * sparse from its first tick (GROW0 rows) and then only grows (GROWN rows
+ * a tick), so a patch appends to the daemon's own index and libhdf5
+ * allocates nothing: the room the index grows into (an eighth of its
+ * chunks, less than a tick's rows here) is reserved anew every tick. */
+static char g_path2[512];
+#define GROW_TICKS 4
+#define GROW0 70000u
+#define GROWN 20000u
+
+static int write_grow_file(void)
+{
+    h5l_file_t *f;
+    int rc = h5l_create(g_path2, MPI_COMM_WORLD, NULL, &f);
+    if (rc) return rc;
+    int dt, dy, v;
+    rc |= h5l_def_dim(f, "time", H5L_UNLIMITED, &dt);
+    rc |= h5l_def_dim(f, "y", 4, &dy);
+    int dv[2] = {dt, dy};
+    uint64_t ch[2] = {1, 4};
+    rc |= h5l_def_var(f, "/v", H5T_STD_I32LE, 2, dv, ch, &v);
+    int32_t *rows = malloc((size_t)GROW0 * 4 * sizeof *rows);
+    if (!rows) rc = 1;
+    for (uint64_t t = 1, at = 0; t <= GROW_TICKS && !rc; t++) {
+        uint64_t n = t == 1 ? GROW0 : GROWN;
+        for (uint64_t i = 0; i < n * 4; i++) rows[i] = (int32_t)(at * 4 + i);
+        uint64_t st[2] = {at, 0}, ct[2] = {n, 4};
+        rc |= h5l_put(f, v, st, ct, rows);
+        if (!rc) rc = h5l_flush(f);
+        at += n;
+    }
+    free(rows);
     if (rc) fprintf(stderr, "writer: %s\n", h5l_errmsg(f));
     int crc = h5l_close(f);
     return rc ? rc : crc;
@@ -209,6 +250,15 @@ static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_
 {
     hid_t f = open_image(k);
     if (f < 0) return;
+    /* the superblock's end of address space is the image's end: room the
+     * daemon reserves (its own chunk indexes) is inside it, else libhdf5
+     * refuses every read there ("addr overflow") */
+    haddr_t eoa = 0;
+    CHECK(H5Fget_eoa(f, &eoa) >= 0);
+    if (eoa != k->eof)
+        fprintf(stderr, "  tick %llu: superblock EOA %llu, image %llu\n", (unsigned long long)tick,
+                (unsigned long long)eoa, (unsigned long long)k->eof);
+    CHECK_EQ(eoa, k->eof);
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     for (size_t vi = 0; vi < k->nvars; vi++) {
@@ -409,6 +459,32 @@ static void test_patch_equals_full_build(void)
     h5l_reader_close(r);
 }
 
+/* Every tick after the first patched by appending to the daemon's own
+ * index alone, each image equal to full builds (check_same_as_full), its
+ * superblock's EOA over the room reserved in the patch. */
+static void test_own_index_grows_alone(void)
+{
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(g_path2, &r, &e), 0);
+    if (!r) return;
+    hfs_skel_live_t *live = NULL;
+    uint64_t appends = hfs_skel_own_appends();
+    for (int t = 1; t <= GROW_TICKS; t++) {
+        uint64_t before;
+        int had = live != NULL;
+        hfs_skel_t *k = live_tick(r, t, &live, &before);
+        if (!k) break;
+        CHECK_EQ(had && hfs_skel_live_patches(live) == before + 1, t > 1);
+        CHECK(k->nvars >= 1 && k->vars[0].own != 0);
+        check_same_as_full(k, r, t);
+        hfs_skel_unref(k);
+    }
+    CHECK(hfs_skel_own_appends() >= appends + GROW_TICKS - 1);
+    hfs_skel_live_free(live);
+    h5l_reader_close(r);
+}
+
 /* A patch that fails half way (its chunk-order guard, after H5Dset_extent
  * changed the live file: skel.c's test hook) gives a full build of the same
  * tick: a skeleton equal to a full build, the half-patched file dropped,
@@ -449,16 +525,20 @@ int main(int argc, char **argv)
     }
     snprintf(g_path, sizeof g_path, "%s/f.h5", dir);
     snprintf(g_img, sizeof g_img, "%s/img.h5", dir);
+    snprintf(g_path2, sizeof g_path2, "%s/g.h5", dir);
     int rc = write_file();
+    if (!rc) rc = write_grow_file();
     if (rc) {
         fprintf(stderr, "cannot write %s\n0 passed, 1 failed\n", g_path);
         MPI_Finalize();
         return 1;
     }
     static const th_test_t tests[] = {{"test_patch_equals_full_build", test_patch_equals_full_build},
-                                      {"test_failed_patch_builds_in_full", test_failed_patch_builds_in_full}};
-    int failed = th_run(tests, 2);
+                                      {"test_failed_patch_builds_in_full", test_failed_patch_builds_in_full},
+                                      {"test_own_index_grows_alone", test_own_index_grows_alone}};
+    int failed = th_run(tests, 3);
     unlink(g_path);
+    unlink(g_path2);
     unlink(g_img);
     rmdir(dir);
     MPI_Finalize();

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "codec.h"
+#include "error.h"
 #include "format.h"
 #include "tharness.h"
 
@@ -907,7 +908,27 @@ static void test_records(void)
     h5l_buf_free(&b);
 }
 
+/* A reason prefixed with its context from the same h5l_err_t, as callers
+ * do: the whole reason survives (a message that was its own source came
+ * out garbled to a few letters), and a message too long is cut, not
+ * overrun. */
+static void test_err_prefix_own_message(void)
+{
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_err_set(&e, H5L_ECORRUPT, "%s: no room for %s", "/a/f.h5", "the index"), H5L_ECORRUPT);
+    CHECK_EQ(h5l_err_set(&e, H5L_EIO, "%s: building tick %d: %s", "/a/f.h5", 3, e.msg), H5L_EIO);
+    CHECK(e.code == H5L_EIO && !strcmp(e.msg, "/a/f.h5: building tick 3: /a/f.h5: no room for the index"));
+    char big[2 * sizeof e.msg];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    h5l_err_set(&e, H5L_EIO, "%s", big);
+    h5l_err_set(&e, H5L_EIO, "p: %s", e.msg);
+    CHECK(strlen(e.msg) == sizeof e.msg - 1 && !strncmp(e.msg, "p: xxx", 6));
+    CHECK_EQ(h5l_err_set(NULL, H5L_ENOMEM, "%s", "nowhere"), H5L_ENOMEM);
+}
+
 TEST_MAIN(T(test_codec_le_and_pad), T(test_codec_str_rejects), T(test_ub_layout_roundtrip), T(test_ub_rejects),
           T(test_jhdr_layout_roundtrip_rejects), T(test_frame_layout), T(test_hash2_streaming_equals_oneshot),
           T(test_type_valid), T(test_op_roundtrip_all_kinds), T(test_op_layout), T(test_op_truncation_every_length),
-          T(test_op_rejects), T(test_tick_header), T(test_block_header), T(test_varints), T(test_records))
+          T(test_op_rejects), T(test_tick_header), T(test_block_header), T(test_varints), T(test_records),
+          T(test_err_prefix_own_message))
