@@ -6,7 +6,8 @@ what libh5log's reader sees at each step. This file runs it
      the disk is full, a retry after space is freed, then a second file
      whose close fails because the disk stays full;
   b) under the LD_PRELOAD shim tests/fault/fault_shim.c: data, record block
-     and journal writes and every step of close made to fail;
+     and journal writes and every step of close made to fail, and the reads
+     that move data written early (EIO, a short read);
 and asserts that the program's MPI_Finalize returned (exit status 0, no
 signal: libhdf5 once crashed there after a failed close). Then every
 snapshot the program left (the file, and its sidecar while it has one, at

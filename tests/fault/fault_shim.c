@@ -33,6 +33,12 @@
  *                    exactly this many bytes; the TIMES-1 failing calls
  *                    after it are the next ones on the file, any size
  *   H5L_FAULT_RANK   only the MPI process of this rank (OMPI_COMM_WORLD_RANK)
+ *   H5L_FAULT_OP     write (default) | read: which calls the fault is for.
+ *                    Reads (pread, pread64, preadv, preadv64, read) fail
+ *                    with EIO whatever the kind, except that short[:N]
+ *                    makes the first one return N bytes; a writer reads
+ *                    its data file back only to move bytes it wrote early
+ *                    (libcore/src/writer.c)
  *
  * h5l_fault_fired() (found with dlsym) tells a test how many calls failed,
  * so a test can insist its fault really happened. */
@@ -51,6 +57,9 @@ typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 typedef ssize_t (*write_fn)(int, const void *, size_t);
 typedef ssize_t (*pwritev_fn)(int, const struct iovec *, int, off_t);
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+typedef ssize_t (*read_fn)(int, void *, size_t);
+typedef ssize_t (*preadv_fn)(int, const struct iovec *, int, off_t);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_key[1024]; /* the description the counters belong to */
@@ -82,10 +91,15 @@ static long env_long(const char *name, long dflt)
 
 /* What to do with a call of n bytes on fd. 0: pass through; else the
  * errno to fail with, or -1 for a short write of *keep bytes. */
-static int decide(int fd, size_t n, size_t *keep)
+static int decide_op(int fd, size_t n, size_t *keep, int is_read);
+static int decide(int fd, size_t n, size_t *keep) { return decide_op(fd, n, keep, 0); }
+
+static int decide_op(int fd, size_t n, size_t *keep, int is_read)
 {
     const char *path = getenv("H5L_FAULT_PATH");
     if (!path || !*path) return 0;
+    const char *op = getenv("H5L_FAULT_OP");
+    if (is_read != (op && !strcmp(op, "read"))) return 0;
     const char *rank = getenv("H5L_FAULT_RANK");
     if (rank && *rank) {
         const char *me = getenv("OMPI_COMM_WORLD_RANK");
@@ -104,7 +118,7 @@ static int decide(int fd, size_t n, size_t *keep)
     const char *kind = getenv("H5L_FAULT_KIND");
     if (!kind || !*kind) kind = "enospc";
     char key[1024];
-    snprintf(key, sizeof key, "%s|%s|%s|%s|%s|%s", path, kind, getenv("H5L_FAULT_CALL") ? getenv("H5L_FAULT_CALL") : "",
+    snprintf(key, sizeof key, "%s|%d|%s|%s|%s|%s|%s", path, is_read, kind, getenv("H5L_FAULT_CALL") ? getenv("H5L_FAULT_CALL") : "",
              getenv("H5L_FAULT_TIMES") ? getenv("H5L_FAULT_TIMES") : "", rank ? rank : "",
              getenv("H5L_FAULT_SIZE") ? getenv("H5L_FAULT_SIZE") : "");
     long first = env_long("H5L_FAULT_CALL", 1), times = env_long("H5L_FAULT_TIMES", 1);
@@ -131,9 +145,9 @@ static int decide(int fd, size_t n, size_t *keep)
     if (!strncmp(kind, "short", 5) && is_first) {
         size_t want = kind[5] == ':' ? (size_t)strtoull(kind + 6, NULL, 10) : n / 2;
         *keep = want < n ? want : (n ? n - 1 : 0);
-        return *keep ? -1 : ENOSPC; /* a write of 0 bytes is a failure, not a short write */
+        return *keep ? -1 : is_read ? EIO : ENOSPC; /* a write of 0 bytes is a failure, not a short write */
     }
-    return ENOSPC;
+    return is_read ? EIO : ENOSPC;
 }
 
 static ssize_t do_pwrite(const char *name, int fd, const void *buf, size_t n, off_t off)
@@ -229,4 +243,59 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
     ssize_t r = f(fd, v, cut_iov(iov, cnt, keep, v));
     free(v);
     return r;
+}
+
+/* ---- reads (H5L_FAULT_OP=read) ---- */
+
+static ssize_t do_pread(const char *name, int fd, void *buf, size_t n, off_t off)
+{
+    pread_fn f = (pread_fn)real(name);
+    size_t keep = 0;
+    int d = decide_op(fd, n, &keep, 1);
+    if (d > 0) {
+        errno = d;
+        return -1;
+    }
+    return f(fd, buf, d < 0 ? keep : n, off);
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off) { return do_pread("pread", fd, buf, n, off); }
+ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return do_pread("pread64", fd, buf, n, off); }
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+    read_fn f = (read_fn)real("read");
+    size_t keep = 0;
+    int d = decide_op(fd, n, &keep, 1);
+    if (d > 0) {
+        errno = d;
+        return -1;
+    }
+    return f(fd, buf, d < 0 ? keep : n);
+}
+
+static ssize_t do_preadv(const char *name, int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    preadv_fn f = (preadv_fn)real(name);
+    size_t keep = 0;
+    int d = cnt < 0 ? 0 : decide_op(fd, iov_bytes(iov, cnt), &keep, 1);
+    if (d > 0) {
+        errno = d;
+        return -1;
+    }
+    if (d == 0) return f(fd, iov, cnt, off);
+    struct iovec *v = malloc((size_t)cnt * sizeof *v);
+    if (!v) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t r = f(fd, v, cut_iov(iov, cnt, keep, v), off);
+    free(v);
+    return r;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return do_preadv("preadv", fd, iov, cnt, off); }
+ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    return do_preadv("preadv64", fd, iov, cnt, off);
 }

@@ -462,9 +462,24 @@ static void shim_early(void)
     EXPECT(rc == 0, "s_early: flush of tick 7 with more puts: %s", h5l_errmsg(f));
     check_file(name, &g, 7, 0, 1);
     MPI_Barrier(MPI_COMM_WORLD);
+    /* ticks 8 and 9 alike (9's flush reserves tick 10's place); tick 10,
+     * put twice, is twice that size, so its flush reads the bytes written
+     * early back to move them, and that read fails (EIO): the flush fails
+     * and commits nothing, its retry moves them. Then 11 and 12 alike, and
+     * tick 13 the same way with a short read followed by EIO. */
+    good_ticks(f, &g, 8, 9);
+    for (uint64_t t = 10; t <= 13; t += 3) {
+        if (t == 13) good_ticks(f, &g, 11, 12);
+        put_tick(f, &g, t);
+        put_tick(f, &g, t);
+        if (g_rank == last) setenv("H5L_FAULT_OP", "read", 1);
+        arm(last, end, 1, t == 10 ? 1 : 2, t == 10 ? "eio" : "short:100", -1);
+        flush_fails_then_retry(f, &g, name, t, last, "reading back", "of tick");
+        unsetenv("H5L_FAULT_OP");
+    }
     rc = h5l_close(f);
     EXPECT(rc == 0, "close %s: %s", name, h5l_errmsg(NULL));
-    check_file(name, &g, 7, 1, 0);
+    check_file(name, &g, 13, 1, 0);
     MPI_Barrier(MPI_COMM_WORLD);
     free_geom(&g);
 }
