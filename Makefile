@@ -155,6 +155,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tharness.h $(BUILD)/libh5l
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_CORE)
 
+# the reader's test also fails allocations on demand (tests/unit/oom.h)
+$(BUILD)/tests/test_reader: tests/unit/test_reader.c tests/unit/tharness.h tests/unit/oom.h $(BUILD)/libh5lcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_CORE)
+
 $(BUILD)/tests/%: tests/mpi/%.c $(BUILD)/libh5log_test.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_LIB_TEST)

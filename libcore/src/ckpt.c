@@ -652,7 +652,10 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
     if (found <= 0) return found;
     size_t cap = 0;
     int rc = chain_push(ch, &cap, buf, n, at);
-    if (rc) return rc;
+    if (rc) {
+        h5l_ckpt_chain_free(ch); /* (its first arrays may be made) */
+        return rc;
+    }
     ch->last = f.last;
     ch->next = at + n;
     /* back along the chain: each link ends right where the next segment's

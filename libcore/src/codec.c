@@ -81,7 +81,7 @@ char *h5l_cur_str(h5l_cur_t *c)
     }
     char *s = malloc((size_t)n + 1);
     if (!s) {
-        c->bad = 1;
+        c->bad = c->oom = 1;
         return NULL;
     }
     memcpy(s, p, n);

@@ -33,11 +33,12 @@ typedef struct h5l_cur {
     const uint8_t *p;
     size_t len, pos;
     int bad; /* sticky: a read ran past the end */
+    int oom; /* ... or a copy (h5l_cur_str) found no memory: bad too, but not the bytes' fault */
 } h5l_cur_t;
 
 static inline h5l_cur_t h5l_cur(const void *p, size_t len)
 {
-    h5l_cur_t c = {(const uint8_t *)p, len, 0, 0};
+    h5l_cur_t c = {(const uint8_t *)p, len, 0, 0, 0};
     return c;
 }
 /* The cursor's reads are inline: decoding a long log's checkpoints makes
@@ -101,7 +102,8 @@ static inline uint64_t h5l_cur_varint(h5l_cur_t *c)
     return h5l_cur_varint_slow(c);
 }
 /* A u32-length string as a fresh NUL-terminated copy (caller frees), or NULL
- * (and c->bad) if it runs past the end or holds a NUL. */
+ * (and c->bad) if it runs past the end or holds a NUL (or c->oom too: no
+ * memory for the copy). */
 char *h5l_cur_str(h5l_cur_t *c);
 
 static inline void h5l_put_le32(uint8_t *p, uint32_t v)

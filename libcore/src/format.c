@@ -277,7 +277,7 @@ static int op_body(h5l_cur_t *c, h5l_op_t *op)
     default:
         return H5L_ECORRUPT;
     }
-    return c->bad ? H5L_ECORRUPT : H5L_OK;
+    return c->oom ? H5L_ENOMEM : c->bad ? H5L_ECORRUPT : H5L_OK;
 }
 
 int h5l_op_decode(h5l_cur_t *c, h5l_op_t *op)

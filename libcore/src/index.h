@@ -32,7 +32,8 @@ typedef struct h5l_index h5l_index_t;
 h5l_index_t *h5l_index_new(void);
 void h5l_index_free(h5l_index_t *x);
 
-/* Register a variable's index chunk shape. 0, or H5L_ENOMEM/H5L_EINVAL. */
+/* Register a variable's index chunk shape. 0, or H5L_ENOMEM/H5L_EINVAL (an
+ * id registered with another shape; the same again is 0). */
 int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims, const uint64_t *chunk);
 
 /* A record with room for its boxes, owned by the index; NULL if out of

@@ -44,7 +44,9 @@ void h5l_jscan_free(h5l_jscan_t *s)
 }
 
 /* Journal bytes [pos, pos + n) (all inside the available journal) as a
- * pointer into memory or into the window, reading when needed. */
+ * pointer into memory or into the window, reading when needed; NULL with
+ * s->werr saying why (out of memory is not an I/O error: a caller retries
+ * the one, reports the other). */
 static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t end, h5l_err_t *err)
 {
     if (s->fd < 0) return s->mem + pos;
@@ -55,7 +57,7 @@ static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t en
     if (s->cap < want) {
         uint8_t *b = realloc(s->buf, want);
         if (!b) {
-            h5l_err_set(err, H5L_ENOMEM, "%s: out of memory reading the journal", s->what);
+            s->werr = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory reading the journal", s->what);
             return NULL;
         }
         s->buf = b;
@@ -65,7 +67,7 @@ static const uint8_t *jbytes(h5l_jscan_t *s, uint64_t pos, size_t n, uint64_t en
     h5l_err_t e2;
     if (h5l_fd_read(s->fd, s->buf, want, s->base + pos, &got, s->what, &e2) || got < n) {
         s->wlen = 0;
-        h5l_err_set(err, H5L_EIO, "%s: reading the journal at %llu: %s", s->what, (unsigned long long)pos,
+        s->werr = h5l_err_set(err, H5L_EIO, "%s: reading the journal at %llu: %s", s->what, (unsigned long long)pos,
                     got < n && !e2.code ? "file shrank" : e2.msg);
         return NULL;
     }
@@ -96,7 +98,7 @@ static int zero_tail(h5l_jscan_t *s, uint64_t a, uint64_t end, h5l_err_t *err)
         }
         size_t n = end - a < WINDOW ? (size_t)(end - a) : WINDOW;
         const uint8_t *p = jbytes(s, a, n, end, err);
-        if (!p) return H5L_EIO;
+        if (!p) return s->werr;
         for (size_t i = 0; i < n; i++)
             if (p[i]) return 0;
         a += n;
@@ -127,7 +129,7 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
     uint64_t avail = end - pos;
     if (avail < H5L_FRAME_LEN) return torn(s, pos, pos + H5L_FRAME_LEN, "short header", err);
     const uint8_t *h = jbytes(s, pos, H5L_FRAME_LEN, end, err);
-    if (!h) return H5L_EIO;
+    if (!h) return s->werr;
     h5l_frame_hdr_t fh;
     int hs = h5l_frame_hdr_decode(h, s->seed, &fh);
     if (hs == H5L_FRAME_BADSUM) {
@@ -146,7 +148,7 @@ int h5l_jscan_next(h5l_jscan_t *s, uint64_t pos, uint64_t end, h5l_frame_t *fr, 
     uint64_t flen = h5l_frame_size(len);
     if (flen > avail) return torn(s, pos, pos + flen, "frame not complete", err);
     const uint8_t *p = jbytes(s, pos, (size_t)flen, end, err);
-    if (!p) return H5L_EIO;
+    if (!p) return s->werr;
     if (h5l_hash(p + H5L_FRAME_LEN, len, s->seed) != sum) {
         int z = zero_tail(s, pos + flen, end, err);
         if (z < 0) return z;

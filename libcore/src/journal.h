@@ -39,6 +39,7 @@ typedef struct h5l_jscan {
     uint8_t *buf;      /* the window: journal bytes [wpos, wpos + wlen) */
     size_t cap, wlen;
     uint64_t wpos;
+    int werr; /* why the window could not be had: H5L_ENOMEM or H5L_EIO */
 } h5l_jscan_t;
 
 /* Set up a scanner (no I/O). For memory, fd = -1 and mem holds the bytes. */

@@ -630,15 +630,20 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
     }
     for (uint32_t i = 0; i < nops && !rc; i++) {
         h5l_op_t op;
-        if (h5l_op_decode(&c, &op)) {
-            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: schema op %u is malformed", r->path,
-                             (unsigned long long)t.tick, i);
+        /* out of memory is no damage: the tick is loaded again later */
+        int drc = h5l_op_decode(&c, &op);
+        if (drc) {
+            rc = drc == H5L_ENOMEM ? h5l_err_set(err, drc, "%s: tick %llu: out of memory", r->path,
+                                                 (unsigned long long)t.tick)
+                                   : h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: schema op %u is malformed",
+                                                 r->path, (unsigned long long)t.tick, i);
             break;
         }
         h5l_err_t e2;
         rc = h5l_schema_apply(&r->schema, t.tick, &op, &e2);
         if (rc) {
-            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: %s", r->path, (unsigned long long)t.tick, e2.msg);
+            rc = h5l_err_set(err, rc == H5L_ENOMEM ? rc : H5L_ECORRUPT, "%s: tick %llu: %s", r->path,
+                             (unsigned long long)t.tick, e2.msg);
         } else if (op.kind == H5L_OP_VAR) {
             rc = h5l_index_add_var(r->index, op.id, op.ndims, op.chunk);
             if (rc) h5l_err_set(err, rc, "%s: cannot index variable '%s'", r->path, op.name);
@@ -1043,7 +1048,7 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
         if (type == H5L_REC_TICK) {
             rc = load_tick(r, fr.payload, fr.len, err);
             if (rc) {
-                r->damaged_tick = r->nticks + 1;
+                if (rc != H5L_ENOMEM && rc != H5L_EIO) r->damaged_tick = r->nticks + 1; /* (those: tried again) */
                 break;
             }
             if (nnew) (*nnew)++;

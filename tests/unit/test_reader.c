@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "ckpt.h"
+#include "oom.h"
 #include "codec.h"
 #include "format.h"
 #include "schema.h"
@@ -2239,6 +2240,130 @@ static void test_checkpoint_claiming_too_many_ticks(void)
     fx_free(&fx);
 }
 
+/* One read of objid at tick T, whole, with the allocation armed by the
+ * caller failing: H5L_OK and the reference's bytes, or H5L_ENOMEM (its
+ * buffers are made before arming: only the reader's allocations count). */
+static int oom_read(h5l_reader_t *r, const fx_t *fx, uint32_t o, uint64_t T, long n, int *fired)
+{
+    uint64_t shape[MAXD], s[MAXD] = {0};
+    uint8_t *want = ref_full(fx, o, T, shape);
+    const mvar_t *v = &fx->vars[o];
+    uint64_t bytes = box_n(v->nd, shape) * v->es;
+    uint8_t *buf = malloc(bytes + 1);
+    h5l_err_t e = {0};
+    oom_arm(n);
+    int rc = h5l_reader_read(r, T, o, s, shape, buf, &e);
+    *fired = oom_off();
+    int ok = rc == H5L_OK ? memcmp(buf, want, bytes) == 0 : rc == H5L_ENOMEM && *fired;
+    if (!ok)
+        fprintf(stderr, "  %s at tick %llu, allocation %ld failing: rc %d (%s)\n", fx->paths[o], (unsigned long long)T,
+                n, rc, e.msg);
+    free(buf);
+    free(want);
+    return ok;
+}
+
+/* Out of memory at each allocation in turn of an open (from checkpoints
+ * and whole), of a refresh that loads new ticks and of reads (a lazy
+ * table decoded, the newest tick): each fails with H5L_ENOMEM, or
+ * succeeds, and the reader then answers like the reference; a failed open
+ * leaves nothing (make asan checks for leaks). Broken on purpose: a
+ * refresh that kept a half-loaded tick, an ENOMEM made sticky. */
+static void test_out_of_memory(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
+    fx_save_live(&fx, fx.jr.len);
+    for (unsigned flags = 0; flags < 2; flags++) {
+        int fired = 1, bad = 0;
+        long n;
+        for (n = 1; fired && n < 100000; n++) {
+            h5l_reader_t *r = NULL;
+            h5l_err_t e = {0};
+            oom_arm(n);
+            int rc = h5l_reader_open_flags(fx.path, flags ? H5L_READER_FULL : 0, &r, &e);
+            fired = oom_off();
+            if (rc) {
+                if (rc != H5L_ENOMEM || r || !fired) {
+                    fprintf(stderr, "  open, allocation %ld failing: rc %d (%s)\n", n, rc, e.msg);
+                    bad++;
+                }
+                continue;
+            }
+            if (h5l_reader_ntick(r) != fx.ntick || !check_reads(r, &fx, 1)) {
+                uint64_t dt = 0;
+                h5l_err_t de = {0};
+                int drc = h5l_reader_damage(r, &dt, &de);
+                fprintf(stderr, "  open, allocation %ld failing: %llu ticks of %llu (damage %d at %llu: %s)\n", n,
+                        (unsigned long long)h5l_reader_ntick(r), (unsigned long long)fx.ntick, drc,
+                        (unsigned long long)dt, de.msg);
+                bad++;
+            }
+            h5l_reader_close(r);
+        }
+        CHECK(!fired && n > 10); /* the opens ran out of allocations to fail */
+        CHECK_EQ(bad, 0);
+        /* reads: every variable at the newest tick and at tick 1 (a lazy
+         * table of a segment when opened from checkpoints) */
+        bad = 0;
+        int reads = 0;
+        for (uint32_t o = 0; o < MAXOBJ; o++) {
+            if (!fx.vars[o].used) continue;
+            for (uint64_t T = fx.vars[o].deftick; T <= fx.ntick; T = T == fx.ntick ? T + 1 : fx.ntick) {
+                fired = 1;
+                for (n = 1; fired && n < 100000; n++) {
+                    h5l_reader_t *r = NULL;
+                    h5l_err_t e = {0};
+                    if (h5l_reader_open_flags(fx.path, flags ? H5L_READER_FULL : 0, &r, &e)) {
+                        fprintf(stderr, "  open: %s\n", e.msg);
+                        bad++;
+                        break;
+                    }
+                    bad += !oom_read(r, &fx, o, T, n, &fired);
+                    bad += !oom_read(r, &fx, o, T, 0, &(int){0}); /* and again, memory back */
+                    reads++;
+                    h5l_reader_close(r);
+                }
+            }
+        }
+        CHECK(reads > 20);
+        CHECK_EQ(bad, 0);
+    }
+    /* a refresh that loads every tick after the first */
+    fx_save_live(&fx, fx.fr_end[0]);
+    int fired = 1, bad = 0;
+    long n;
+    for (n = 1; fired && n < 100000; n++) {
+        h5l_reader_t *r = NULL;
+        h5l_err_t e = {0};
+        fx_save_live(&fx, fx.fr_end[0]);
+        if (h5l_reader_open(fx.path, &r, &e) || h5l_reader_ntick(r) != 1) {
+            bad++;
+            h5l_reader_close(r);
+            break;
+        }
+        fx_save_live(&fx, fx.jr.len);
+        oom_arm(n);
+        int rc = h5l_reader_refresh(r, NULL, &e);
+        fired = oom_off();
+        if (rc && (rc != H5L_ENOMEM || !fired)) {
+            fprintf(stderr, "  refresh, allocation %ld failing: rc %d (%s)\n", n, rc, e.msg);
+            bad++;
+        }
+        rc = h5l_reader_refresh(r, NULL, &e); /* memory back: the rest loads */
+        if (rc || h5l_reader_ntick(r) != fx.ntick || !check_reads(r, &fx, 1)) {
+            fprintf(stderr, "  after a refresh with allocation %ld failing: rc %d (%s), %llu ticks\n", n, rc, e.msg,
+                    (unsigned long long)h5l_reader_ntick(r));
+            bad++;
+        }
+        h5l_reader_close(r);
+    }
+    CHECK(!fired && n > 10);
+    CHECK_EQ(bad, 0);
+    fx_free(&fx);
+}
+
 TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
           T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
           T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
@@ -2247,4 +2372,4 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
           T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify),
-          T(test_checkpoint_claiming_too_many_ticks))
+          T(test_checkpoint_claiming_too_many_ticks), T(test_out_of_memory))
