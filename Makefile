@@ -192,9 +192,10 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/tbuf.o -o $@ $(LDFLAGS) -lpthread
 
-$(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused/btidx.h tests/unit/tharness.h
+$(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused/btidx.h tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) $(HDF5_LIBS)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) \
+		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(HDF5_LIBS)
 
 $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fused/badlog.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
@@ -209,9 +210,10 @@ $(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5
 
 # the canonical file at scale: canon's scale attributes against H5DS, many
 # variables, sparse chunks (log files written on one rank)
-$(BUILD)/tests/test_canon: tests/fused/test_canon.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
+$(BUILD)/tests/test_canon: tests/fused/test_canon.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) \
+		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_LIB)
 
 # skeletons patched in place against full builds, through libhdf5
 # at most 16 live skeletons kept, slots given back (18 live files, one rank)

@@ -89,9 +89,10 @@ int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, u
     bt->root = root;
     bt->nodes = nodes;
     bt->nodes_cap = bt->nodes_len;
+    hfs_bt_place_t *pl = malloc(2 * sizeof *pl); /* (out of memory: bt as it was) */
+    if (!pl) return H5L_ENOMEM;
     free(bt->pl);
-    bt->pl = malloc(2 * sizeof *bt->pl);
-    if (!bt->pl) return H5L_ENOMEM;
+    bt->pl = pl;
     bt->pl[0] = (hfs_bt_place_t){0, chunk0};
     bt->pl[1] = (hfs_bt_place_t){1, chunks};
     bt->npl = bt->n > 1 ? 2 : 1;

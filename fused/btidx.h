@@ -95,7 +95,7 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
  * hfs_bt_point_layout), the node area (nodes_len bytes), chunk ordinal 0
  * (libhdf5's, or the first of an own root's) and ordinal 1, the others
  * following it.
- * 0, or H5L_ENOMEM. */
+ * 0, or H5L_ENOMEM (bt unchanged then). */
 int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks);
 
 /* A live skeleton's index grows (skel.c): chunks blks[0..k), strictly
@@ -110,7 +110,8 @@ int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
 /* The node area at nodes, cap bytes reserved there. */
 void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap);
 
-/* A deep copy of src into dst (a new skeleton's own). 0 or H5L_ENOMEM. */
+/* A deep copy of src into dst (a new skeleton's own). 0 or H5L_ENOMEM
+ * (dst then holds nothing to free; hfs_bt_free(dst) is harmless). */
 int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src);
 
 /* The address just past the chunks of the last placement. */

@@ -334,11 +334,11 @@ static herr_t cb_close(H5FD_t *file)
                 (void *)s, (unsigned long long)s->eoa, (unsigned long long)s->eof, s->npc,
                 (unsigned long long)s->meta_bytes, s->nal, s->nraw, (unsigned long long)s->dropped_bytes);
     s->state = ST_CLOSED;
-    if (s->failed) {
-        rc = -1;              /* the capture is incomplete: no image */
-    } else if (s->refs > 1) { /* someone holds the session */
+    /* the capture incomplete, or no memory for its image: no image
+     * (hfs_memvfd_take gives NULL), but the close succeeds (cb_write) */
+    if (!s->failed && s->refs > 1) { /* someone holds the session */
         s->img = build_image(s, 1, 1);
-        if (!s->img) rc = -1;
+        if (!s->img) s->failed = true;
     }
     session_free_capture(s);
     free(f);
@@ -509,10 +509,10 @@ static herr_t cb_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, 
         s->dropped_bytes += size;
         return 0;
     }
-    if (pc_write(s, addr, size, buf) < 0) {
-        s->failed = true;
-        return -1;
-    }
+    if (pc_write(s, addr, size, buf) < 0)
+        s->failed = true; /* no image then (hfs_memvfd_take), but no error to libhdf5: a write that
+                           * fails while H5Fclose flushes makes the close fail, and libhdf5 1.10
+                           * keeps such a file open and crashes at exit closing it */
     return 0;
 }
 
@@ -694,6 +694,8 @@ uint64_t hfs_memvfd_meta_bytes(const hfs_memvfd_t *s)
     if (s->state == ST_OPEN) return s->meta_bytes;
     return s->img ? s->img->meta_bytes : 0;
 }
+
+int hfs_memvfd_failed(const hfs_memvfd_t *s) { return s && s->failed; }
 
 hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s)
 {

@@ -249,6 +249,9 @@ uint64_t hfs_memvfd_meta_bytes(const hfs_memvfd_t *s);
  * image was already taken through another reference, or on allocation
  * failure while capturing. */
 hfs_memvfd_image_t *hfs_memvfd_take(hfs_memvfd_t *s);
+/* 1 when the driver ran out of memory (a write, a reservation or the
+ * image at close): the file has no image. */
+int hfs_memvfd_failed(const hfs_memvfd_t *s);
 
 /* While the file is open, after H5Fflush (every dirty metadata entry and
  * the superblock with the current EOA written): a new image of the file as

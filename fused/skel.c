@@ -659,8 +659,8 @@ static int check_roots(const hfs_skel_t *k)
         uint8_t *want = malloc(2 * bt->node_size);
         if (!want) return H5L_ENOMEM;
         rc = hfs_bt_init(&one, bt->ndims, bt->nblk, block, (size_t)bt->dim[bt->ndims], bt->two_k, &blk0, 1);
+        if (!rc && (rc = hfs_bt_place(&one, bt->root, 0, hfs_bt_chunk_addr(bt, 0), 0))) hfs_bt_free(&one);
         if (!rc) {
-            hfs_bt_place(&one, bt->root, 0, hfs_bt_chunk_addr(bt, 0), 0);
             hfs_bt_node(&one, 0, 0, want);
             hfs_memvfd_image_read(k->img, bt->root, (size_t)bt->node_size, want + bt->node_size);
             if (memcmp(want, want + bt->node_size, (size_t)bt->node_size)) rc = H5L_ECORRUPT;
@@ -695,6 +695,8 @@ static int guarded(int rc, const char *hook, int *synth_bad, h5l_err_t *err, h5l
     if (rc == H5L_ECORRUPT) {
         *synth_bad = 1;
         h5l_err_set(err, rc, "%s: %s", h5l_reader_path(r), what);
+    } else if (rc) { /* not the guard's refusal (out of memory): the build fails, saying so */
+        h5l_err_set(err, rc, "%s: %s", h5l_reader_path(r), h5l_strerror(rc));
     }
     return rc;
 }
@@ -922,8 +924,11 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     if (file >= 0 && H5Fclose(file) < 0 && !rc)
         rc = h5l_err_set(err, H5L_EHDF5, "%s: closing the skeleton failed", h5l_reader_path(r));
     if (cap) {
+        int oom = hfs_memvfd_failed(cap);
         k->img = hfs_memvfd_take(cap);
-        if (!k->img && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: skeleton image not available", h5l_reader_path(r));
+        if (!k->img && !rc)
+            rc = oom ? h5l_err_set(err, H5L_ENOMEM, "%s: out of memory building the skeleton", h5l_reader_path(r))
+                     : h5l_err_set(err, H5L_EHDF5, "%s: skeleton image not available", h5l_reader_path(r));
         if (k->img && !rc && fix_super_eoa(k->img))
             rc = h5l_err_set(err, H5L_EHDF5, "%s: the skeleton's superblock is not one the daemon can amend",
                              h5l_reader_path(r));

@@ -32,6 +32,7 @@
 
 typedef struct varjob {
     uint32_t objid, ndims;
+    int chunked;
     char *path;
     h5l_type_t type;
     uint64_t shape[H5L_MAX_DIMS], block[H5L_MAX_DIMS];
@@ -50,6 +51,42 @@ static void usage(FILE *o)
                "OUT is replaced only once it is complete; OUT may not be IN.\n"
                "Exit status: 0 done, 1 error, 2 usage.\n");
 }
+
+/* Chunks of a variable that hold data, as row-major block numbers. */
+typedef struct blist {
+    uint64_t *b;
+    size_t n, cap;
+    const uint64_t *nb; /* blocks per dimension */
+    uint32_t ndims;
+} blist_t;
+
+static int add_block(void *ctx, const uint64_t *coord)
+{
+    blist_t *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        uint64_t *b = realloc(l->b, cap * sizeof *b);
+        if (!b) return -1;
+        l->b = b;
+        l->cap = cap;
+    }
+    uint64_t blk = 0;
+    for (uint32_t d = 0; d < l->ndims; d++) blk = blk * l->nb[d] + coord[d];
+    l->b[l->n++] = blk;
+    return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Past this many chunks a chunked variable is written chunk by chunk
+ * only where it holds data (the others read as its fill value, as in the
+ * daemon's files): one row at t = 2^40 is not 2^36 chunks of fill (a
+ * replay of such a file once wrote 71 GB before the disk was full). */
+#define REPLAY_SPARSE ((uint64_t)1 << 16)
 
 /* Write one variable block by block (its chunks, or its index slabs) into
  * file (named out in messages). Returns 0, or -1 with a message printed. */
@@ -73,8 +110,18 @@ static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick,
     void *buf = malloc(bytes ? bytes : 1);
     int rc = buf ? 0 : -1;
     if (!buf) fprintf(stderr, "h5logreplay: out of memory (%llu bytes for '%s')\n", (unsigned long long)bytes, v->path);
+    blist_t l = {.nb = nb, .ndims = v->ndims};
+    int sparse = v->chunked && nblk > REPLAY_SPARSE;
+    if (!rc && sparse) {
+        h5l_reader_rdlock(r);
+        rc = h5l_reader_chunks(r, tick, v->objid, add_block, &l) ? -1 : 0;
+        h5l_reader_unlock(r);
+        if (rc) fprintf(stderr, "h5logreplay: out of memory (the chunks of '%s')\n", v->path);
+        if (l.n) qsort(l.b, l.n, sizeof *l.b, cmp_u64);
+    }
     hid_t fs = H5Dget_space(ds);
-    for (uint64_t b = 0; b < nblk && !rc; b++) {
+    for (uint64_t i = 0; i < (sparse ? l.n : nblk) && !rc; i++) {
+        uint64_t b = sparse ? l.b[i] : i;
         uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS], rem = b;
         hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
         for (int d = (int)v->ndims - 1; d >= 0; d--) {
@@ -101,6 +148,7 @@ static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick,
     }
     H5Sclose(fs);
     free(buf);
+    free(l.b);
     H5Tclose(mt);
     H5Dclose(ds);
     return rc;
@@ -292,6 +340,7 @@ static int replay(const char *in, const char *out, uint64_t tick, int ckpt)
         if (!v->path) rc = h5l_err_set(&e, H5L_ENOMEM, "out of memory");
         h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
         memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
+        v->chunked = o->chunked;
     }
     h5l_reader_unlock(r);
     if (rc) fprintf(stderr, "h5logreplay: %s: %s\n", out, e.msg);

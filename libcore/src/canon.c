@@ -395,18 +395,28 @@ static int write_dimlist(cbuild_t *b, size_t i, hid_t ds)
     return H5L_OK;
 }
 
+/* The caller's callback for variable i; its failure names the variable
+ * and keeps the reason the callback gave, if it gave one. */
+static int var_fn(cbuild_t *b, size_t i, hid_t ds)
+{
+    if (b->err) b->err->msg[0] = 0;
+    int rc = b->fn(b->ctx, (uint32_t)i, ds);
+    if (rc) h5l_err_set(b->err, rc, "'%s': %s", b->s->objs[i].path,
+                        b->err && b->err->msg[0] ? b->err->msg : h5l_strerror(rc));
+    return rc;
+}
+
 /* Create variable i (with the callbacks around its H5Dcreate); its
  * DIMENSION_LIST too if its scales exist. */
 static int make_var(cbuild_t *b, size_t i)
 {
     const h5l_obj_t *o = &b->s->objs[i];
     int rc;
-    if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, -1)))
-        return h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    if (b->fn && (rc = var_fn(b, i, -1))) return rc;
     hid_t ds;
     rc = canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, &ds, &b->props, b->err);
     if (rc) return rc;
-    if (b->fn && (rc = b->fn(b->ctx, (uint32_t)i, ds))) h5l_err_set(b->err, rc, "'%s': %s", o->path, h5l_strerror(rc));
+    if (b->fn) rc = var_fn(b, i, ds);
     if (!rc && H5Rcreate(&b->refs[i], ds, ".", H5R_OBJECT, -1) < 0)
         rc = h5l_err_set(b->err, H5L_EHDF5, "'%s': cannot make a reference to it", o->path);
     if (!rc && o->ndims == 1 && b->coord[o->dimids[0]] == (long)i) {

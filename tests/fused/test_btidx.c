@@ -17,7 +17,10 @@
  *      placed where the chunks end or elsewhere, and their copies.
  *   6. own roots: a layout message pointed at a tree of ours, read back by
  *      libhdf5 itself (chunks, values, the header's checksum), and the
- *      headers the guard refuses; lookup3 against its published values.
+ *      headers the guard refuses; lookup3 against its published values;
+ *   7. out of memory at each allocation in turn (tests/unit/oom.h) of
+ *      init, place, append, copy and reads: H5L_ENOMEM, the tree as it
+ *      was, and the same tree once memory is back.
  * Its use in a real canonical file, read by libhdf5 itself, is checked
  * by tests/fused/test_canon.c and tests/e2e (test_differential.py). */
 #include <stdint.h>
@@ -28,6 +31,7 @@
 #include <hdf5.h>
 
 #include "btidx.h"
+#include "oom.h"
 #include "tharness.h"
 
 static uint64_t get64(const uint8_t *p)
@@ -527,12 +531,113 @@ static void test_layout_in_continuation(void)
     hfs_bt_free(&bt);
 }
 
+/* The bytes a tree serves over its root and node area, and each chunk's
+ * ordinal, address and index: equal for equal trees. */
+static uint64_t tree_sum(const hfs_bt_t *bt)
+{
+    uint64_t lo = bt->root < bt->nodes ? bt->root : bt->nodes;
+    uint64_t hi = bt->nodes + bt->nodes_len > bt->root + bt->node_size ? bt->nodes + bt->nodes_len
+                                                                       : bt->root + bt->node_size;
+    uint8_t *b = calloc(1, (size_t)(hi - lo));
+    uint64_t h = 1469598103934665603ull;
+    if (!b || hfs_bt_read(bt, lo, (size_t)(hi - lo), b)) {
+        free(b);
+        return 0;
+    }
+    for (uint64_t i = 0; i < hi - lo; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (uint64_t o = 0; o < bt->n; o++)
+        h = (h ^ hfs_bt_blk(bt, o) ^ (hfs_bt_chunk_addr(bt, o) << 20)) * 1099511628211ull;
+    free(b);
+    return h;
+}
+
+/* 7. Each allocation of each step fails in turn: the step returns
+ * H5L_ENOMEM and leaves the tree as it was (same bytes; make asan finds
+ * leaks), and then succeeds. */
+static void test_out_of_memory(void)
+{
+    enum { N = 300, M = 100 };
+    uint64_t nblk[2] = {5000, 3}, block[2] = {1, 8}, blks[N + M];
+    for (uint64_t i = 0; i < N + M; i++) blks[i] = 3 * i + (i % 7 == 0); /* runs of one, scattered */
+    hfs_bt_t ref, bt;
+    CHECK_EQ(hfs_bt_init(&ref, 2, nblk, block, 4, 64, blks, N), 0);
+    CHECK_EQ(hfs_bt_place(&ref, 1000, 10000, 2000, 3000000), 0);
+    uint64_t placed = tree_sum(&ref);
+    CHECK_EQ(hfs_bt_append(&ref, blks + N, M, 9000000), 0); /* a placement of its own */
+    uint64_t grown = tree_sum(&ref);
+    int steps = 0, bad = 0;
+    for (int step = 0; step < 4; step++) {
+        int fired = 1;
+        for (long n = 1; fired && n < 1000; n++, steps++) {
+            hfs_bt_t cp;
+            memset(&bt, 0, sizeof bt);
+            int rc = 0;
+            uint64_t want = 0;
+            if (step == 0) {
+                oom_arm(n);
+                rc = hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, N);
+                fired = oom_off();
+                if (!rc) rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                want = placed;
+            } else {
+                CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, N), 0);
+                if (step == 1) {
+                    oom_arm(n);
+                    rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                    fired = oom_off();
+                    if (rc) { /* unchanged, and placed once memory is back */
+                        bad += rc != H5L_ENOMEM || !fired;
+                        rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                    }
+                    want = placed;
+                } else {
+                    CHECK_EQ(hfs_bt_place(&bt, 1000, 10000, 2000, 3000000), 0);
+                    oom_arm(n);
+                    rc = step == 2 ? hfs_bt_append(&bt, blks + N, M, 9000000) : hfs_bt_copy(&cp, &bt);
+                    fired = oom_off();
+                    if (rc) {
+                        bad += rc != H5L_ENOMEM || !fired || tree_sum(&bt) != placed;
+                        rc = step == 2 ? hfs_bt_append(&bt, blks + N, M, 9000000) : hfs_bt_copy(&cp, &bt);
+                    }
+                    if (step == 3 && !rc) { /* the copy is the tree, and stands alone */
+                        bad += tree_sum(&cp) != placed;
+                        hfs_bt_free(&cp);
+                    }
+                    want = step == 2 ? grown : placed;
+                }
+            }
+            if (step == 0 && rc) {
+                bad += rc != H5L_ENOMEM || !fired;
+                hfs_bt_free(&bt); /* harmless after a failed init */
+                continue;
+            }
+            if (rc || tree_sum(&bt) != want) {
+                fprintf(stderr, "  step %d, allocation %ld failing: rc %d\n", step, n, rc);
+                bad++;
+            }
+            hfs_bt_free(&bt);
+        }
+        CHECK(!fired);
+    }
+    /* reads allocate a node's buffer: out of memory there is H5L_ENOMEM */
+    uint8_t *b = malloc(4096);
+    oom_arm(1);
+    int rc = hfs_bt_read(&ref, ref.nodes, 4096, b);
+    int fired = oom_off();
+    CHECK(fired ? rc == H5L_ENOMEM : rc == 0);
+    free(b);
+    CHECK(steps > 8);
+    CHECK_EQ(bad, 0);
+    hfs_bt_free(&ref);
+}
+
 int main(void)
 {
     static const th_test_t tests[] = {{"test_geometry", test_geometry},
                                       {"test_trees", test_trees},
                                       {"test_lookup3", test_lookup3},
                                       {"test_own_root", test_own_root},
-                                      {"test_layout_in_continuation", test_layout_in_continuation}};
+                                      {"test_layout_in_continuation", test_layout_in_continuation},
+                                      {"test_out_of_memory", test_out_of_memory}};
     return th_run(tests, sizeof tests / sizeof *tests);
 }

@@ -18,7 +18,12 @@
  *   3. test_sparse: a variable whose 2^30 possible chunks hold data in 3:
  *      the skeleton has exactly 3 raw blocks for it (one run of two behind
  *      the chunk index the daemon writes), and the image read with libhdf5
- *      gives the data there and the fill value elsewhere.
+ *      gives the data there and the fill value elsewhere;
+ *   4. test_build_out_of_memory: a skeleton build (sparse variables, own
+ *      roots, a group, attributes, scales) with each of the daemon's
+ *      allocations failing in turn (tests/unit/oom.h): the build fails
+ *      with a reason naming the file, leaves no HDF5 object open, and a
+ *      build once memory is back has the reference's bytes.
  * Log files are written with libh5log on one rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
@@ -36,6 +41,7 @@
 #include "skel.h"
 #include "tharness.h"
 #include "snaphelp.h"
+#include "oom.h"
 
 static char g_dir[256];
 
@@ -372,6 +378,95 @@ static void test_sparse(void)
     snap_close(s, lf);
 }
 
+/* The sparse variable of write_sparse, a second one (an own root in a
+ * closed skeleton), a small chunked one, a contiguous one in a group and
+ * attributes. */
+static int write_mixed(const char *path)
+{
+    h5l_file_t *f;
+    if (h5l_create(path, MPI_COMM_WORLD, NULL, &f)) return -1;
+    int dims[2], s, t, u, c, fill = -1;
+    W(h5l_def_dim(f, "time", H5L_UNLIMITED, &dims[0]));
+    W(h5l_def_dim(f, "x", 64, &dims[1]));
+    uint64_t chunk[2] = {16, 64}, small[2] = {4, 64};
+    W(h5l_def_var(f, "/s", H5T_NATIVE_INT32, 2, dims, chunk, &s));
+    W(h5l_def_var_fill(f, s, &fill));
+    W(h5l_def_var(f, "/t", H5T_NATIVE_INT32, 2, dims, chunk, &t));
+    W(h5l_def_var(f, "/u", H5T_NATIVE_INT32, 2, dims, small, &u));
+    W(h5l_def_var(f, "/g/c", H5T_NATIVE_INT32, 1, &dims[1], NULL, &c));
+    W(h5l_put_att_text(f, s, "units", "K"));
+    int32_t row[64];
+    for (int r = 0; r < 3; r++) {
+        for (int j = 0; j < 64; j++) row[j] = sparse_value(sparse_rows[r], j);
+        uint64_t st[2] = {sparse_rows[r], 0}, ct[2] = {1, 64};
+        W(h5l_put(f, s, st, ct, row));
+        W(h5l_put(f, t, st, ct, row));
+        uint64_t su[2] = {(uint64_t)r * 5, 0};
+        W(h5l_put(f, u, su, ct, row));
+    }
+    uint64_t s1 = 0, c1 = 64;
+    W(h5l_put(f, c, &s1, &c1, row));
+    W(h5l_flush(f));
+    return h5l_close(f);
+}
+
+static void test_build_out_of_memory(void)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/mixed.h5", g_dir);
+    hfs_skel_cancel(0); /* (test_sparse's snapshots stopped the daemon's side: builds cancelled since) */
+    CHECK_EQ(write_mixed(log), 0);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(log, &r, &e), 0);
+    if (!r) return;
+    uint64_t tick = h5l_reader_ntick(r);
+    hfs_skel_t *ref = NULL;
+    CHECK_EQ(hfs_skel_build(r, tick, &ref, &e), 0);
+    if (!ref) {
+        fprintf(stderr, "  %s\n", e.msg);
+        h5l_reader_close(r);
+        return;
+    }
+    CHECK(ref->nbts >= 2); /* own roots in play */
+    uint8_t *want = malloc((size_t)ref->eof), *got = malloc((size_t)ref->eof);
+    CHECK_EQ(hfs_skel_meta_read(ref, 0, (size_t)ref->eof, want), 0);
+    int fired = 1, bad = 0;
+    long n;
+    for (n = 1; fired && n < 100000; n++) {
+        hfs_skel_t *k = NULL;
+        oom_arm(n);
+        int rc = hfs_skel_build(r, tick, &k, &e);
+        fired = oom_off();
+        if (rc) {
+            if (!fired || !strstr(e.msg, log)) {
+                fprintf(stderr, "  allocation %ld failing: rc %d, reason '%s'\n", n, rc, e.msg);
+                bad++;
+            }
+        } else if (k->eof != ref->eof || k->fallback || hfs_skel_meta_read(k, 0, (size_t)k->eof, got) ||
+                   memcmp(got, want, (size_t)k->eof)) {
+            fprintf(stderr, "  allocation %ld failing: a build unlike the reference (%s)\n", n,
+                    k->fallback ? k->fallback : "other bytes");
+            bad++;
+        }
+        hfs_skel_unref(k);
+        ssize_t open_now = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+        if (open_now != 0) {
+            fprintf(stderr, "  allocation %ld failing: %zd HDF5 objects left open\n", n, open_now);
+            bad++;
+            break; /* (each later build would count them again) */
+        }
+    }
+    CHECK(!fired && n > 20);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL), 0); /* no file or object left open by a failed build */
+    free(want);
+    free(got);
+    hfs_skel_unref(ref);
+    h5l_reader_close(r);
+    unlink(log);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -382,7 +477,8 @@ int main(int argc, char **argv)
     }
     static const th_test_t tests[] = {{"test_scales_like_h5ds", test_scales_like_h5ds},
                                       {"test_many_vars", test_many_vars},
-                                      {"test_sparse", test_sparse}};
+                                      {"test_sparse", test_sparse},
+                                      {"test_build_out_of_memory", test_build_out_of_memory}};
     int failed = th_run(tests, sizeof tests / sizeof *tests);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

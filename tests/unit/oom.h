@@ -16,6 +16,8 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <execinfo.h>
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t m);
@@ -31,6 +33,10 @@ static int oom_fail(void)
         if (atomic_compare_exchange_weak(&oom_at, &a, a - 1)) {
             if (a == 1) {
                 atomic_fetch_add(&oom_fired, 1);
+                if (getenv("OOM_TRACE")) { /* where it failed, for whoever debugs a failure */
+                    void *bt[16];
+                    backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
+                }
                 return 1;
             }
             return 0;
