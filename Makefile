@@ -222,9 +222,10 @@ $(BUILD)/tests/test_livemax: tests/fused/test_livemax.c $(LFILE_OBJS) $(BUILD)/l
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
 
 # (with skel.c's test hooks: a patch made to fail half way)
-$(BUILD)/tests/test_skelpatch: tests/fused/test_skelpatch.c $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h
+$(BUILD)/tests/test_skelpatch: tests/fused/test_skelpatch.c $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) $(LINK_LIB)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) \
+		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_LIB)
 
 # the same test with every block served by gathering (HFS_ASSEMBLE_MAX 0):
 # the path of blocks too large to assemble, on every kind of block

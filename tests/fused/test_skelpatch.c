@@ -32,6 +32,7 @@
 #include "h5log.h"
 #include "skel.h"
 #include "tharness.h"
+#include "oom.h"
 
 static char g_path[512], g_img[600];
 #define NTICK 13
@@ -485,6 +486,75 @@ static void test_own_index_grows_alone(void)
     h5l_reader_close(r);
 }
 
+/* Out of memory at each of the daemon's allocations in turn while tick t
+ * is patched onto a live skeleton of tick t - 1: the build still gives
+ * tick t (the patch given up, the tick built in full: a single failure
+ * does not reach both); what it gives has the variables and allocated blocks of a full build of t (the
+ * image through libhdf5 checked every 16th time, check_same_as_full); no
+ * HDF5 object is left open. Ticks 3 (extents grown) and 10 (the daemon's
+ * own index grown; a sample of its allocations). */
+static void test_patch_out_of_memory(void)
+{
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(g_path, &r, &e), 0);
+    if (!r) return;
+    int bad = 0, built = 0;
+    for (int t = 3; t <= 10; t += 7) {
+        hfs_skel_live_t *fl = NULL;
+        hfs_skel_t *full = NULL;
+        CHECK_EQ(hfs_skel_build_live(r, (uint64_t)t, &fl, &full, &e), 0);
+        hfs_skel_live_free(fl);
+        if (!full) break;
+        size_t nw;
+        vb_key_t *want = blocks_of(full, &nw);
+        int fired = 1;
+        long n;
+        long tried = 0;
+        /* tick 10's patch makes ~900 allocations and each try rebuilds
+         * tick 9 (0.17 s): its first 40, then every 25th */
+        for (n = 1; fired && n < 10000; n += t == 10 && n >= 40 ? 25 : 1, tried++) {
+            hfs_skel_live_t *live = NULL;
+            hfs_skel_t *k0 = NULL, *k = NULL;
+            CHECK_EQ(hfs_skel_build_live(r, (uint64_t)t - 1, &live, &k0, &e), 0);
+            hfs_skel_unref(k0);
+            uint64_t before = hfs_skel_live_patches(live);
+            oom_arm(n);
+            int rc = hfs_skel_build_live(r, (uint64_t)t, &live, &k, &e);
+            fired = oom_off();
+            if (rc) {
+                fprintf(stderr, "  tick %d, allocation %ld failing: rc %d (%s)\n", t, n, rc, e.msg);
+                bad++;
+            } else {
+                built++;
+                size_t ng;
+                vb_key_t *got = blocks_of(k, &ng);
+                if (k->nvars != full->nvars || ng != nw || memcmp(got, want, nw * sizeof *want)) {
+                    fprintf(stderr, "  tick %d, allocation %ld failing: not the full build's blocks\n", t, n);
+                    bad++;
+                }
+                free(got);
+                if (!fired || tried % 16 == 0) check_same_as_full(k, r, t);
+                if (!fired) CHECK_EQ(hfs_skel_live_patches(live), before + 1); /* (the run without a failure) */
+            }
+            hfs_skel_unref(k);
+            hfs_skel_live_free(live);
+            if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) != 0) {
+                fprintf(stderr, "  tick %d, allocation %ld failing: HDF5 objects left open\n", t, n);
+                bad++;
+                break;
+            }
+        }
+        fprintf(stderr, "  tick %d: %ld of its allocations failed in turn\n", t, tried - 1);
+        CHECK(!fired && tried > 5);
+        free(want);
+        hfs_skel_unref(full);
+    }
+    CHECK(built > 0);
+    CHECK_EQ(bad, 0);
+    h5l_reader_close(r);
+}
+
 /* A patch that fails half way (its chunk-order guard, after H5Dset_extent
  * changed the live file: skel.c's test hook) gives a full build of the same
  * tick: a skeleton equal to a full build, the half-patched file dropped,
@@ -535,8 +605,9 @@ int main(int argc, char **argv)
     }
     static const th_test_t tests[] = {{"test_patch_equals_full_build", test_patch_equals_full_build},
                                       {"test_failed_patch_builds_in_full", test_failed_patch_builds_in_full},
-                                      {"test_own_index_grows_alone", test_own_index_grows_alone}};
-    int failed = th_run(tests, 3);
+                                      {"test_own_index_grows_alone", test_own_index_grows_alone},
+                                      {"test_patch_out_of_memory", test_patch_out_of_memory}};
+    int failed = th_run(tests, 4);
     unlink(g_path);
     unlink(g_path2);
     unlink(g_img);
