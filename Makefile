@@ -155,10 +155,12 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tharness.h $(BUILD)/libh5l
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_CORE)
 
-# the reader's test also fails allocations on demand (tests/unit/oom.h)
+# tests that fail allocations on demand (tests/unit/oom.h) link with this
+OOM_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+# the reader's test also fails allocations on demand
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c tests/unit/tharness.h tests/unit/oom.h $(BUILD)/libh5lcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_CORE)
+	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
 
 $(BUILD)/tests/%: tests/mpi/%.c $(BUILD)/libh5log_test.a
 	@mkdir -p $(dir $@)
@@ -195,7 +197,7 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 $(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused/btidx.h tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) \
-		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(HDF5_LIBS)
+		$(OOM_WRAP) $(HDF5_LIBS)
 
 $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fused/badlog.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
@@ -204,16 +206,16 @@ $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fu
 # the daemon's read path without FUSE; the log file is written by libh5log
 # on one rank (MPI singleton)
 LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf.o $(BUILD)/fused/btidx.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
-$(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
+$(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_LIB)
 
 # the canonical file at scale: canon's scale attributes against H5DS, many
 # variables, sparse chunks (log files written on one rank)
 $(BUILD)/tests/test_canon: tests/fused/test_canon.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) \
-		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_LIB)
+		$(OOM_WRAP) $(LINK_LIB)
 
 # skeletons patched in place against full builds, through libhdf5
 # at most 16 live skeletons kept, slots given back (18 live files, one rank)
@@ -225,16 +227,16 @@ $(BUILD)/tests/test_livemax: tests/fused/test_livemax.c $(LFILE_OBJS) $(BUILD)/l
 $(BUILD)/tests/test_skelpatch: tests/fused/test_skelpatch.c $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) \
-		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(LINK_LIB)
+		$(OOM_WRAP) $(LINK_LIB)
 
 # the same test with every block served by gathering (HFS_ASSEMBLE_MAX 0):
 # the path of blocks too large to assemble, on every kind of block
 $(BUILD)/fused/lfile_gather.o: fused/lfile.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DHFS_ASSEMBLE_MAX=0 -Ifused $(HDF5_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
-$(BUILD)/tests/test_lfile_gather: tests/fused/test_lfile.c $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h
+$(BUILD)/tests/test_lfile_gather: tests/fused/test_lfile.c $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DLFILE_ALL_GATHER -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) $(LINK_LIB)
+	$(CC) $(CFLAGS) -DLFILE_ALL_GATHER -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(subst lfile.o,lfile_gather.o,$(LFILE_OBJS)) -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_LIB)
 
 $(BUILD)/demo/%: demo/%.c $(BUILD)/libh5log.a
 	@mkdir -p $(dir $@)

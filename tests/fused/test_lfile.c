@@ -11,7 +11,11 @@
  *   2. thousands of random byte ranges (any offset, any length) equal the
  *      same bytes of the whole image;
  *   3. every path was taken (statistics: skipped, gathered, assembled), and
- *      drop-behind advised the kernel to drop the log's read segments.
+ *      drop-behind advised the kernel to drop the log's read segments;
+ *   4. with each allocation of a whole-image read failing in turn
+ *      (tests/unit/oom.h; nothing cached, so every block is served again),
+ *      the read gives the right bytes or H5L_ENOMEM, and the next read,
+ *      memory back, gives the whole image right.
  * The log file is written with libh5log on one rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
@@ -26,6 +30,7 @@
 #include "lfile.h"
 #include "tharness.h"
 #include "snaphelp.h"
+#include "oom.h"
 
 static char g_path[512];
 
@@ -254,6 +259,45 @@ static void run_with_cache(size_t limit)
     snap_close(s, lf);
 }
 
+/* 4. */
+static void test_read_out_of_memory(void)
+{
+    hfs_lfile_t *lf;
+    hfs_snap_t *s = snap_open(g_path, 1024, &lf);
+    if (!s) return;
+    h5l_err_t e = {0};
+    size_t eof = (size_t)s->skel->eof;
+    uint8_t *img = malloc(eof), *got = malloc(eof);
+    CHECK_EQ(hfs_snap_read(s, 0, eof, img, &e), (long)eof);
+    int fired = 1, bad = 0, failed = 0;
+    long n;
+    for (n = 1; fired && n < 100000; n++) {
+        memset(got, 0xA5, eof);
+        oom_arm(n);
+        long k = hfs_snap_read(s, 0, eof, got, &e);
+        fired = oom_off();
+        if (k < 0) {
+            failed++;
+            if (k != H5L_ENOMEM || !fired) {
+                fprintf(stderr, "  allocation %ld failing: %ld (%s)\n", n, k, e.msg);
+                bad++;
+            }
+        } else if (k != (long)eof || memcmp(got, img, eof)) {
+            fprintf(stderr, "  allocation %ld failing: %ld bytes, not the image\n", n, k);
+            bad++;
+        }
+        if (hfs_snap_read(s, 0, eof, got, &e) != (long)eof || memcmp(got, img, eof)) {
+            fprintf(stderr, "  after allocation %ld failed: the next read is wrong\n", n);
+            bad++;
+        }
+    }
+    CHECK(!fired && n > 5 && failed > 0);
+    CHECK_EQ(bad, 0);
+    free(img);
+    free(got);
+    snap_close(s, lf);
+}
+
 static void test_large_cache(void) { run_with_cache((size_t)64 << 20); }
 static void test_tiny_cache(void) { run_with_cache(1024); }
 
@@ -272,8 +316,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    static const th_test_t tests[] = {{"test_large_cache", test_large_cache}, {"test_tiny_cache", test_tiny_cache}};
-    int failed = th_run(tests, 2);
+    static const th_test_t tests[] = {{"test_large_cache", test_large_cache},
+                                      {"test_tiny_cache", test_tiny_cache},
+                                      {"test_read_out_of_memory", test_read_out_of_memory}};
+    int failed = th_run(tests, 3);
     unlink(g_path);
     rmdir(dir);
     MPI_Finalize();
