@@ -328,7 +328,6 @@ static herr_t cb_close(H5FD_t *file)
 {
     memfile_t *f = (memfile_t *)file;
     hfs_memvfd_t *s = f->s;
-    herr_t rc = 0;
     if (s->trace)
         fprintf(stderr, "memvfd %p close eoa %llu eof %llu pieces %zu meta %llu allocs %zu raw %zu dropped %llu\n",
                 (void *)s, (unsigned long long)s->eoa, (unsigned long long)s->eof, s->npc,
@@ -343,7 +342,7 @@ static herr_t cb_close(H5FD_t *file)
     session_free_capture(s);
     free(f);
     session_unref(s);
-    return rc;
+    return 0;
 }
 
 static herr_t cb_query(const H5FD_t *file, unsigned long *flags)

@@ -59,7 +59,6 @@ typedef ssize_t (*pwritev_fn)(int, const struct iovec *, int, off_t);
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 typedef ssize_t (*read_fn)(int, void *, size_t);
-typedef ssize_t (*preadv_fn)(int, const struct iovec *, int, off_t);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_key[1024]; /* the description the counters belong to */
@@ -196,11 +195,13 @@ static size_t iov_bytes(const struct iovec *iov, int cnt)
     return n;
 }
 
-static ssize_t do_pwritev(const char *name, int fd, const struct iovec *iov, int cnt, off_t off)
+/* pwritev / preadv (is_read) through the fault's decision: one helper,
+ * as both take the same vector and a short transfer is the vector cut. */
+static ssize_t do_vec(const char *name, int is_read, int fd, const struct iovec *iov, int cnt, off_t off)
 {
-    pwritev_fn f = (pwritev_fn)real(name);
+    pwritev_fn f = (pwritev_fn)real(name); /* (preadv has the same type) */
     size_t keep = 0;
-    int d = cnt < 0 ? 0 : decide(fd, iov_bytes(iov, cnt), &keep);
+    int d = cnt < 0 ? 0 : decide_op(fd, iov_bytes(iov, cnt), &keep, is_read);
     if (d > 0) {
         errno = d;
         return -1;
@@ -214,6 +215,11 @@ static ssize_t do_pwritev(const char *name, int fd, const struct iovec *iov, int
     ssize_t r = f(fd, v, cut_iov(iov, cnt, keep, v), off);
     free(v);
     return r;
+}
+
+static ssize_t do_pwritev(const char *name, int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    return do_vec(name, 0, fd, iov, cnt, off);
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
@@ -276,22 +282,7 @@ ssize_t read(int fd, void *buf, size_t n)
 
 static ssize_t do_preadv(const char *name, int fd, const struct iovec *iov, int cnt, off_t off)
 {
-    preadv_fn f = (preadv_fn)real(name);
-    size_t keep = 0;
-    int d = cnt < 0 ? 0 : decide_op(fd, iov_bytes(iov, cnt), &keep, 1);
-    if (d > 0) {
-        errno = d;
-        return -1;
-    }
-    if (d == 0) return f(fd, iov, cnt, off);
-    struct iovec *v = malloc((size_t)cnt * sizeof *v);
-    if (!v) {
-        errno = ENOMEM;
-        return -1;
-    }
-    ssize_t r = f(fd, v, cut_iov(iov, cnt, keep, v), off);
-    free(v);
-    return r;
+    return do_vec(name, 1, fd, iov, cnt, off);
 }
 
 ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return do_preadv("preadv", fd, iov, cnt, off); }

@@ -2331,7 +2331,6 @@ static void test_out_of_memory(void)
         CHECK_EQ(bad, 0);
     }
     /* a refresh that loads every tick after the first */
-    fx_save_live(&fx, fx.fr_end[0]);
     int fired = 1, bad = 0;
     long n;
     for (n = 1; fired && n < 100000; n++) {
