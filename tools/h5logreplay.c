@@ -32,7 +32,7 @@
 
 typedef struct varjob {
     uint32_t objid, ndims;
-    int chunked;
+    int sparse; /* written chunk by chunk only where it holds data (h5l_canon_sparse) */
     char *path;
     h5l_type_t type;
     uint64_t shape[H5L_MAX_DIMS], block[H5L_MAX_DIMS];
@@ -82,12 +82,6 @@ static int cmp_u64(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Past this many chunks a chunked variable is written chunk by chunk
- * only where it holds data (the others read as its fill value, as in the
- * daemon's files): one row at t = 2^40 is not 2^36 chunks of fill (a
- * replay of such a file once wrote 71 GB before the disk was full). */
-#define REPLAY_SPARSE ((uint64_t)1 << 16)
-
 /* Write one variable block by block (its chunks, or its index slabs) into
  * file (named out in messages). Returns 0, or -1 with a message printed. */
 static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick, const varjob_t *v)
@@ -111,7 +105,7 @@ static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick,
     int rc = buf ? 0 : -1;
     if (!buf) fprintf(stderr, "h5logreplay: out of memory (%llu bytes for '%s')\n", (unsigned long long)bytes, v->path);
     blist_t l = {.nb = nb, .ndims = v->ndims};
-    int sparse = v->chunked && nblk > REPLAY_SPARSE;
+    int sparse = v->sparse;
     if (!rc && sparse) {
         h5l_reader_rdlock(r);
         rc = h5l_reader_chunks(r, tick, v->objid, add_block, &l) ? -1 : 0;
@@ -340,7 +334,11 @@ static int replay(const char *in, const char *out, uint64_t tick, int ckpt)
         if (!v->path) rc = h5l_err_set(&e, H5L_ENOMEM, "out of memory");
         h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
         memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
-        v->chunked = o->chunked;
+        /* past 2^16 chunks only the chunks that hold data, as in the
+         * daemon's files (the others read as the fill value): one row at
+         * t = 2^40 is not 2^36 chunks of fill (a replay once wrote 71 GB
+         * of them before the disk was full) */
+        v->sparse = h5l_canon_sparse(s, (uint32_t)i, tick);
     }
     h5l_reader_unlock(r);
     if (rc) fprintf(stderr, "h5logreplay: %s: %s\n", out, e.msg);
