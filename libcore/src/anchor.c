@@ -616,9 +616,9 @@ typedef struct fvar {
     uint32_t objid, ndims;
     char *path;
     h5l_type_t type;
-    int chunked, sparse; /* sparse: only the chunks that hold records */
+    int chunked; /* chunked: only the chunks that hold records are written */
     uint64_t shape[H5L_MAX_DIMS], block[H5L_MAX_DIMS];
-    uint64_t *coords; /* sparse: ncoords x ndims chunk coordinates */
+    uint64_t *coords; /* chunked: ncoords x ndims chunk coordinates */
     size_t ncoords, cap;
 } fvar_t;
 
@@ -722,33 +722,20 @@ static int cmp_coord(const void *x, const void *y, void *arg)
 
 /* Read chunk rows [r0, r0 + rows) of v (clipped to the shape) into slab
  * with one read, and write from it the listed chunks (n coordinates, all in
- * those rows), or every chunk of the rows if list is NULL. */
+ * those rows). */
 static int fill_slab(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt, hid_t fs,
                      uint64_t r0, uint64_t rows, const uint64_t *list, size_t n, uint8_t *slab, void *buf,
                      h5l_err_t *err)
 {
-    uint64_t sst[H5L_MAX_DIMS] = {0}, sct[H5L_MAX_DIMS], nb[H5L_MAX_DIMS], per_row = 1;
+    uint64_t sst[H5L_MAX_DIMS] = {0}, sct[H5L_MAX_DIMS];
     memcpy(sct, v->shape, sizeof sct);
-    for (uint32_t d = 0; d < v->ndims; d++) nb[d] = (v->shape[d] + v->block[d] - 1) / v->block[d];
-    for (uint32_t d = 1; d < v->ndims; d++) per_row *= nb[d];
     sst[0] = r0 * v->block[0];
     if (sst[0] >= v->shape[0]) return H5L_OK;
     sct[0] = v->shape[0] - sst[0] < rows * v->block[0] ? v->shape[0] - sst[0] : rows * v->block[0];
     int rc = h5l_reader_read(r, tick, v->objid, sst, sct, slab, err);
-    uint64_t first = r0 * per_row, last = (r0 + rows < nb[0] ? r0 + rows : nb[0]) * per_row;
-    uint64_t total = list ? n : last - first;
-    for (uint64_t i = 0; !rc && i < total; i++) {
-        uint64_t coord[H5L_MAX_DIMS] = {0}, start[H5L_MAX_DIMS] = {0}, count[H5L_MAX_DIMS] = {0};
-        if (list) {
-            memcpy(coord, list + i * v->ndims, v->ndims * sizeof *coord);
-        } else {
-            uint64_t rem = first + i;
-            for (int d = (int)v->ndims - 1; d >= 0; d--) {
-                coord[d] = rem % nb[d];
-                rem /= nb[d];
-            }
-        }
-        if (!block_box(v, coord, start, count)) continue;
+    for (size_t i = 0; !rc && i < n; i++) {
+        uint64_t start[H5L_MAX_DIMS] = {0}, count[H5L_MAX_DIMS] = {0};
+        if (!block_box(v, list + i * v->ndims, start, count)) continue;
         start[0] -= sst[0];
         copy_box(slab, sct, v->ndims, start, count, v->type.size, buf);
         start[0] += sst[0];
@@ -766,7 +753,7 @@ static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_
         nblk *= nb[d];
         bytes *= v->block[d];
     }
-    if (nblk == 0 || (v->sparse && v->ncoords == 0)) return H5L_OK;
+    if (nblk == 0 || (v->chunked && v->ncoords == 0)) return H5L_OK;
     /* a row of chunks: block[0] rows of the whole of the other dimensions */
     uint64_t row_bytes = v->type.size * (v->ndims ? v->block[0] : 1), per_row = v->ndims ? nblk / nb[0] : 1;
     for (uint32_t d = 1; d < v->ndims; d++) row_bytes *= v->shape[d];
@@ -783,7 +770,7 @@ static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_
     else if (!buf || (slab_rows && !slab))
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: finalizing '%s': out of memory (%llu bytes)", a->path, v->path,
                          (unsigned long long)(bytes + slab_rows * row_bytes));
-    if (v->sparse && slab) { /* the chunks with data, row by row of chunks */
+    if (slab) { /* the chunks with data, row by row of chunks */
         qsort_r(v->coords, v->ncoords, v->ndims * sizeof *v->coords, cmp_coord, (void *)&v->ndims);
         for (size_t i = 0, j; !rc && i < v->ncoords; i = j) {
             uint64_t r0 = v->coords[i * v->ndims];
@@ -794,12 +781,9 @@ static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_
             }
             rc = fill_slab(a, r, tick, v, ds, mt, fs, r0, slab_rows, v->coords + i * v->ndims, j - i, slab, buf, err);
         }
-    } else if (v->sparse) {
+    } else if (v->chunked) {
         for (size_t i = 0; !rc && i < v->ncoords; i++)
             rc = put_block(a, r, tick, v, ds, mt, fs, v->coords + i * v->ndims, buf, err);
-    } else if (slab) {
-        for (uint64_t r0 = 0; !rc && r0 < nb[0]; r0 += slab_rows)
-            rc = fill_slab(a, r, tick, v, ds, mt, fs, r0, slab_rows, NULL, 0, slab, buf, err);
     } else {
         for (uint64_t b = 0; !rc && b < nblk; b++) {
             uint64_t coord[H5L_MAX_DIMS], rem = b;
@@ -834,16 +818,16 @@ static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout,
         v->objid = (uint32_t)i;
         v->ndims = o->ndims;
         v->type = o->type;
-        v->chunked = o->chunked;
         /* chunks never written are not allocated and read as the fill
-         * value, which every chunked dataset with a fill value has; with
-         * NOFILL (no fill value set) libhdf5 would skip them and leave the
-         * reader's buffer as it was, so every chunk is written then */
-        v->sparse = o->chunked && o->ndims && o->fill_mode != H5L_FILL_NONE;
+         * value; a NOFILL variable's too: it has libhdf5's default fill
+         * value (zeros) and fill time "if set", with which libhdf5 1.10
+         * fills a missing chunk with zeros (only fill time "never" leaves
+         * the reader's buffer as it was). docs/format.md 1. */
+        v->chunked = o->chunked && o->ndims;
         h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
         memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
         if (!(v->path = strdup(o->path))) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
-        if (!rc && v->sparse && h5l_reader_chunks(r, tick, (uint32_t)i, add_coord, v))
+        if (!rc && v->chunked && h5l_reader_chunks(r, tick, (uint32_t)i, add_coord, v))
             rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     h5l_reader_unlock(r);
@@ -865,7 +849,7 @@ static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *e
             n *= v->shape[d];
             blk *= v->block[d];
         }
-        need += v->sparse ? v->ncoords * blk : n;
+        need += v->chunked ? v->ncoords * blk : n;
     }
     need += need / 100 + ((uint64_t)4 << 20);
     struct statvfs sv;

@@ -8,7 +8,10 @@
 - One row at t = 2^40 of a [time, 64] variable: the skeleton allocates the
   chunks that hold data only (it used to allocate ~2^36 chunks: minutes and
   gigabytes, then failure). Above 2^16 chunks of shape only (canon.c). the mount serves the right values, the fill
-  value elsewhere, and the daemon stays small.
+  value elsewhere, and the daemon stays small. The same axis in a NOFILL
+  variable: the writer's close finalizes it (it wrote every chunk of a
+  NOFILL variable and refused, short of room), and missing chunks read as
+  zeros in the file, through the mount and in h5logreplay's copy.
 - A live file of small rows polled by a reader (bench/live_many.c, 1 MiB
   edge chunks): the daemon must not assemble and cache a chunk version per
   variable and tick (it did: 643 MB after 100 ticks of 100 variables).
@@ -134,6 +137,55 @@ def test_sparse_axis(tmp_path, h5logfs):
         assert s.shape == (FAR + 1, 64)
         assert np.array_equal(s[3], want(3)) and np.array_equal(s[FAR], want(FAR))
         assert (s[FAR - 5:FAR] == -1).all() and (s[4:20] == -1).all() and (s[1 << 30:(1 << 30) + 8] == -1).all()
+
+
+def read_direct_a5(ds, sel, shape):
+    """ds[sel] read into a buffer of 0xA5 bytes (h5py's own reads start
+    from zeros): an element libhdf5 leaves untouched shows."""
+    out = np.empty(shape, dtype=ds.dtype)
+    out.view(np.uint8)[...] = 0xA5
+    ds.read_direct(out, sel)
+    return out
+
+
+def check_sparse_nofill(path):
+    """scale_writer sparse-nofill's file: rows 3 and FAR, zeros elsewhere
+    (netCDF's NOFILL as h5l_def_var_nofill promises it), nothing masked."""
+    want = lambda t: np.array([t % 1000 * 100 + j for j in range(64)], dtype=np.int32)
+    with h5py.File(path, "r") as f:
+        s = f["s"]
+        assert s.shape == (FAR + 1, 64)
+        assert "_FillValue" not in s.attrs
+        assert np.array_equal(read_direct_a5(s, np.s_[3, :], (64,)), want(3))
+        assert np.array_equal(read_direct_a5(s, np.s_[FAR, :], (64,)), want(FAR))
+        for lo in (4, 16, FAR - 20, 1 << 30):  # same chunk as a row, the next, before the last, far away
+            assert not read_direct_a5(s, np.s_[lo:lo + 8, :], (8, 64)).any(), lo
+    with netCDF4.Dataset(path) as nc:
+        v = nc.variables["s"]
+        assert "_FillValue" not in v.ncattrs()
+        assert np.array_equal(v[FAR], want(FAR))
+        got = v[FAR - 3:FAR + 1]
+        assert not np.ma.is_masked(got) and not got[:3].any()
+
+
+def test_sparse_axis_nofill(tmp_path, h5logfs):
+    """The sparse axis of test_sparse_axis in a NOFILL variable. Finalizing
+    wrote every chunk of a NOFILL variable (2^36 here): its room check
+    refused and the close failed. Now only chunks with data are written,
+    and missing chunks read as zeros: in the finalized file, through the
+    mount, and in h5logreplay's copy."""
+    src = tmp_path / "src"
+    src.mkdir()
+    write("sparse-nofill", FAR, src / "s.h5")
+    assert os.path.getsize(src / "s.h5") < (4 << 20)
+    check_sparse_nofill(str(src / "s.h5"))  # plain libhdf5 reads it: finalized (an anchor refuses reads)
+    m = h5logfs(src)
+    check_sparse_nofill(m.path("s.h5"))
+    m.assert_alive()
+    replay = tmp_path / "replay.h5"
+    subprocess.run([os.path.join(BIN, "h5logreplay"), str(src / "s.h5"), str(replay)], check=True, timeout=60)
+    assert os.path.getsize(replay) < (1 << 20)
+    check_sparse_nofill(str(replay))
 
 
 def cache_in_use(m):

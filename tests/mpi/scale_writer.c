@@ -9,6 +9,8 @@
  *                                     unlimited, x = 64), chunk (16, 64),
  *                                     fill -1; row 3 and row T hold
  *                                     s[t][j] = t % 1000 * 100 + j
+ *        scale_writer sparse-nofill T OUT.h5  the same with netCDF's NOFILL
+ *                                     instead of a fill value
  * Run on one rank. Exit status 0 on success, 1 on a failed call (message on
  * stderr), 2 on usage errors. */
 #include <stdio.h>
@@ -54,7 +56,7 @@ static int many(h5l_file_t *f, long n)
     return 0;
 }
 
-static int sparse(h5l_file_t *f, unsigned long long far)
+static int sparse(h5l_file_t *f, unsigned long long far, int nofill)
 {
     int dims[2], id;
     CHECK(h5l_def_dim(f, "time", H5L_UNLIMITED, &dims[0]));
@@ -62,7 +64,10 @@ static int sparse(h5l_file_t *f, unsigned long long far)
     uint64_t chunk[2] = {16, 64};
     CHECK(h5l_def_var(f, "/s", H5T_NATIVE_INT32, 2, dims, chunk, &id));
     int fill = -1;
-    CHECK(h5l_def_var_fill(f, id, &fill));
+    if (nofill)
+        CHECK(h5l_def_var_nofill(f, id));
+    else
+        CHECK(h5l_def_var_fill(f, id, &fill));
     unsigned long long rows[2] = {3, far};
     for (int r = 0; r < 2; r++) {
         int32_t row[64];
@@ -76,8 +81,9 @@ static int sparse(h5l_file_t *f, unsigned long long far)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    if (argc != 4 || (strcmp(argv[1], "many") && strcmp(argv[1], "sparse"))) {
-        fprintf(stderr, "usage: scale_writer many N OUT.h5 | sparse T OUT.h5\n");
+    int nofill = argc == 4 && !strcmp(argv[1], "sparse-nofill");
+    if (argc != 4 || (strcmp(argv[1], "many") && strcmp(argv[1], "sparse") && !nofill)) {
+        fprintf(stderr, "usage: scale_writer many N OUT.h5 | sparse T OUT.h5 | sparse-nofill T OUT.h5\n");
         MPI_Finalize();
         return 2;
     }
@@ -86,7 +92,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "scale_writer: %s: %s\n", argv[3], h5l_errmsg(NULL));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    int rc = !strcmp(argv[1], "many") ? many(f, strtol(argv[2], NULL, 10)) : sparse(f, strtoull(argv[2], NULL, 10));
+    int rc = !strcmp(argv[1], "many") ? many(f, strtol(argv[2], NULL, 10))
+                                      : sparse(f, strtoull(argv[2], NULL, 10), nofill);
     CHECK(h5l_flush(f));
     if (h5l_close(f) != 0) {
         fprintf(stderr, "scale_writer: close: %s\n", h5l_errmsg(NULL));
