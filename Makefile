@@ -162,6 +162,11 @@ $(BUILD)/tests/test_reader: tests/unit/test_reader.c tests/unit/tharness.h tests
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
 
+# the fault test fails the library's allocations on demand too (its oom mode)
+$(BUILD)/tests/test_faults: tests/mpi/test_faults.c tests/mpi/expect.h tests/unit/oom.h $(BUILD)/libh5log_test.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_LIB_TEST)
+
 $(BUILD)/tests/%: tests/mpi/%.c $(BUILD)/libh5log_test.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_LIB_TEST)

@@ -400,7 +400,7 @@ static int anchor_new(const char *path, const uint8_t id[16], int over, h5l_anch
     h5l_anchor_t *a = calloc(1, sizeof *a);
     if (!a || !(a->path = strdup(path))) {
         free(a);
-        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     }
     a->file = -1;
     memcpy(a->id, id, 16);
@@ -572,6 +572,7 @@ static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5
 typedef struct names {
     char **v;
     size_t n, cap;
+    int oom;
 } names_t;
 
 static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, void *op)
@@ -580,8 +581,10 @@ static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, vo
     (void)info;
     names_t *l = op;
     if (strcmp(name, "_h5log") == 0) return 0;
-    if (h5l_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return -1;
-    if (!(l->v[l->n] = strdup(name))) return -1;
+    if (h5l_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v) || !(l->v[l->n] = strdup(name))) {
+        l->oom = 1;
+        return -1;
+    }
     l->n++;
     return 0;
 }
@@ -595,7 +598,8 @@ static int drop_anchors(h5l_anchor_t *a, h5l_err_t *err)
     hid_t root = H5Gopen2(a->file, "/", H5P_DEFAULT);
     int rc = H5L_OK;
     if (root < 0 || H5Literate(root, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &l) < 0)
-        rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot list the anchors", a->path);
+        rc = l.oom ? h5l_err_set(err, H5L_ENOMEM, "%s: out of memory listing the anchors", a->path)
+                   : h5l_err_set(err, H5L_EHDF5, "%s: cannot list the anchors", a->path);
     for (size_t i = 0; !rc && i < l.n; i++)
         if (H5Ldelete(root, l.v[i], H5P_DEFAULT) < 0)
             rc = h5l_err_set(err, H5L_EHDF5, "%s: cannot remove the anchor '/%s'", a->path, l.v[i]);
@@ -810,7 +814,8 @@ static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout,
     const h5l_schema_t *s = h5l_reader_schema(r);
     fvar_t *vs = calloc(s->nobjs ? s->nobjs : 1, sizeof *vs);
     size_t n = 0;
-    int rc = vs ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    const char *path = h5l_reader_path(r);
+    int rc = vs ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     for (size_t i = 1; !rc && i < s->nobjs; i++) {
         const h5l_obj_t *o = &s->objs[i];
         if (o->kind != H5L_OBJ_VAR || o->tick > tick) continue;
@@ -826,9 +831,9 @@ static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout,
         v->chunked = o->chunked && o->ndims;
         h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
         memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
-        if (!(v->path = strdup(o->path))) rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        if (!(v->path = strdup(o->path))) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
         if (!rc && v->chunked && h5l_reader_chunks(r, tick, (uint32_t)i, add_coord, v))
-            rc = h5l_err_set(err, H5L_ENOMEM, "out of memory");
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     }
     h5l_reader_unlock(r);
     *out = vs;
@@ -1003,7 +1008,7 @@ int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, 
     h5l_anchor_t *a = calloc(1, sizeof *a);
     if (!a || !(a->path = strdup(path))) {
         free(a);
-        return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     }
     memcpy(a->id, id, 16);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);

@@ -646,7 +646,9 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
                              (unsigned long long)t.tick, e2.msg);
         } else if (op.kind == H5L_OP_VAR) {
             rc = h5l_index_add_var(r->index, op.id, op.ndims, op.chunk);
-            if (rc) h5l_err_set(err, rc, "%s: cannot index variable '%s'", r->path, op.name);
+            if (rc)
+                h5l_err_set(err, rc, "%s: cannot index variable '%s'%s", r->path, op.name,
+                            rc == H5L_ENOMEM ? ": out of memory" : "");
         }
         h5l_op_clear(&op);
     }

@@ -1346,7 +1346,8 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
     me[1] = fl->blen;
     me[2] = f->nrec;
     me[3] = h;
-    me[4] = (fl->opsb.oom || !fl->want || !fl->grown || lrc) ? 1u : 0u;
+    int mine = fl->opsb.oom || !fl->want || !fl->grown; /* this rank ran out of memory here */
+    me[4] = (mine || lrc) ? 1u : 0u;
     me[5] = nd;
     me[6] = f->opts.early_writes ? 0u : 1u;
     me[7] = f->rank == 0 ? f->ahead_off : 0;
@@ -1375,10 +1376,12 @@ static int flush_agree(h5l_file_t *f, flush_t *fl, int lrc)
         if (fl->want)
             for (size_t d = 0; d < nold; d++) fl->want[d] = a[AGG_N + d] > fl->want[d] ? a[AGG_N + d] : fl->want[d];
     }
+    if (oom && lrc) return lrc;
+    if (oom && mine)
+        return fail(f, H5L_ENOMEM, "%s: out of memory starting flush %llu", f->path, (unsigned long long)fl->tick);
     if (oom)
-        return lrc ? lrc
-                   : fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
-                          f->path, (unsigned long long)fl->tick);
+        return fail(f, H5L_ENOMEM, "%s: flush %llu failed on another rank (out of memory or too many records)",
+                    f->path, (unsigned long long)fl->tick);
     if (mismatch)
         return fail(f, H5L_EMISMATCH,
                     "%s: ranks made different definitions (def_dim/def_var/put_att) before flush %llu", f->path,

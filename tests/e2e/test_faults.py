@@ -8,6 +8,8 @@ what libh5log's reader sees at each step. This file runs it
   b) under the LD_PRELOAD shim tests/fault/fault_shim.c: data, record block
      and journal writes and every step of close made to fail, and the reads
      that move data written early (EIO, a short read);
+  c) with the library's allocations failing one at a time (tests/unit/oom.h)
+     in puts, flushes (on rank 0, the last rank) and closes;
 and asserts that the program's MPI_Finalize returned (exit status 0, no
 signal: libhdf5 once crashed there after a failed close). Then every
 snapshot the program left (the file, and its sidecar while it has one, at
@@ -136,4 +138,20 @@ def test_injected_faults(np_, tmp_path, h5logfs):
     # the shim loads before a sanitizer runtime under make asan
     env = {"LD_PRELOAD": SHIM, "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
     run_faults("shim", np_, d, snap, env)
+    check_snapshots(str(snap), tmp_path, h5logfs)
+
+
+@pytest.mark.parametrize("np_", RANKS)
+def test_out_of_memory(np_, tmp_path, h5logfs):
+    """Allocation failures in the writer (test_faults oom): puts, flushes on
+    rank 0 and on the last rank, closes; then the flushed file, live and
+    closed, through h5logdump --check (its index checkpoints recomputed),
+    h5logreplay and the daemon."""
+    need(DUMP)
+    need(REPLAY)
+    d, snap = tmp_path / "files", tmp_path / "snap"
+    d.mkdir()
+    snap.mkdir()
+    out = run_faults("oom", np_, d, snap)
+    assert "oom: flushes to tick" in out
     check_snapshots(str(snap), tmp_path, h5logfs)

@@ -27,6 +27,15 @@
  *   after a failed commit; a journal that stays full), and every step of
  *   close (HDF5 metadata, embedded journal, user block, CLOSE frame, the
  *   last flush, a tick that cannot be committed).
+ * oom: DIR is an ordinary directory; one allocation of the library fails
+ *   on one rank (tests/unit/oom.h: this program links with malloc, calloc
+ *   and realloc wrapped), the first, the second, .. of a call in turn: in
+ *   h5l_put, h5l_iput and h5l_put_att (local: the call fails, nothing is
+ *   buffered, the put is made again), in h5l_flush (on rank 0, which also
+ *   builds index checkpoints here, every 3 ticks, and on the last rank:
+ *   every rank must fail with the same code, no rank may hang in a
+ *   collective, nothing is committed, and the retry commits the tick) and
+ *   in h5l_close (the file is then closed, or left live and readable).
  *
  * Values are in closed form, independent of the number of ranks: at tick
  * t, row t-1 of /v[t][X] is t*1e6 + j, all of /w[W] is t*1e5 + j, and the
@@ -49,6 +58,7 @@
 #include "expect.h"
 #include "h5log.h"
 #include "h5log_reader.h"
+#include "oom.h"
 
 static int g_size;
 static const char *g_dir, *g_snap;
@@ -98,25 +108,48 @@ static h5l_file_t *make_file(const char *name, geom_t *g, uint64_t x, uint64_t w
     return f;
 }
 
-/* Every rank: buffer the puts of tick t. */
-static void put_tick(h5l_file_t *f, geom_t *g, uint64_t t)
+static int has(const char *msg, const char *word) { return !word || strcasestr(msg, word) != NULL; }
+
+/* Every rank: buffer the puts of tick t. With oom, each put is first made
+ * with its k-th allocation failing (oom.h), for k = 1, 2, .. until one
+ * makes fewer: a failed put returns H5L_ENOMEM with a reason and buffers
+ * nothing, and is made again. */
+static void put_tick_oom(h5l_file_t *f, geom_t *g, uint64_t t, int oom)
 {
     uint64_t nx = g->x / (uint64_t)g_size, x0 = nx * (uint64_t)g_rank;
     uint64_t nw = g->w / (uint64_t)g_size, w0 = nw * (uint64_t)g_rank;
     double *v = malloc(nx * sizeof *v), *w = malloc(nw * sizeof *w);
     for (uint64_t i = 0; i < nx; i++) v[i] = vval(t, x0 + i);
     for (uint64_t i = 0; i < nw; i++) w[i] = wval(t, w0 + i);
-    uint64_t vs[2] = {t - 1, x0}, vc[2] = {1, nx};
-    int rc = h5l_put(f, g->v_id, vs, vc, v);
-    rc |= h5l_iput(f, g->w_id, &w0, &nw, w);
     int64_t tt = (int64_t)t;
-    rc |= h5l_put_att(f, H5L_GLOBAL, "tick", H5T_NATIVE_INT64, 1, &tt);
-    EXPECT(rc == 0, "puts of tick %llu: %s", (unsigned long long)t, h5l_errmsg(f));
+    for (int call = 0; call < 3; call++) {
+        for (long k = 1;; k++) {
+            size_t before = h5l_buffered(f);
+            uint64_t vs[2] = {t - 1, x0}, vc[2] = {1, nx};
+            if (oom) oom_arm(k);
+            int rc = call == 0   ? h5l_put(f, g->v_id, vs, vc, v)
+                     : call == 1 ? h5l_iput(f, g->w_id, &w0, &nw, w)
+                                 : h5l_put_att(f, H5L_GLOBAL, "tick", H5T_NATIVE_INT64, 1, &tt);
+            int fired = oom && oom_off();
+            if (rc && fired) {
+                EXPECT(rc == H5L_ENOMEM && has(h5l_errmsg(f), "memory"),
+                       "put %d of tick %llu, allocation %ld failing: code %d: %s", call, (unsigned long long)t, k, rc,
+                       h5l_errmsg(f));
+                EXPECT(h5l_buffered(f) == before, "put %d of tick %llu, allocation %ld failing: %zu bytes buffered",
+                       call, (unsigned long long)t, k, h5l_buffered(f) - before);
+                continue;
+            }
+            EXPECT(rc == 0, "put %d of tick %llu: %s", call, (unsigned long long)t, h5l_errmsg(f));
+            if (!fired) break;
+        }
+    }
     memset(v, 0xAB, nx * sizeof *v); /* h5l_put copied */
     free(v);
     g->wbufs = realloc(g->wbufs, (size_t)(g->nwbufs + 1) * sizeof *g->wbufs);
     g->wbufs[g->nwbufs++] = w;
 }
+
+static void put_tick(h5l_file_t *f, geom_t *g, uint64_t t) { put_tick_oom(f, g, t, 0); }
 
 static void free_geom(geom_t *g)
 {
@@ -138,8 +171,6 @@ static void good_ticks(h5l_file_t *f, geom_t *g, uint64_t a, uint64_t b)
 
 /* ------------------------------------------------------------------ */
 /* checks                                                               */
-
-static int has(const char *msg, const char *word) { return !word || strcasestr(msg, word) != NULL; }
 
 /* Every rank: rc failed, with the same code on every rank, and msg names
  * the file (name) and every word given. */
@@ -640,6 +671,122 @@ static void shim_close(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* out of memory                                                        */
+
+/* Collective: whether the failure armed on rank who (oom_arm) fired, on
+ * every rank; disarms. */
+static int oom_fired_on(int who)
+{
+    int fired = oom_off();
+    MPI_Bcast(&fired, 1, MPI_INT, who, MPI_COMM_WORLD);
+    return fired;
+}
+
+/* Flushes with the k-th allocation of rank who failing, k = 1, 2, .. (a
+ * tick each) until a flush makes fewer: the flush fails on every rank
+ * with the same code and commits nothing, and its retry commits the
+ * tick. Returns the next tick. */
+static uint64_t oom_flush_sweep(h5l_file_t *f, geom_t *g, const char *name, uint64_t t, int who)
+{
+    for (long k = 1;; k++, t++) {
+        put_tick_oom(f, g, t, 1);
+        char step[160];
+        snprintf(step, sizeof step, "%s: flush of tick %llu, allocation %ld of rank %d failing", name,
+                 (unsigned long long)t, k, who);
+        if (g_rank == who) oom_arm(k);
+        int rc = h5l_flush(f);
+        int fired = oom_fired_on(who), any = rc != 0;
+        MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) {
+            expect_fail(step, rc, h5l_errmsg(f), name, "memory", NULL, NULL);
+            EXPECT(fired, "%s: failed with no allocation failing: %s", step, h5l_errmsg(f));
+            if (g_rank == who) /* its own reason, not another rank's */
+                EXPECT(!has(h5l_errmsg(f), "another rank"), "%s: %s", step, h5l_errmsg(f));
+            EXPECT(h5l_ntick(f) == t - 1, "%s: ntick %llu after the failure", step, (unsigned long long)h5l_ntick(f));
+            rc = h5l_flush(f);
+            EXPECT(rc == 0, "%s: retry: %s", step, h5l_errmsg(f));
+        }
+        EXPECT(h5l_ntick(f) == t, "%s: ntick %llu", step, (unsigned long long)h5l_ntick(f));
+        if (k % 16 == 0) { /* a reader sees every tick right so far */
+            check_file(name, g, t, 0, 1);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (!fired) return t + 1;
+    }
+}
+
+/* One close with the k-th allocation of rank who failing: it succeeds
+ * (finalized or not: finalizing is given up on a failure) or fails on
+ * every rank with the same code, and the file keeps its two ticks, closed
+ * or live. Returns whether the failure fired. */
+static int oom_close_case(int who, long k)
+{
+    char name[64], path[4096];
+    snprintf(name, sizeof name, "m_close_%d_%ld.h5", who, k);
+    path_of(path, sizeof path, name);
+    geom_t g = {0};
+    h5l_file_t *f = make_file(name, &g, 64 * (uint64_t)g_size, 16 * (uint64_t)g_size);
+    good_ticks(f, &g, 1, 2);
+    if (g_rank == who) oom_arm(k);
+    int rc = h5l_close(f);
+    int fired = oom_fired_on(who), any = rc != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    char step[160];
+    snprintf(step, sizeof step, "close of %s, allocation %ld of rank %d failing", name, k, who);
+    if (any) {
+        expect_fail(step, rc, h5l_errmsg(NULL), name, NULL, NULL, NULL);
+        EXPECT(fired, "%s: failed with no allocation failing: %s", step, h5l_errmsg(NULL));
+        /* the reason, before what it meant for the file, names the file */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", h5l_errmsg(NULL));
+        why[strcspn(why, ";")] = 0;
+        if (g_rank == who) EXPECT(has(why, name), "%s: %s", step, h5l_errmsg(NULL));
+        check_file(name, &g, 2, -1, -1);
+    } else {
+        check_file(name, &g, 2, 1, 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        unlink(path);
+        strcat(path, ".h5lj");
+        unlink(path);
+    }
+    free_geom(&g);
+    return fired;
+}
+
+static void oom(void)
+{
+    const char *name = "m_flush.h5";
+    int last = g_size - 1;
+    geom_t g = {0};
+    setenv("H5L_CKPT_TICKS", "3", 1); /* checkpoints are built in the sweep too */
+    h5l_file_t *f = make_file(name, &g, 64 * (uint64_t)g_size, 16 * (uint64_t)g_size);
+    unsetenv("H5L_CKPT_TICKS");
+    good_ticks(f, &g, 1, 2);
+    uint64_t t = oom_flush_sweep(f, &g, name, 3, 0);
+    if (last) t = oom_flush_sweep(f, &g, name, t, last);
+    snapshot("oom-live", name, &g, t - 1, 0); /* its checkpoints are checked there */
+    int rc = h5l_close(f);
+    EXPECT(rc == 0, "close %s: %s", name, h5l_errmsg(NULL));
+    check_file(name, &g, t - 1, 1, 0);
+    snapshot("oom-closed", name, &g, t - 1, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    free_geom(&g);
+    /* close: every allocation up to 64, then a sample (finalizing makes
+     * hundreds on rank 0) */
+    long n = 0;
+    for (long k = 1; oom_close_case(0, k); k += k < 64 ? 1 : k / 8) n++;
+    EXPECT(n > 10, "close made only %ld allocations on rank 0", n);
+    long m = 0;
+    if (last)
+        for (long k = 1; oom_close_case(last, k); k++) m++;
+    if (g_rank == 0)
+        printf("oom: flushes to tick %llu; closes: %ld failing on rank 0, %ld on rank %d\n",
+               (unsigned long long)(t - 1), n, m, last);
+}
+
+/* ------------------------------------------------------------------ */
 /* a full file system                                                   */
 
 /* Collective: fill DIR with ticks of file name until a flush fails; the
@@ -724,8 +871,8 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    if (argc < 3 || (strcmp(argv[1], "full") && strcmp(argv[1], "shim"))) {
-        if (!g_rank) fprintf(stderr, "usage: test_faults full|shim DIR [SNAPDIR]\n");
+    if (argc < 3 || (strcmp(argv[1], "full") && strcmp(argv[1], "shim") && strcmp(argv[1], "oom"))) {
+        if (!g_rank) fprintf(stderr, "usage: test_faults full|shim|oom DIR [SNAPDIR]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     g_dir = argv[2];
@@ -742,6 +889,8 @@ int main(int argc, char **argv)
             shim_journal();
             shim_close();
         }
+    } else if (!strcmp(argv[1], "oom")) {
+        oom();
     } else {
         full();
     }
