@@ -505,19 +505,50 @@ def generate(seed, nranks=None, nofill=True):
 # running the writer and the tools
 
 
-def write(spec, nranks, workdir, timeout=120):
-    """Run spec_writer on nranks; returns (h5 path, problem or None)."""
+def _writer_cmd(spec, nranks, workdir, env_keys=()):
+    """(command, output path) of spec_writer for spec in workdir."""
     os.makedirs(workdir, exist_ok=True)
     sp = os.path.join(workdir, "spec.txt")
     out = os.path.join(workdir, "d.h5")
     with open(sp, "w") as fh:
         fh.write(spec)
-    cmd = ["mpirun", "--oversubscribe", "-np", str(nranks), SPEC_WRITER, sp, out]
+    cmd = ["mpirun", "--oversubscribe", "-np", str(nranks)]
+    for k in env_keys:
+        cmd += ["-x", k]
+    return cmd + [SPEC_WRITER, sp, out], out
+
+
+def _writer_problem(returncode, stderr):
+    if returncode == 0:
+        return None
+    err = "\n".join(l for l in stderr.splitlines() if "spec_writer" in l) or stderr[-2000:]
+    return f"spec_writer: failed: status {returncode}:\n{err}"
+
+
+def write(spec, nranks, workdir, timeout=120):
+    """Run spec_writer on nranks; returns (h5 path, problem or None)."""
+    cmd, out = _writer_cmd(spec, nranks, workdir)
     p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        err = "\n".join(l for l in p.stderr.splitlines() if "spec_writer" in l) or p.stderr[-2000:]
-        return out, f"spec_writer: failed: status {p.returncode}:\n{err}"
-    return out, None
+    return out, _writer_problem(p.returncode, p.stderr)
+
+
+def start_write(spec, nranks, workdir, pause_ms):
+    """Start spec_writer on nranks, pausing pause_ms after each flush;
+    returns (process, h5 path). finish_write waits for it."""
+    env = dict(ENV, SPEC_WRITER_FLUSH_PAUSE_MS=str(pause_ms))
+    cmd, out = _writer_cmd(spec, nranks, workdir, ["SPEC_WRITER_FLUSH_PAUSE_MS"])
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+
+
+def finish_write(proc, timeout=120):
+    """Wait for start_write's process; returns a problem or None."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return f"spec_writer: no result after {timeout} s"
+    return _writer_problem(proc.returncode, err)
 
 
 # A canonical file of a generated script holds well under a megabyte of data

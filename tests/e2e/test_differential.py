@@ -3,7 +3,9 @@
 For a fixed list of seeds: a random schema and write script, written by
 tests/mpi/spec_writer.c on 1, 2 or 4 ranks, must equal an independent numpy
 model at every tick (h5logreplay --tick N, read with h5py) and at the newest
-tick through the h5logfs mount (h5py and netCDF4-python): values with dtype
+tick through the h5logfs mount (h5py and netCDF4-python); a second list of
+seeds is written slowly while a reader polls the mount, and every
+snapshot it sees must equal the model at its tick (the live path): values with dtype
 and byte order, shapes, fill values and netCDF masking, chunking, attributes
 with their values, dimensions with their lengths, and the order in which the
 writer defined variables, groups, dimensions and attributes. A failure names
@@ -16,6 +18,7 @@ Run with /usr/bin/python3 -m pytest (Debian's h5py, numpy, netCDF4).
 import os
 import re
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -42,6 +45,67 @@ def test_script_equals_model(tmp_path, h5logfs, seed, nranks):
     path = m.path(os.path.basename(h5))
     diffs += difftest.check_mount(path, states[-1])
     m.assert_alive()
+    if diffs:
+        pytest.fail(difftest.report(seed, nranks, diffs)
+                    + f"\n  rerun: /usr/bin/python3 tests/e2e/soak.py --seed {seed} --ranks {nranks}",
+                    pytrace=False)
+
+
+# (seed, ranks) written slowly (a pause after each flush) while a reader
+# polls the mount: the live path (skeletons kept open and patched tick
+# after tick, then the closed file's build) against the same model.
+LIVE_SEEDS = [(s, (1, 2, 4)[i % 3]) for i, s in enumerate(range(101, 113))]
+LIVE_PAUSE_MS = 700
+
+
+def snapshot_tick(path):
+    """The tick of the snapshot a new open of path gets now (0: none yet)."""
+    return int(os.getxattr(path, "user.h5logfs.tick"))
+
+
+@pytest.mark.parametrize("seed,nranks", LIVE_SEEDS, ids=[f"seed{s}-np{n}" for s, n in LIVE_SEEDS])
+def test_live_snapshots_equal_model(tmp_path, h5logfs, seed, nranks):
+    """Every snapshot a reader sees while the file is written equals the
+    model at that snapshot's tick (user.h5logfs.tick): a check counts when
+    the tick is the same before and after it (ticks only grow, so both
+    h5py's and netCDF4's opens saw that tick); the closed file too."""
+    spec, nranks = difftest.generate(seed, nranks)
+    states = difftest.run_model(spec, nranks)
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src, opts="tick=0.05")
+    proc, h5 = difftest.start_write(spec, nranks, str(src), LIVE_PAUSE_MS)
+    path = m.path(os.path.basename(h5))
+    checked, diffs, done_at = set(), [], None
+    while True:
+        if done_at is None and proc.poll() is not None:
+            done_at = time.monotonic()
+        if done_at is not None and time.monotonic() - done_at > 30:
+            break  # the last tick never showed: reported below
+        try:
+            t0 = snapshot_tick(path)
+        except OSError:
+            if checked:  # once a snapshot was read, the file may not vanish
+                diffs.append(f"{path}: gone after tick {max(checked)}")
+                break
+            time.sleep(0.02)
+            continue
+        if t0 == 0 or t0 in checked:
+            if done_at is not None and t0 == len(states):
+                break
+            time.sleep(0.02)
+            continue
+        d = difftest.check_mount(path, states[t0 - 1])
+        if snapshot_tick(path) != t0:
+            continue  # a newer tick came during the check: it does not count
+        checked.add(t0)
+        diffs += [f"live, tick {t0} of {len(states)}: {x}" for x in d]
+    prob = difftest.finish_write(proc)
+    print(f"seed {seed}: ticks seen {sorted(checked)} of {len(states)}")
+    assert prob is None, prob
+    assert len(states) in checked, f"the closed file's tick {len(states)} never showed (saw {sorted(checked)})"
+    # a check takes well under the pause: most ticks are seen while newest
+    assert len(checked) >= (len(states) + 1) // 2, f"saw only ticks {sorted(checked)} of {len(states)}"
     if diffs:
         pytest.fail(difftest.report(seed, nranks, diffs)
                     + f"\n  rerun: /usr/bin/python3 tests/e2e/soak.py --seed {seed} --ranks {nranks}",

@@ -55,11 +55,16 @@
  * so integers never take the 8 lowest / 16 highest values of their type
  * (netCDF's default fills among them) and floats stay far below any fill
  * the generator picks: a written element can never look like a fill value.
- * The value is stored in the variable's byte order. */
+ * The value is stored in the variable's byte order.
+ *
+ * SPEC_WRITER_FLUSH_PAUSE_MS=N in the environment: every rank sleeps N ms
+ * after each flush that succeeded, so a reader of the mount sees each tick
+ * as the newest for a while (tests/e2e/test_differential.py, live). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "h5log.h"
 
@@ -367,6 +372,11 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
         int rc;
         if (cmd[0] == 'f') {
             rc = h5l_flush(*f);
+            const char *ms = getenv("SPEC_WRITER_FLUSH_PAUSE_MS");
+            if (!rc && ms && atol(ms) > 0) {
+                struct timespec ts = {atol(ms) / 1000, atol(ms) % 1000 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
         } else {
             rc = h5l_close(*f);
             *f = NULL;
