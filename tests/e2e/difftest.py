@@ -32,6 +32,7 @@ import ctypes.util
 import os
 import resource
 import subprocess
+import time
 
 import numpy as np
 
@@ -532,6 +533,11 @@ def write(spec, nranks, workdir, timeout=120):
     return out, _writer_problem(p.returncode, p.stderr)
 
 
+# start_write's pause after each flush for live checks: longer than a
+# check of the mount (h5py and netCDF4), so most ticks are seen as newest
+LIVE_PAUSE_MS = 700
+
+
 def start_write(spec, nranks, workdir, pause_ms):
     """Start spec_writer on nranks, pausing pause_ms after each flush;
     returns (process, h5 path). finish_write waits for it."""
@@ -644,6 +650,43 @@ def check_mount(path, st):
     if big:
         return big
     return check_h5py(path, st, "mount") + check_netcdf(path, st, "mount")
+
+
+def snapshot_tick(path):
+    """The tick of the snapshot a new open of path gets now (0: none yet)."""
+    return int(os.getxattr(path, "user.h5logfs.tick"))
+
+
+def check_live(path, states, proc, linger=30):
+    """Poll path through the mount while proc (start_write) writes it:
+    every snapshot seen is compared with the model at its tick
+    (user.h5logfs.tick). A check counts when the tick is the same before
+    and after it (ticks only grow, so h5py's and netCDF4's opens both saw
+    that tick). Ends when the last tick was checked, or linger seconds
+    after proc ended. Returns (ticks checked, differences)."""
+    checked, diffs, done_at = set(), [], None
+    while True:
+        if done_at is None and proc.poll() is not None:
+            done_at = time.monotonic()
+        if done_at is not None and time.monotonic() - done_at > linger:
+            return checked, diffs
+        try:
+            t0 = snapshot_tick(path)
+        except OSError as e:
+            if checked:  # once a snapshot was read, the file may not vanish
+                return checked, diffs + [f"live: {path}: {e} after tick {max(checked)}"]
+            time.sleep(0.02)
+            continue
+        if t0 == 0 or t0 in checked:
+            if done_at is not None and t0 == len(states):
+                return checked, diffs
+            time.sleep(0.02)
+            continue
+        d = check_mount(path, states[t0 - 1])
+        if snapshot_tick(path) != t0:
+            continue  # a newer tick came during the check: it does not count
+        checked.add(t0)
+        diffs += [f"live, tick {t0} of {len(states)}: {x}" for x in d]
 
 
 def check_h5py(path, st, label):

@@ -18,7 +18,6 @@ Run with /usr/bin/python3 -m pytest (Debian's h5py, numpy, netCDF4).
 import os
 import re
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -55,14 +54,6 @@ def test_script_equals_model(tmp_path, h5logfs, seed, nranks):
 # polls the mount: the live path (skeletons kept open and patched tick
 # after tick, then the closed file's build) against the same model.
 LIVE_SEEDS = [(s, (1, 2, 4)[i % 3]) for i, s in enumerate(range(101, 113))]
-LIVE_PAUSE_MS = 700
-
-
-def snapshot_tick(path):
-    """The tick of the snapshot a new open of path gets now (0: none yet)."""
-    return int(os.getxattr(path, "user.h5logfs.tick"))
-
-
 @pytest.mark.parametrize("seed,nranks", LIVE_SEEDS, ids=[f"seed{s}-np{n}" for s, n in LIVE_SEEDS])
 def test_live_snapshots_equal_model(tmp_path, h5logfs, seed, nranks):
     """Every snapshot a reader sees while the file is written equals the
@@ -74,32 +65,9 @@ def test_live_snapshots_equal_model(tmp_path, h5logfs, seed, nranks):
     src = tmp_path / "src"
     src.mkdir()
     m = h5logfs(src, opts="tick=0.05")
-    proc, h5 = difftest.start_write(spec, nranks, str(src), LIVE_PAUSE_MS)
+    proc, h5 = difftest.start_write(spec, nranks, str(src), difftest.LIVE_PAUSE_MS)
     path = m.path(os.path.basename(h5))
-    checked, diffs, done_at = set(), [], None
-    while True:
-        if done_at is None and proc.poll() is not None:
-            done_at = time.monotonic()
-        if done_at is not None and time.monotonic() - done_at > 30:
-            break  # the last tick never showed: reported below
-        try:
-            t0 = snapshot_tick(path)
-        except OSError:
-            if checked:  # once a snapshot was read, the file may not vanish
-                diffs.append(f"{path}: gone after tick {max(checked)}")
-                break
-            time.sleep(0.02)
-            continue
-        if t0 == 0 or t0 in checked:
-            if done_at is not None and t0 == len(states):
-                break
-            time.sleep(0.02)
-            continue
-        d = difftest.check_mount(path, states[t0 - 1])
-        if snapshot_tick(path) != t0:
-            continue  # a newer tick came during the check: it does not count
-        checked.add(t0)
-        diffs += [f"live, tick {t0} of {len(states)}: {x}" for x in d]
+    checked, diffs = difftest.check_live(path, states, proc)
     prob = difftest.finish_write(proc)
     print(f"seed {seed}: ticks seen {sorted(checked)} of {len(states)}")
     assert prob is None, prob
