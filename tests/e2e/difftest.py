@@ -453,7 +453,7 @@ class Gen:
         for _ in range(n):
             self.put(int(self.rng.integers(self.nranks)))
 
-    def script(self, nofill=True):
+    def script(self, nofill=True, data_ticks=0):
         rng = self.rng
         self.nofill = nofill
         self.emit(f"# difftest seed {self.seed}, {self.nranks} ranks")
@@ -484,6 +484,14 @@ class Gen:
                 self.put_att(replace_only=rng.random() < 0.5)
             self.puts(int(rng.integers(0, 3 * self.nranks + 1)))
             self.emit("flush")
+        # ticks of writes alone (a live skeleton is patched for them, not
+        # built again); drawn from a generator of their own, so the script
+        # before them is the seed's script without them
+        drng, self.rng = self.rng, np.random.default_rng([self.seed, 1])
+        for _ in range(data_ticks):
+            self.puts(int(self.rng.integers(1, 3 * self.nranks + 1)))
+            self.emit("flush")
+        self.rng = rng = drng
         end = rng.random()
         if end < 0.3:  # pending definitions and writes: close publishes them
             self.def_var()
@@ -495,11 +503,12 @@ class Gen:
         return "\n".join(self.lines) + "\n"
 
 
-def generate(seed, nranks=None, nofill=True):
+def generate(seed, nranks=None, nofill=True, data_ticks=0):
     """(spec text, number of ranks) for seed. nofill=False leaves out
-    h5l_def_var_nofill (to look at the other checks on a library without it)."""
+    h5l_def_var_nofill (to look at the other checks on a library without it);
+    data_ticks adds that many ticks of writes alone before the end."""
     g = Gen(seed, nranks)
-    return g.script(nofill=nofill), g.nranks
+    return g.script(nofill=nofill, data_ticks=data_ticks), g.nranks
 
 
 # --------------------------------------------------------------------------
@@ -535,7 +544,9 @@ def write(spec, nranks, workdir, timeout=120):
 
 # start_write's pause after each flush for live checks: longer than a
 # check of the mount (h5py and netCDF4), so most ticks are seen as newest
-LIVE_PAUSE_MS = 700
+LIVE_PAUSE_MS = 500
+# ticks of writes alone that live checks add to a seed's script
+LIVE_DATA_TICKS = 4
 
 
 def start_write(spec, nranks, workdir, pause_ms):

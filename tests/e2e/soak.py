@@ -52,7 +52,8 @@ def run_live(spec, nranks, states, workdir):
 
 def run_seed(seed, workdir, nranks=None, nofill=True, mount=True, live=False):
     """All checks of one seed in workdir; returns (nranks, differences)."""
-    spec, nranks = difftest.generate(seed, nranks=nranks, nofill=nofill)
+    spec, nranks = difftest.generate(seed, nranks=nranks, nofill=nofill,
+                                     data_ticks=difftest.LIVE_DATA_TICKS if live else 0)
     states = difftest.run_model(spec, nranks)
     if live:
         return nranks, run_live(spec, nranks, states, workdir)
