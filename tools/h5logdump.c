@@ -154,6 +154,25 @@ out:
     free(tab);
 }
 
+/* What the state line adds for a closed file: whether plain HDF5 readers
+ * can read it (the user block's finalized flag, docs/format.md 2). */
+static const char *finalized_note(const char *path, int closed)
+{
+    if (!closed) return "";
+    uint8_t b[H5L_UB_LEN];
+    size_t n = 0;
+    h5l_ub_t ub;
+    h5l_err_t e = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && !h5l_fd_read(fd, b, sizeof b, 0, &n, path, &e) && n == sizeof b &&
+             !h5l_ub_decode(b, &ub, path, &e);
+    if (fd >= 0) close(fd);
+    if (!ok) return "";
+    return ub.flags & H5L_UB_FINALIZED ? ", finalized (plain HDF5 readers read it)"
+                                       : ", not finalized (plain HDF5 readers refuse its variables; h5logrecover "
+                                         "finalizes it)";
+}
+
 int main(int argc, char **argv)
 {
     int check = 0, records = 0, quiet = 0, a = 1;
@@ -194,9 +213,9 @@ int main(int argc, char **argv)
     int dmg = h5l_reader_damage(r, &damaged, &de);
     if (!quiet) {
         const uint8_t *id = h5l_reader_id(r);
-        printf("file: %s\nstate: %s, journal %s\nidentity: ", argv[a],
+        printf("file: %s\nstate: %s, journal %s%s\nidentity: ", argv[a],
                h5l_reader_closed(r) ? "closed by its writer" : "open (being written or writer died)",
-               h5l_reader_live(r) ? "in sidecar" : "embedded");
+               h5l_reader_live(r) ? "in sidecar" : "embedded", finalized_note(argv[a], h5l_reader_closed(r)));
         for (int i = 0; i < 16; i++) printf("%02x", id[i]);
         printf("\nticks: %llu, records: %llu, journal bytes read: %llu\n", (unsigned long long)n,
                (unsigned long long)h5l_reader_nrecords(r), (unsigned long long)h5l_reader_journal_pos(r));

@@ -126,17 +126,25 @@ def test_opted_out_file_fails_loudly_then_recovers(tmp_path, seed, nranks):
     h5, states, p = write(tmp_path, seed, nranks, {"SPEC_WRITER_NO_FINALIZE": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
     assert_fails_loudly(str(h5), states[-1])
+    assert "closed by its writer, journal embedded, not finalized" in dump_state(h5)
     # the project's tools read it
     diffs = difftest.check_replay(str(h5), states, str(tmp_path))
     assert not diffs, fail_report(seed, nranks, diffs)
     r = recover(h5)
     assert r.returncode == 0 and "finalized at tick" in r.stdout, r.stdout + r.stderr
+    assert "closed by its writer, journal embedded, finalized" in dump_state(h5)
     diffs = difftest.check_h5py(str(h5), states[-1], "finalized later")
     diffs += netcdf_diffs(str(h5), states[-1], "finalized later")
     diffs += difftest.check_replay(str(h5), states, str(tmp_path))
     assert not diffs, fail_report(seed, nranks, diffs)
     r = recover(h5)
     assert r.returncode == 0 and "nothing to do" in r.stdout, r.stdout + r.stderr
+
+
+def dump_state(h5):
+    """h5logdump's state line of h5."""
+    out = subprocess.run([DUMP, str(h5)], capture_output=True, text=True, timeout=60, check=True).stdout
+    return [line for line in out.splitlines() if line.startswith("state: ")][0]
 
 
 def killed(tmp_path, seed, nranks, kill):
