@@ -77,7 +77,8 @@ help:
 	@echo "make asan       the same, built with AddressSanitizer and UBSan (in build-asan/)"
 	@echo "make tsan       the threaded unit tests (cache, reader) under ThreadSanitizer"
 	@echo "make soak SECONDS=N  the differential test (tests/e2e/difftest.py) on random scripts for N"
-	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it"
+	@echo "                seconds (default 60); prints the seed of every failure and how to rerun it;"
+	@echo "                LIVE=1 checks every snapshot a reader sees while each script is written"
 	@echo "make fuzz       the libFuzzer harnesses (clang, ASan, UBSan; in build-fuzz/), FUZZ_SECONDS=60 each;"
 	@echo "                prints runs, coverage and any crash file (make check runs each briefly)"
 	@echo "make bench-write  writer benchmark (JSON): libh5log vs raw MPI-IO, native parallel HDF5 and PnetCDF (BENCH_FULL=1: 1 GiB)"
@@ -299,7 +300,7 @@ tsan:
 # the model-based differential test on random scripts until SECONDS pass
 SECONDS ?= 60
 soak: all
-	@H5LOG_BUILD=$(abspath $(BUILD)) $(PY) tests/e2e/soak.py $(SECONDS)
+	@H5LOG_BUILD=$(abspath $(BUILD)) $(PY) tests/e2e/soak.py $(SECONDS) $(if $(LIVE),--live)
 
 # the writer benchmark's peer PnetCDF (Debian's libpnetcdf-dev, OpenMPI)
 $(BENCH): bench/bench_write.c $(BUILD)/libh5log.a
