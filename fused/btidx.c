@@ -25,18 +25,21 @@ static void put64(uint8_t *p, uint64_t v)
 static int layout(hfs_bt_t *bt)
 {
     uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
+    uint64_t count[HFS_BT_MAX_LEVELS], first[HFS_BT_MAX_LEVELS];
     uint32_t l = 0;
     while (c > 1) {
-        if (l + 1 >= HFS_BT_MAX_LEVELS) return H5L_EINVAL;
-        bt->count[l] = c;
-        bt->first[l] = at;
+        if (l + 1 >= HFS_BT_MAX_LEVELS) return H5L_EINVAL; /* bt unchanged */
+        count[l] = c;
+        first[l] = at;
         at += c;
         c = (c + bt->two_k - 1) / bt->two_k;
         l++;
     }
+    count[l] = 1;
+    first[l] = 0;
+    memcpy(bt->count, count, (l + 1) * sizeof *count);
+    memcpy(bt->first, first, (l + 1) * sizeof *first);
     bt->root_level = l;
-    bt->count[l] = 1;
-    bt->first[l] = 0;
     bt->nodes_len = at * bt->node_size;
     return H5L_OK;
 }
@@ -86,11 +89,11 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
 
 int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
 {
+    hfs_bt_place_t *pl = malloc(2 * sizeof *pl);
+    if (!pl) return H5L_ENOMEM; /* bt as it was */
     bt->root = root;
     bt->nodes = nodes;
     bt->nodes_cap = bt->nodes_len;
-    hfs_bt_place_t *pl = malloc(2 * sizeof *pl); /* (out of memory: bt as it was) */
-    if (!pl) return H5L_ENOMEM;
     free(bt->pl);
     bt->pl = pl;
     bt->pl[0] = (hfs_bt_place_t){0, chunk0};
@@ -123,11 +126,18 @@ int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
     if (!pl) return H5L_ENOMEM;
     bt->pl = pl;
     uint64_t n0 = bt->n;
+    size_t nruns0 = bt->nruns, npl0 = bt->npl;
     for (uint64_t i = 0; i < k; i++)
         if (blks[i] != (i ? blks[i - 1] : last) + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){n0 + i, blks[i]};
     if (newpl) bt->pl[bt->npl++] = (hfs_bt_place_t){n0, addr};
     bt->n = n0 + k;
-    return layout(bt); /* too deep would take 64^47 chunks */
+    int rc = layout(bt); /* too deep: more than (2K)^(HFS_BT_MAX_LEVELS - 1) chunks */
+    if (rc) { /* bt as it was (its arrays only grew) */
+        bt->n = n0;
+        bt->nruns = nruns0;
+        bt->npl = npl0;
+    }
+    return rc;
 }
 
 void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap)

@@ -245,6 +245,16 @@ typedef struct build {
     uint32_t two_k; /* children per chunk B-tree node: from the first root libhdf5 made (synth_coords) */
 } build_t;
 
+/* Reserve size bytes of the image for the daemon's own index and chunks
+ * (hfs_memvfd_reserve): H5L_ECORRUPT when the address space has no room
+ * (the caller's guard falls back to libhdf5's indexes), H5L_ENOMEM when
+ * memory ran out (the build fails as out of memory, not as a guard). */
+static int reserve(build_t *b, uint64_t size, uint64_t *addr)
+{
+    if (!hfs_memvfd_reserve(b->cap, size, addr)) return H5L_OK;
+    return hfs_memvfd_failed(b->cap) ? H5L_ENOMEM : H5L_ECORRUPT;
+}
+
 static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uint64_t blk)
 {
     hfs_skel_t *k = b->k;
@@ -521,9 +531,10 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
     if (rc) return rc;
     b->two_k = bt.two_k;
     uint64_t base = 0;
-    if (bt.node_size != root.size || n - 1 > (UINT64_MAX / 2 - bt.nodes_len) / block_bytes ||
-        (n > 1 && hfs_memvfd_reserve(b->cap, bt.nodes_len + (n - 1) * block_bytes, &base)))
-        rc = H5L_ECORRUPT; /* (one chunk: the root is the tree, nothing to reserve) */
+    if (bt.node_size != root.size || n - 1 > (UINT64_MAX / 2 - bt.nodes_len) / block_bytes)
+        rc = H5L_ECORRUPT;
+    else if (n > 1) /* (one chunk: the root is the tree, nothing to reserve) */
+        rc = reserve(b, bt.nodes_len + (n - 1) * block_bytes, &base);
     if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (rc) {
         hfs_bt_free(&bt);
@@ -563,8 +574,10 @@ static int own_root(build_t *b, uint32_t vi)
     int rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, b->two_k, b->blks, n);
     if (rc) return rc;
     uint64_t base = 0, nodes = bt.node_size + bt.nodes_len;
-    if (!b->oh[vi] || n > (UINT64_MAX / 2 - nodes) / cb || hfs_memvfd_reserve(b->cap, nodes + n * cb, &base))
+    if (!b->oh[vi] || n > (UINT64_MAX / 2 - nodes) / cb)
         rc = H5L_ECORRUPT;
+    else
+        rc = reserve(b, nodes + n * cb, &base);
     if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (!rc && hfs_bt_place(&bt, base, base + bt.node_size, base + nodes, base + nodes + cb)) rc = H5L_ENOMEM;
     if (rc) {
@@ -620,7 +633,9 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     if (last == k->nregions || add > (bt->room - end) / cb) { /* new room: an eighth of the chunks ahead */
         uint64_t want = add > n0 / 8 ? add : n0 / 8;
         if (want < 64) want = 64;
-        if (want > (UINT64_MAX / 4) / cb || hfs_memvfd_reserve(b->cap, want * cb, &at)) return H5L_ECORRUPT;
+        if (want > (UINT64_MAX / 4) / cb) return H5L_ECORRUPT;
+        int rc = reserve(b, want * cb, &at);
+        if (rc) return rc;
         bt->room = at + want * cb;
         last = k->nregions;
     }
@@ -628,8 +643,8 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     if (rc) return rc;
     if (bt->nodes_len > bt->nodes_cap) {
         uint64_t nodes;
-        if (bt->nodes_len > UINT64_MAX / 4 || hfs_memvfd_reserve(b->cap, 2 * bt->nodes_len, &nodes))
-            return H5L_ECORRUPT;
+        if (bt->nodes_len > UINT64_MAX / 4) return H5L_ECORRUPT;
+        if ((rc = reserve(b, 2 * bt->nodes_len, &nodes))) return rc;
         hfs_bt_set_nodes(bt, nodes, 2 * bt->nodes_len);
     }
     atomic_fetch_add(&g_own_appends, 1);

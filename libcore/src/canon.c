@@ -248,6 +248,22 @@ static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint
         maxd[d] = s->dims[o->dimids[d]].unlimited ? H5S_UNLIMITED : dims[d];
         chunk[d] = o->chunk[d];
     }
+    /* libhdf5 counts a dataset's elements and bytes in 64 bits, signed in
+     * places (H5Sget_select_npoints), and the daemon numbers chunks in
+     * row-major order in 64 bits: a variable of 2^63 bytes or more (an
+     * unlimited axis grown to 2^40 over another of 2^24) has no canonical
+     * dataset, so the build says so instead of wrapping (wrong chunks). */
+    uint64_t bytes = o->type.size;
+    int zero = 0;
+    for (uint32_t d = 0; d < o->ndims; d++) zero |= dims[d] == 0;
+    for (uint32_t d = 0; !zero && d < o->ndims; d++) {
+        if (bytes > (uint64_t)INT64_MAX / dims[d])
+            return h5l_err_set(err, H5L_ERANGE,
+                               "'%s' holds 2^63 bytes or more at tick %llu (dimension %u is %llu long): "
+                               "no HDF5 dataset can",
+                               o->path, (unsigned long long)tick, d, (unsigned long long)dims[d]);
+        bytes *= dims[d];
+    }
     int st = ST_OTHER;
     if (alloc == H5L_ALLOC_EARLY)
         st = o->chunked && sparse_shape(o->ndims, dims, chunk) ? ST_EARLY_SPARSE : ST_EARLY_ALL;

@@ -23,7 +23,11 @@
  *      roots, a group, attributes, scales) with each of the daemon's
  *      allocations failing in turn (tests/unit/oom.h): the build fails
  *      with a reason naming the file, leaves no HDF5 object open, and a
- *      build once memory is back has the reference's bytes.
+ *      build once memory is back has the reference's bytes;
+ *   5. test_too_big: a variable that grows to 2^63 bytes ([time, y] of
+ *      int32 with y = 2^24 and time grown to 2^37; past 2^64 chunks their numbers
+ *      wrapped in the daemon, which then served data at wrong places or
+ *      none) is refused at that tick with a reason, and built before it.
  * Log files are written with libh5log on one rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
@@ -37,6 +41,7 @@
 
 #include "canon.h"
 #include "h5log.h"
+#include "schema.h"
 #include "lfile.h"
 #include "skel.h"
 #include "tharness.h"
@@ -467,6 +472,48 @@ static void test_build_out_of_memory(void)
     unlink(log);
 }
 
+/* The schema of test 5, built from ops (libh5log's writer may refuse to
+ * write such a file): tick 1 /v [time, y] int32, chunk (1, 1), time 0 and
+ * y 2^24 long; tick 2 time grows to 2^37 - 1 (2^63 - 2^26 bytes), tick 3
+ * to 2^37 (2^63 bytes). */
+static void test_too_big(void)
+{
+    h5l_schema_t s;
+    CHECK_EQ(h5l_schema_init(&s), H5L_OK);
+    h5l_type_t i32 = {H5L_CLASS_INT, 4, 1, 0};
+    uint32_t dimids[2] = {0, 1};
+    uint64_t chunk[2] = {1, 1};
+    int32_t fill = -1;
+    h5l_op_t ops[] = {{.kind = H5L_OP_DIM, .id = 0, .name = "time", .len = 0, .flags = 1},
+                      {.kind = H5L_OP_DIM, .id = 1, .name = "y", .len = 1u << 24},
+                      {.kind = H5L_OP_VAR, .id = 1, .name = "/v", .type = i32, .flags = 1, .ndims = 2,
+                       .dimids = dimids, .chunk = chunk, .data = &fill, .data_len = 4}};
+    h5l_err_t e = {0};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) CHECK_EQ(h5l_schema_apply(&s, 1, &ops[i], &e), H5L_OK);
+    h5l_op_t grow = {.kind = H5L_OP_DIMLEN, .id = 0, .len = (1ull << 37) - 1};
+    CHECK_EQ(h5l_schema_apply(&s, 2, &grow, &e), H5L_OK);
+    grow.len = 1ull << 37;
+    CHECK_EQ(h5l_schema_apply(&s, 3, &grow, &e), H5L_OK);
+    for (uint64_t tick = 1; tick <= 3; tick++) {
+        hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+        H5Pset_fapl_core(fapl, 1 << 20, 0);
+        hid_t file = H5Fcreate("too_big.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        H5Pclose(fapl);
+        CHECK(file >= 0);
+        memset(&e, 0, sizeof e);
+        int rc = h5l_canon_build(file, &s, tick, H5L_ALLOC_CHUNKS, NULL, NULL, &e);
+        if (tick < 3) {
+            CHECK_EQ(rc, H5L_OK);
+        } else {
+            CHECK_EQ(rc, H5L_ERANGE);
+            CHECK(strstr(e.msg, "'/v'") && strstr(e.msg, "2^63") && strstr(e.msg, "tick 3"));
+            fprintf(stderr, "  refused: %s\n", e.msg);
+        }
+        H5Fclose(file);
+    }
+    h5l_schema_free(&s);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -478,7 +525,8 @@ int main(int argc, char **argv)
     static const th_test_t tests[] = {{"test_scales_like_h5ds", test_scales_like_h5ds},
                                       {"test_many_vars", test_many_vars},
                                       {"test_sparse", test_sparse},
-                                      {"test_build_out_of_memory", test_build_out_of_memory}};
+                                      {"test_build_out_of_memory", test_build_out_of_memory},
+                                      {"test_too_big", test_too_big}};
     int failed = th_run(tests, sizeof tests / sizeof *tests);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
