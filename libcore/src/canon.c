@@ -252,9 +252,11 @@ static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint
      * places (H5Sget_select_npoints), and the daemon numbers chunks in
      * row-major order in 64 bits: a variable of 2^63 bytes or more (an
      * unlimited axis grown to 2^40 over another of 2^24) has no canonical
-     * dataset, so the build says so instead of wrapping (wrong chunks). */
+     * dataset, so the build says so instead of wrapping (wrong chunks).
+     * An anchor (H5L_ALLOC_NONE) holds nothing and is never read: such a
+     * file can still be closed, unfinalized. */
     uint64_t bytes = o->type.size;
-    int zero = 0;
+    int zero = alloc == H5L_ALLOC_NONE;
     for (uint32_t d = 0; d < o->ndims; d++) zero |= dims[d] == 0;
     for (uint32_t d = 0; !zero && d < o->ndims; d++) {
         if (bytes > (uint64_t)INT64_MAX / dims[d])

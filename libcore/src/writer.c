@@ -794,6 +794,49 @@ static void keep_rest(h5l_file_t *f, const uint8_t *buf, size_t bytes)
     f->arena_used += p->len;
 }
 
+/* A put that grows an unlimited dimension may not make a variable over it
+ * 2^63 bytes or more: no HDF5 dataset can hold that, and readers refuse
+ * such a variable (canon.c). Refused here, where the caller can still do
+ * something about it; what other ranks grow is only known at the flush,
+ * and readers' own check catches that. Walks the variables only when the
+ * put grows a dimension past what this tick already grew it to. */
+static int check_growth(h5l_file_t *f, const h5l_obj_t *o, const uint64_t *start, const uint64_t *count)
+{
+    const h5l_schema_t *s = &f->schema;
+    uint64_t grow[H5L_MAX_DIMS];
+    int any = 0;
+    for (uint32_t d = 0; d < o->ndims; d++) {
+        uint32_t id = o->dimids[d];
+        uint64_t now = h5l_schema_dimlen_now(s, id), want = f->want[id] > now ? f->want[id] : now;
+        grow[d] = s->dims[id].unlimited && start[d] + count[d] > want ? start[d] + count[d] : 0;
+        any |= grow[d] != 0;
+    }
+    if (!any) return H5L_OK;
+    for (size_t i = 1; i < s->nobjs; i++) {
+        const h5l_obj_t *v = &s->objs[i];
+        if (v->kind != H5L_OBJ_VAR) continue;
+        uint64_t len[H5L_MAX_DIMS], bytes = v->type.size;
+        int zero = 0;
+        for (uint32_t d = 0; d < v->ndims; d++) {
+            uint32_t id = v->dimids[d];
+            uint64_t now = h5l_schema_dimlen_now(s, id);
+            len[d] = f->want[id] > now ? f->want[id] : now;
+            for (uint32_t e = 0; e < o->ndims; e++)
+                if (o->dimids[e] == id && grow[e] > len[d]) len[d] = grow[e];
+            zero |= len[d] == 0;
+        }
+        for (uint32_t d = 0; !zero && d < v->ndims; d++) {
+            if (bytes > (uint64_t)INT64_MAX / len[d])
+                return fail(f, H5L_ERANGE,
+                            "%s: h5l_put '%s': dimension '%s' would be %llu long, making '%s' 2^63 bytes or more "
+                            "(no HDF5 dataset holds that)",
+                            f->path, o->path, s->dims[v->dimids[d]].name, (unsigned long long)len[d], v->path);
+            bytes *= len[d];
+        }
+    }
+    return H5L_OK;
+}
+
 static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf, int copy)
 {
     int rc = check_open(f);
@@ -824,6 +867,7 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
     if (empty) return H5L_OK; /* nothing to write */
     if (nelem > SIZE_MAX / o->type.size)
         return fail(f, H5L_ERANGE, "%s: h5l_put '%s': box too large", f->path, o->path);
+    if ((rc = check_growth(f, o, start, count))) return rc;
     size_t bytes = (size_t)nelem * o->type.size;
     if (!buf) return fail(f, H5L_EINVAL, "%s: h5l_put '%s': NULL buffer", f->path, o->path);
     if (copy && bytes > f->arena_cap - f->arena_used)

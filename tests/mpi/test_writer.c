@@ -430,6 +430,44 @@ static void check_mismatch(const char *dir, int rank, int size)
     h5l_reader_close(r);
 }
 
+/* A put that would make a variable 2^63 bytes or more ([t, y] of int32,
+ * y = 2^24, t grown to 2^37) is refused with a reason naming the variable,
+ * and buffers nothing; the row before that limit is taken. */
+static void check_huge(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/huge.h5", dir);
+    h5l_file_t *f;
+    int rc = h5l_create(path, MPI_COMM_WORLD, NULL, &f);
+    EXPECT(rc == 0, "create %s: %s", path, h5l_errmsg(NULL));
+    if (rc) return;
+    int d[2], v, w;
+    uint64_t one[2] = {1, 1};
+    h5l_def_dim(f, "t", H5L_UNLIMITED, &d[0]);
+    h5l_def_dim(f, "y", (uint64_t)1 << 24, &d[1]);
+    rc = h5l_def_var(f, "/huge", H5T_NATIVE_INT32, 2, d, one, &v);
+    rc |= h5l_def_var(f, "/small", H5T_NATIVE_INT8, 1, d, one, &w);
+    EXPECT(rc == 0, "def_var: %s", h5l_errmsg(f));
+    int32_t x = 5;
+    uint64_t st[2] = {(uint64_t)1 << 37, 0}, ct[2] = {1, 1};
+    /* through the 1-D variable: the dimension it grows is /huge's too */
+    uint64_t st1 = (uint64_t)1 << 37, ct1 = 1;
+    int8_t b = 1;
+    rc = h5l_put(f, w, &st1, &ct1, &b);
+    EXPECT(rc == H5L_ERANGE && strstr(h5l_errmsg(f), "'/huge'") && strstr(h5l_errmsg(f), "2^63"),
+           "put growing t to 2^37 + 1 gave %d: %s", rc, h5l_errmsg(f));
+    st[0] -= 1;
+    rc = h5l_put(f, v, st, ct, &x);
+    EXPECT(rc == H5L_ERANGE && strstr(h5l_errmsg(f), "'/huge'"), "put at row 2^37 - 1 gave %d: %s", rc, h5l_errmsg(f));
+    EXPECT(h5l_buffered(f) == 0, "%zu bytes buffered after refused puts", h5l_buffered(f));
+    st[0] = ((uint64_t)1 << 37) - 2; /* 2^63 - 2^26 bytes: taken */
+    st1 = 3;
+    rc = h5l_put(f, v, st, ct, &x) | h5l_put(f, w, &st1, &ct1, &b);
+    EXPECT(rc == 0, "put at row 2^37 - 2: %s", h5l_errmsg(f));
+    rc = h5l_close(f);
+    EXPECT(rc == 0, "close %s: %s", path, h5l_errmsg(NULL));
+}
+
 /* Collective: close f, then open a reader on path on every rank; NULL,
  * counted as a failure, if that fails. */
 static h5l_reader_t *close_and_open(h5l_file_t *f, const char *path)
@@ -741,6 +779,7 @@ int main(int argc, char **argv)
         write_ref(dir, &refs[g_ticks]);
     }
     check_mismatch(dir, rank, size);
+    check_huge(dir);
     check_buffer_full(dir, rank, size);
     check_blocks(dir, rank, size);
     check_default_chunks(dir, rank);
