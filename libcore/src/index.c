@@ -220,6 +220,23 @@ static int rehash(h5l_index_t *x, grid_t *g, uint32_t nd)
     return H5L_OK;
 }
 
+/* The set of chunks with data may have grown at tick (inserts come in
+ * tick order): h5l_index_chunks_version answers it from then on. */
+static int note_birth(h5l_index_t *x, uint64_t tick)
+{
+    if (x->nbirths && x->births[x->nbirths - 1] == tick) return H5L_OK;
+    if (x->nbirths == x->capbirths) {
+        size_t cap = x->capbirths ? x->capbirths * 2 : 64;
+        uint64_t *t = realloc(x->births, cap * sizeof *t);
+        if (!t) return H5L_ENOMEM;
+        x->mem += (cap - x->capbirths) * sizeof *t;
+        x->births = t;
+        x->capbirths = cap;
+    }
+    x->births[x->nbirths++] = tick;
+    return H5L_OK;
+}
+
 /* Append the entry e (g->esize bytes) to the bucket of coord. For the fine
  * grid, a record already last in the bucket (another of its boxes) is not
  * listed twice. */
@@ -235,23 +252,16 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
         b->n = 0;
         b->cap = (uint32_t)(sizeof b->inl / g->esize);
         memcpy(b->coord, coord, nd * sizeof *coord);
-        /* a bucket (chunk, or coarse cell) met for the first time: the
-         * set of chunks with data may have grown at this record's tick
-         * (inserts come in tick order) */
-        uint64_t tick = (*(h5l_rec_t *const *)e)->tick; /* went_t starts with its record too */
-        if (!x->nbirths || x->births[x->nbirths - 1] != tick) {
-            if (x->nbirths == x->capbirths) {
-                size_t cap = x->capbirths ? x->capbirths * 2 : 64;
-                uint64_t *t = realloc(x->births, cap * sizeof *t);
-                if (!t) return H5L_ENOMEM; /* b stays in the arena, unlisted */
-                x->mem += (cap - x->capbirths) * sizeof *t;
-                x->births = t;
-                x->capbirths = cap;
-            }
-            x->births[x->nbirths++] = tick;
-        }
+        /* a chunk met for the first time has data from this record's
+         * tick on (went_t starts with its record too) */
+        if (note_birth(x, (*(h5l_rec_t *const *)e)->tick)) return H5L_ENOMEM; /* b stays in the arena, unlisted */
         g->slots[i] = b;
         g->nused++;
+    } else if (g->esize != sizeof(h5l_rec_t *) && note_birth(x, (*(h5l_rec_t *const *)e)->tick)) {
+        /* a wide box in a coarse cell met before may still touch chunks no
+         * record touched: the set may have grown too (its version was
+         * left as it was, and a live skeleton kept without the chunks) */
+        return H5L_ENOMEM;
     }
     if (g->esize == sizeof(h5l_rec_t *) && b->n && ((h5l_rec_t **)b->ents)[b->n - 1] == *(h5l_rec_t *const *)e)
         return H5L_OK;

@@ -18,6 +18,7 @@ Run with /usr/bin/python3 -m pytest (Debian's h5py, numpy, netCDF4).
 import os
 import re
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -83,6 +84,59 @@ def test_live_snapshots_equal_model(tmp_path, h5logfs, seed, nranks):
         pytest.fail(difftest.report(seed, nranks, diffs)
                     + f"\n  rerun: /usr/bin/python3 tests/e2e/soak.py --seed {seed} --ranks {nranks}",
                     pytrace=False)
+
+
+# A live sparse variable (2^17 chunks of one element): tick 2's wide box
+# falls in coarse index cells tick 1 filled but brings chunks 61..63; the
+# daemon kept tick 1's skeleton for it and served them as fill.
+WIDE_SPEC = """create
+dim x 131072
+var /v i4 1 1 0
+put 0 /v 11 0 61
+flush
+put 0 /v 22 10 54
+flush
+put 0 /v 33 100 1
+flush
+close
+"""
+
+
+def test_live_wide_box_in_old_cells(tmp_path, h5logfs):
+    """Rows 50..110 of /v at every tick seen while the file is written
+    equal the model's (the whole variable, 2^17 one-element chunks, takes
+    seconds to read through h5py, longer than a tick here)."""
+    import h5py
+    states = difftest.run_model(WIDE_SPEC, 1)
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src, opts="tick=0.05")
+    proc, h5 = difftest.start_write(WIDE_SPEC, 1, str(src), 1000)
+    path, seen, bad = m.path(os.path.basename(h5)), set(), []
+    deadline = time.monotonic() + 60
+    while len(seen) < len(states) and time.monotonic() < deadline:
+        try:
+            t0 = difftest.snapshot_tick(path)
+            if t0 == 0 or t0 in seen:
+                time.sleep(0.02)
+                continue
+            with h5py.File(path, "r") as f:
+                got = f["v"][50:110]
+        except OSError:
+            if seen:
+                raise
+            time.sleep(0.02)
+            continue
+        if difftest.snapshot_tick(path) != t0:
+            continue
+        seen.add(t0)
+        want = states[t0 - 1].vars["/v"]["data"][50:110]
+        if not np.array_equal(got, want):
+            bad.append((t0, np.nonzero(got != want)[0][:8] + 50))
+    prob = difftest.finish_write(proc)
+    assert prob is None, prob
+    assert 2 in seen, sorted(seen)
+    assert not bad, bad
 
 
 def test_live_seeds_patch_skeletons():
