@@ -958,6 +958,28 @@ static int reset_load(h5l_reader_t *r)
  * usual. Anything that does not line up — and anything a tick's own checks
  * refuse — and the reader starts over and reads the whole journal, so a
  * checkpoint never changes an answer. 0, or H5L_ENOMEM. */
+/* Every chunk entry of checkpoint c names a variable defined by its last
+ * tick, with that variable's rank, and a chunk inside the variable's
+ * shape then (format.md 3.5): the chunk map and the skeletons index by
+ * them. Checksums do not prove it (a crafted file, a writer bug): one that
+ * does not fit makes the reader read the whole journal instead. Called
+ * after the segment's ticks are applied to the schema. */
+static int ck_chunks_fit(const h5l_reader_t *r, const h5l_ckpt_t *c)
+{
+    const h5l_schema_t *s = &r->schema;
+    for (size_t i = 0; i < c->nchunks; i++) {
+        const h5l_ckpt_chunk_t *k = &c->chunks[i];
+        if (k->objid >= s->nobjs) return 0;
+        const h5l_obj_t *o = &s->objs[k->objid];
+        if (o->kind != H5L_OBJ_VAR || o->tick > c->last || o->ndims != k->nd || !k->nd) return 0;
+        for (uint32_t d = 0; d < k->nd; d++) {
+            uint64_t len = h5l_schema_dimlen(s, o->dimids[d], c->last);
+            if (!o->chunk[d] || k->coord[d] > (len ? len - 1 : 0) / o->chunk[d] || !len) return 0;
+        }
+    }
+    return 1;
+}
+
 static int start_from_checkpoints(h5l_reader_t *r)
 {
     uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
@@ -996,7 +1018,7 @@ static int start_from_checkpoints(h5l_reader_t *r)
             h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
             ok = load_tick_body(r, &t->info, &cur, t->nops, !eager, &e) == H5L_OK && cur.pos == cur.len;
         }
-        ok = ok && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
+        ok = ok && ck_chunks_fit(r, &c) && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
         h5l_ckpt_clear(&c);
     }
     free(fb);

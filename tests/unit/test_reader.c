@@ -2240,6 +2240,57 @@ static void test_checkpoint_claiming_too_many_ticks(void)
     fx_free(&fx);
 }
 
+/* Checkpoints whose checksums verify but whose chunk entries do not fit
+ * the schema (a rank that is not the variable's, an object that is no
+ * variable, a chunk outside the shape) are not used: the reader reads the
+ * whole journal and answers right. It took the entry's rank as the
+ * variable's, and read past its chunk map (ASan) and listed a pool offset
+ * as a chunk. */
+static void test_checkpoint_chunk_not_in_schema(void)
+{
+    fx_t fx;
+    build_main(&fx);
+    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
+    size_t first = fx.fr_end[1];
+    CHECK_EQ(h5l_get_le32(fx.jr.p + first + 4) & 0xFFFF, H5L_REC_CKPT);
+    h5l_buf_t orig = {0};
+    h5l_buf_put(&orig, fx.jr.p, fx.jr.len);
+    size_t n = (size_t)h5l_frame_size(h5l_get_le32(orig.p + first));
+    for (int mode = 0; mode < 3; mode++) {
+        h5l_ckpt_t c = {0};
+        h5l_err_t e = {0};
+        CHECK_EQ(h5l_ckpt_decode(orig.p + first, n, fx.seed, first, &c, "test", &e), H5L_OK);
+        CHECK(c.nchunks > 0 && c.chunks[0].nd > 1);
+        h5l_ckpt_chunk_t *k = &c.chunks[0];
+        if (mode == 0)
+            k->nd = 1; /* fewer coordinates than the variable has dimensions */
+        else if (mode == 1)
+            k->objid = 0; /* the root group */
+        else
+            ((uint64_t *)k->coord)[0] += 1000; /* past the shape */
+        h5l_buf_t b = {0};
+        h5l_ckpt_encode(&b, &c, fx.seed);
+        h5l_ckpt_clear(&c);
+        fx.jr.len = 0;
+        h5l_buf_put(&fx.jr, orig.p, first);
+        h5l_buf_put(&fx.jr, b.p, b.len);
+        h5l_buf_put(&fx.jr, orig.p + first + n, orig.len - first - n);
+        h5l_buf_free(&b);
+        fx_save_live(&fx, fx.jr.len);
+        h5l_reader_t *r = NULL;
+        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+        if (r) {
+            if (h5l_reader_ckpt_last(r) != 0) fprintf(stderr, "  mode %d: opened from the checkpoints\n", mode);
+            CHECK_EQ(h5l_reader_ckpt_last(r), 0);
+            check_meta(r, &fx);
+            CHECK(check_reads(r, &fx, 4));
+            h5l_reader_close(r);
+        }
+    }
+    h5l_buf_free(&orig);
+    fx_free(&fx);
+}
+
 /* One read of objid at tick T, whole, with the allocation armed by the
  * caller failing: H5L_OK and the reference's bytes, or H5L_ENOMEM (its
  * buffers are made before arming: only the reader's allocations count). */
@@ -2371,4 +2422,4 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
           T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify),
-          T(test_checkpoint_claiming_too_many_ticks), T(test_out_of_memory))
+          T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))
