@@ -304,7 +304,14 @@ struct h5l_ckpt_w {
     size_t tick_mark; /* nent when the current table began */
     uint64_t cur_tick;
     int broken; /* a previous failure that makes a chain impossible: stop */
+    int fails;  /* builds failed in a row (each tried again at the next tick) */
 };
+
+/* Builds that may fail in a row before the file gets no more checkpoints:
+ * a failure that lasts (a segment too large to frame, memory that stays
+ * short) would otherwise be retried at every tick, reading the segment's
+ * tables back each time while the pending ops and ticks grow. */
+#define CKPT_TRIES 4
 
 uint64_t h5l_ckpt_every(void)
 {
@@ -522,9 +529,15 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
     w->ti[w->nti++] = *ti;
     w->tbytes += ti->table_size;
     /* due every N ticks, or sooner when their tables (read back to build
-     * it) add up to H5L_CKPT_TABLES: one flush never reads back much */
-    if (w->nti < w->every && w->tbytes < H5L_CKPT_TABLES) return;
-    if (build(w, pos, s, out)) return; /* tried again at the next tick */
+     * it) and ops (copied into it) add up to H5L_CKPT_TABLES: one flush
+     * never reads back much, and a segment stays far below a frame's
+     * largest payload (H5L_FRAME_MAX) however large its attributes */
+    if (w->nti < w->every && w->tbytes + w->ops.len < H5L_CKPT_TABLES) return;
+    if (build(w, pos, s, out)) { /* tried again at the next tick, a few times */
+        if (++w->fails >= CKPT_TRIES) w->broken = 1;
+        return;
+    }
+    w->fails = 0;
     w->first = ti->tick + 1;
     w->nti = 0;
     w->tbytes = 0;

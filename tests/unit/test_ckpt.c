@@ -419,6 +419,51 @@ static void test_builder(void)
     unlink(path);
 }
 
+/* A segment is cut when its ops, not only its tables, reach 16 MiB: ticks
+ * that set a large attribute each made a segment that grew past what a
+ * frame can hold, and its build failed at every tick from then on. */
+static void test_builder_large_ops(void)
+{
+    char path[] = "/tmp/test_ckpt.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    h5l_schema_t s;
+    mk_schema(&s);
+    uint64_t seed = h5l_seed(ID);
+    h5l_ckpt_w_t *w = h5l_ckpt_w_new(path, 1000, seed);
+    CHECK(w != NULL);
+    const uint64_t box[1][4] = {{0, 0, 1, 20}};
+    h5l_buf_t ops = {0};
+    uint32_t nops = 0;
+    while (ops.len < ((size_t)9 << 20)) { /* 9 MiB of ops a tick */
+        dimlen_op(&ops, 0, 1);
+        nops++;
+    }
+    uint64_t jpos = 64, off = 4096;
+    h5l_buf_t out = {0};
+    int built = 0;
+    for (uint64_t tick = 1; tick <= 6; tick++) {
+        h5l_buf_t t = {0};
+        mk_table(&t, tick, 1, box);
+        CHECK_EQ(pwrite(fd, t.p, t.len, (off_t)off), (ssize_t)t.len);
+        h5l_tick_info_t ti = {tick, 1000 * tick, 1, off - 100, 100, off, t.len, 1};
+        out.len = 0;
+        h5l_ckpt_w_tick(w, &ti, nops, ops.p, ops.len, jpos, &s, &out);
+        CHECK_EQ(out.len > 0, tick % 2 == 0); /* two ticks: 18 MiB of ops */
+        built += out.len > 0;
+        jpos += h5l_frame_size(H5L_TICK_LEN + ops.len) + out.len;
+        off += 4096;
+        h5l_buf_free(&t);
+    }
+    CHECK_EQ(built, 3);
+    h5l_ckpt_w_free(w);
+    h5l_buf_free(&out);
+    h5l_buf_free(&ops);
+    h5l_schema_free(&s);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     const th_test_t tests[] = {
@@ -426,6 +471,7 @@ int main(void)
         {"rules", test_rules},
         {"table_chunks", test_table_chunks},
         {"builder", test_builder},
+        {"builder_large_ops", test_builder_large_ops},
     };
     return th_run(tests, (int)(sizeof tests / sizeof tests[0]));
 }
