@@ -857,6 +857,21 @@ static void lz_drop(lztick_t *l)
     lz_free(l);
 }
 
+/* The lazy clock when this thread's current read call began, for the
+ * reader with that serial: lazy_trim keeps what the call used. */
+static _Thread_local struct {
+    uint64_t serial, mark;
+} tl_read;
+
+/* Take the read lock for a read call (its tables are kept by the trim at
+ * its end, rd_unlock). */
+static void rd_lock(h5l_reader_t *r)
+{
+    tl_read.serial = r->serial;
+    tl_read.mark = atomic_load_explicit(&r->lazy_clock, memory_order_relaxed);
+    pthread_rwlock_rdlock(&r->lock);
+}
+
 /* Free the least recently used decoded tables until they hold at most
  * half of lazy_max (a pass frees many, so passes are rare), if they hold
  * more than lazy_max. Takes the write lock only if it is free at once
@@ -867,6 +882,11 @@ static void lz_drop(lztick_t *l)
 static void lazy_trim(h5l_reader_t *r)
 {
     if (atomic_load_explicit(&r->lazy_bytes, memory_order_relaxed) <= r->lazy_max) return;
+    /* the tables this thread's read call used are kept whatever their
+     * age: the next read (the next chunk of the same rows) needs them
+     * again, and trimming them made a finalize that read one chunk at a
+     * time decode every table once per chunk (hours, not seconds) */
+    uint64_t keep = tl_read.serial == r->serial ? tl_read.mark : UINT64_MAX;
     if (pthread_rwlock_trywrlock(&r->lock)) return;
     size_t npg = (size_t)((r->ck_last + LZPAGE - 1) / LZPAGE);
     uint64_t lo = UINT64_MAX, hi = 0, held = atomic_load(&r->lazy_bytes);
@@ -884,7 +904,7 @@ static void lazy_trim(h5l_reader_t *r)
     for (int pass = 0; pass < 2 && hi >= lo; pass++) {
         uint64_t cut = 0; /* pass 1: free tables whose bucket is below cut */
         if (pass) {
-            uint64_t need = held - r->lazy_max / 2, sum = 0;
+            uint64_t need = held - r->lazy_max / 2, sum = 0; /* (from the tables it may drop) */
             while (cut < 256 && sum < need) sum += bucket[cut++];
         }
         for (size_t pg = 0; pg < npg; pg++) {
@@ -893,10 +913,10 @@ static void lazy_trim(h5l_reader_t *r)
             for (size_t i = 0; page && i < LZPAGE; i++) {
                 lztick_t *l = atomic_load(&page[i]);
                 if (!l) continue;
-                uint64_t b = (atomic_load_explicit(&l->used, memory_order_relaxed) - lo) / span;
+                uint64_t u = atomic_load_explicit(&l->used, memory_order_relaxed), b = (u - lo) / span;
                 if (!pass) {
-                    bucket[b] += l->bytes;
-                } else if (b < cut) {
+                    if (u < keep) bucket[b] += l->bytes;
+                } else if (b < cut && u < keep) {
                     atomic_store(&page[i], NULL);
                     atomic_fetch_sub(&r->lazy_bytes, l->bytes);
                     atomic_fetch_add(&r->lazy_evicted, 1);
@@ -1174,7 +1194,7 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
     return rc;
 }
 
-void h5l_reader_rdlock(h5l_reader_t *r) { pthread_rwlock_rdlock(&r->lock); }
+void h5l_reader_rdlock(h5l_reader_t *r) { rd_lock(r); }
 void h5l_reader_unlock(h5l_reader_t *r) { rd_unlock(r); }
 const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r) { return &r->schema; }
 
@@ -1392,7 +1412,7 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
 
 int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, size_t n, uint64_t off, h5l_err_t *err)
 {
-    pthread_rwlock_rdlock(&r->lock);
+    rd_lock(r);
     int rc = log_read(r, tick, rank, off, n, buf, err);
     rd_unlock(r);
     return rc;
@@ -1400,7 +1420,7 @@ int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void *buf, s
 
 int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l_err_t *err)
 {
-    pthread_rwlock_rdlock(&r->lock);
+    rd_lock(r);
     int rc = H5L_OK;
     *bad = 0;
     if (tick < 1 || tick > r->nticks) {
@@ -1816,7 +1836,7 @@ int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64
     size_t scratch_cap = 0;
     h5l_index_scratch_t iscr = {0};
     lzscr_t ls = {0};
-    pthread_rwlock_rdlock(&r->lock);
+    rd_lock(r);
     if (tick > r->nticks) {
         rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path, (unsigned long long)tick,
                          r->nticks);
@@ -1934,7 +1954,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
     int rc = H5L_OK;
     h5l_index_scratch_t iscr = {0};
     lzscr_t ls = {0};
-    pthread_rwlock_rdlock(&r->lock);
+    rd_lock(r);
     if (tick > r->nticks || objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR) {
         rc = h5l_err_set(err, H5L_EBADID, "%s: no variable %u at tick %llu", r->path, objid, (unsigned long long)tick);
         goto out;
