@@ -991,7 +991,7 @@ static int ck_chunks_fit(const h5l_reader_t *r, const h5l_ckpt_t *c)
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
         if (k->objid >= s->nobjs) return 0;
         const h5l_obj_t *o = &s->objs[k->objid];
-        if (o->kind != H5L_OBJ_VAR || o->tick > c->last || o->ndims != k->nd || !k->nd) return 0;
+        if (o->kind != H5L_OBJ_VAR || o->tick > c->last || o->ndims != k->nd) return 0;
         for (uint32_t d = 0; d < k->nd; d++) {
             uint64_t len = h5l_schema_dimlen(s, o->dimids[d], c->last);
             if (!o->chunk[d] || k->coord[d] > (len ? len - 1 : 0) / o->chunk[d] || !len) return 0;
