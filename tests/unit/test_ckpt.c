@@ -361,33 +361,66 @@ static void test_table_chunks(void)
 /* The builder end to end: three ticks with every = 3, tables in a file
  * written here, the third wide; the checkpoint appended after tick 3 says
  * what the boxes say. */
+/* A checkpoint writer over a temporary file of record tables, with the
+ * schema of mk_schema. */
+typedef struct bld {
+    char path[32];
+    int fd;
+    h5l_schema_t s;
+    uint64_t seed;
+    h5l_ckpt_w_t *w;
+} bld_t;
+
+static void bld_open(bld_t *b, uint64_t every)
+{
+    snprintf(b->path, sizeof b->path, "/tmp/test_ckpt.XXXXXX");
+    b->fd = mkstemp(b->path);
+    CHECK(b->fd >= 0);
+    mk_schema(&b->s);
+    b->seed = h5l_seed(ID);
+    b->w = h5l_ckpt_w_new(b->path, every, b->seed);
+    CHECK(b->w != NULL);
+}
+
+/* Tick `tick`: its one-record table of box at file offset off, then the
+ * writer told of it (TICK frame at jpos, ops); what it appends goes to out. */
+static void bld_tick(bld_t *b, uint64_t tick, const uint64_t (*box)[4], uint64_t off, uint32_t nops,
+                     const h5l_buf_t *ops, uint64_t jpos, h5l_buf_t *out)
+{
+    h5l_buf_t t = {0};
+    mk_table(&t, tick, 1, box);
+    CHECK_EQ(pwrite(b->fd, t.p, t.len, (off_t)off), (ssize_t)t.len);
+    h5l_tick_info_t ti = {tick, 1000 * tick, 1, off - 100, 100, off, t.len, 1};
+    h5l_ckpt_w_tick(b->w, &ti, nops, ops->p, ops->len, jpos, &b->s, out);
+    h5l_buf_free(&t);
+}
+
+static void bld_close(bld_t *b)
+{
+    h5l_ckpt_w_free(b->w);
+    h5l_schema_free(&b->s);
+    close(b->fd);
+    unlink(b->path);
+}
+
 static void test_builder(void)
 {
-    char path[] = "/tmp/test_ckpt.XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    h5l_schema_t s;
-    mk_schema(&s);
-    uint64_t seed = h5l_seed(ID);
-    h5l_ckpt_w_t *w = h5l_ckpt_w_new(path, 3, seed);
-    CHECK(w != NULL);
+    bld_t bl;
+    bld_open(&bl, 3);
+    const char *path = bl.path;
+    uint64_t seed = bl.seed;
     const uint64_t boxes[3][4] = {{0, 0, 1, 20}, {0, 16, 2, 16}, {0, 0, 4, 64}};
     h5l_buf_t ops = {0};
     dimlen_op(&ops, 0, 1);
     uint64_t jpos = 64, off = 4096;
     h5l_buf_t out = {0};
     for (uint64_t tick = 1; tick <= 3; tick++) {
-        h5l_buf_t t = {0};
-        mk_table(&t, tick, 1, &boxes[tick - 1]);
-        CHECK_EQ(pwrite(fd, t.p, t.len, (off_t)off), (ssize_t)t.len);
-        h5l_tick_info_t ti = {tick, 1000 * tick, 1, off - 100, 100, off, t.len, 1};
         out.len = 0;
         h5l_buf_put(&out, "TICKFRM!", 8); /* stands for the TICK frame before it */
-        h5l_ckpt_w_tick(w, &ti, 1, ops.p, ops.len, jpos, &s, &out);
+        bld_tick(&bl, tick, &boxes[tick - 1], off, 1, &ops, jpos, &out);
         CHECK_EQ(out.len > 8, tick == 3);
         jpos += h5l_frame_size(H5L_TICK_LEN + ops.len);
         off += 4096;
-        h5l_buf_free(&t);
     }
     h5l_ckpt_t d;
     h5l_err_t e = {0};
@@ -411,12 +444,9 @@ static void test_builder(void)
     if (e.code) fprintf(stderr, "  %s\n", e.msg);
     h5l_ckpt_clear(&d);
     free(f);
-    h5l_ckpt_w_free(w);
     h5l_buf_free(&out);
     h5l_buf_free(&ops);
-    h5l_schema_free(&s);
-    close(fd);
-    unlink(path);
+    bld_close(&bl);
 }
 
 /* A segment is cut when its ops, not only its tables, reach 16 MiB: ticks
@@ -424,14 +454,8 @@ static void test_builder(void)
  * frame can hold, and its build failed at every tick from then on. */
 static void test_builder_large_ops(void)
 {
-    char path[] = "/tmp/test_ckpt.XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    h5l_schema_t s;
-    mk_schema(&s);
-    uint64_t seed = h5l_seed(ID);
-    h5l_ckpt_w_t *w = h5l_ckpt_w_new(path, 1000, seed);
-    CHECK(w != NULL);
+    bld_t bl;
+    bld_open(&bl, 1000);
     const uint64_t box[1][4] = {{0, 0, 1, 20}};
     h5l_buf_t ops = {0};
     uint32_t nops = 0;
@@ -443,25 +467,17 @@ static void test_builder_large_ops(void)
     h5l_buf_t out = {0};
     int built = 0;
     for (uint64_t tick = 1; tick <= 6; tick++) {
-        h5l_buf_t t = {0};
-        mk_table(&t, tick, 1, box);
-        CHECK_EQ(pwrite(fd, t.p, t.len, (off_t)off), (ssize_t)t.len);
-        h5l_tick_info_t ti = {tick, 1000 * tick, 1, off - 100, 100, off, t.len, 1};
         out.len = 0;
-        h5l_ckpt_w_tick(w, &ti, nops, ops.p, ops.len, jpos, &s, &out);
+        bld_tick(&bl, tick, box, off, nops, &ops, jpos, &out);
         CHECK_EQ(out.len > 0, tick % 2 == 0); /* two ticks: 18 MiB of ops */
         built += out.len > 0;
         jpos += h5l_frame_size(H5L_TICK_LEN + ops.len) + out.len;
         off += 4096;
-        h5l_buf_free(&t);
     }
     CHECK_EQ(built, 3);
-    h5l_ckpt_w_free(w);
     h5l_buf_free(&out);
     h5l_buf_free(&ops);
-    h5l_schema_free(&s);
-    close(fd);
-    unlink(path);
+    bld_close(&bl);
 }
 
 int main(void)

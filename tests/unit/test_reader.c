@@ -2028,17 +2028,24 @@ static void test_checkpointed_file(void)
     unsetenv("H5L_LAZY_MAX");
 }
 
+/* The main fixture with checkpoints every 2 ticks; returns the offset in
+ * fx->jr of the first checkpoint frame (the frame after tick 2's). */
+static size_t fx_first_ckpt(fx_t *fx)
+{
+    build_main(fx);
+    CHECK_EQ(fx_add_ckpts(fx, 2), 2);
+    size_t at = fx->fr_end[1];
+    CHECK_EQ(h5l_get_le32(fx->jr.p + at + 4) & 0xFFFF, H5L_REC_CKPT);
+    return at;
+}
+
 /* A checkpoint whose payload is damaged is not used (the whole journal is
  * read, same answers); a damaged table of a checkpointed tick fails the
  * reads that need it and nothing else. */
 static void test_checkpoint_damage(void)
 {
     fx_t fx;
-    build_main(&fx);
-    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
-    /* the first checkpoint: the frame after tick 2's */
-    size_t at = fx.fr_end[1];
-    CHECK_EQ(h5l_get_le32(fx.jr.p + at + 4) & 0xFFFF, H5L_REC_CKPT);
+    size_t at = fx_first_ckpt(&fx);
     fx.jr.p[at + H5L_FRAME_LEN + 20] ^= 0x01;
     fx_save_live(&fx, fx.jr.len);
     h5l_reader_t *r = NULL;
@@ -2269,10 +2276,7 @@ static void test_checkpoint_claiming_too_many_ticks(void)
 static void test_checkpoint_chunk_not_in_schema(void)
 {
     fx_t fx;
-    build_main(&fx);
-    CHECK_EQ(fx_add_ckpts(&fx, 2), 2);
-    size_t first = fx.fr_end[1];
-    CHECK_EQ(h5l_get_le32(fx.jr.p + first + 4) & 0xFFFF, H5L_REC_CKPT);
+    size_t first = fx_first_ckpt(&fx);
     h5l_buf_t orig = {0};
     h5l_buf_put(&orig, fx.jr.p, fx.jr.len);
     size_t n = (size_t)h5l_frame_size(h5l_get_le32(orig.p + first));
