@@ -987,15 +987,23 @@ static int reset_load(h5l_reader_t *r)
 static int ck_chunks_fit(const h5l_reader_t *r, const h5l_ckpt_t *c)
 {
     const h5l_schema_t *s = &r->schema;
+    uint64_t nblk[H5L_MAX_DIMS];
+    uint32_t cur = UINT32_MAX; /* entries come sorted by variable: its grid once */
     for (size_t i = 0; i < c->nchunks; i++) {
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
-        if (k->objid >= s->nobjs) return 0;
-        const h5l_obj_t *o = &s->objs[k->objid];
-        if (o->kind != H5L_OBJ_VAR || o->tick > c->last || o->ndims != k->nd) return 0;
-        for (uint32_t d = 0; d < k->nd; d++) {
-            uint64_t len = h5l_schema_dimlen(s, o->dimids[d], c->last);
-            if (!o->chunk[d] || k->coord[d] > (len ? len - 1 : 0) / o->chunk[d] || !len) return 0;
+        if (k->objid != cur) {
+            if (k->objid >= s->nobjs) return 0;
+            const h5l_obj_t *o = &s->objs[k->objid];
+            if (o->kind != H5L_OBJ_VAR || o->tick > c->last || o->ndims != k->nd) return 0;
+            for (uint32_t d = 0; d < o->ndims; d++) {
+                uint64_t len = h5l_schema_dimlen(s, o->dimids[d], c->last);
+                nblk[d] = len && o->chunk[d] ? (len - 1) / o->chunk[d] + 1 : 0;
+            }
+            cur = k->objid;
         }
+        if (k->nd != s->objs[cur].ndims) return 0;
+        for (uint32_t d = 0; d < k->nd; d++)
+            if (k->coord[d] >= nblk[d]) return 0;
     }
     return 1;
 }
