@@ -223,8 +223,10 @@ H5L_API int h5l_reader_pread(h5l_reader_t *r, uint64_t tick, uint32_t rank, void
 /* Check the journal's index checkpoints against its TICK frames and record
  * tables (h5logdump --check; docs/format.md 3.5): report(ctx, message) for
  * each damaged checkpoint (readers skip those) and each one whose content
- * differs from what it summarises (readers would trust it). Checkpoints
- * covering ticks past the reader's damage are not compared. *found gets the
+ * differs from what it summarises (readers would trust it). Only the
+ * journal the reader has read is looked at (h5l_reader_refresh reads on),
+ * so checkpoints past its damage, or appended to a live file since, are
+ * neither compared nor counted. *found gets the
  * checkpoints met, *bad the problems reported (either may be NULL). 0, or
  * H5L_ENOMEM / H5L_EIO. Best on a reader opened with H5L_READER_FULL (every
  * table verified first). */
