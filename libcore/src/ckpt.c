@@ -105,6 +105,20 @@ static int get_ticks(h5l_cur_t *cur, uint64_t lo, uint64_t hi, uint64_t *out, si
     return 0;
 }
 
+/* The first of the n increasing ticks e that is at least t. */
+static size_t eager_from(const uint64_t *e, size_t n, uint64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos, h5l_ckpt_t *c, const char *what,
                     h5l_err_t *err)
 {
@@ -218,9 +232,11 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
             if (cmp >= 0)
                 return BAD("%s: checkpoint at journal offset %llu: chunk entries out of order at %zu", what, at, i);
         }
-        /* an eager tick is never listed */
-        for (size_t j = 0, e = 0; j < k->nt && c->neager; j++) {
-            while (e < c->neager && c->eager[e] < k->ticks[j]) e++;
+        /* an eager tick is never listed: each listed tick looked up (a
+         * merge with the eager list from its start, per chunk, cost chunks
+         * x eager ticks) */
+        for (size_t j = 0; j < k->nt && c->neager; j++) {
+            size_t e = eager_from(c->eager, c->neager, k->ticks[j]);
             if (e < c->neager && c->eager[e] == k->ticks[j])
                 return BAD("%s: checkpoint at journal offset %llu: eager tick %llu listed in a chunk", what, at,
                            (unsigned long long)k->ticks[j]);
