@@ -1023,6 +1023,7 @@ static int start_from_checkpoints(h5l_reader_t *r)
         if (ti) r->ticks = ti;
         ok = ti != NULL;
         if (ok) r->cap_ticks = (size_t)last;
+        if (ok) h5l_prefault(ti, (size_t)last * sizeof *ti); /* every entry is written below */
     }
     r->fsize = file_size(r->fd);
     h5l_err_t e = {0};
