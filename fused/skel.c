@@ -108,17 +108,9 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
     uint64_t v = h5l_reader_chunks_version(r, tick); /* a chunk got data: allocate it */
     for (size_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].kind && s->objs[i].tick <= tick && s->objs[i].tick > v) v = s->objs[i].tick;
-    for (size_t i = 0; i < s->ndims; i++) { /* the newest length change <= tick (lens by increasing tick) */
-        const h5l_dimlen_t *l = s->dims[i].lens;
-        size_t lo = 0, hi = s->dims[i].nlens;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (l[mid].tick <= tick)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo && l[lo - 1].tick > v) v = l[lo - 1].tick;
+    for (size_t i = 0; i < s->ndims; i++) { /* the newest length change <= tick */
+        uint64_t t = h5l_schema_dimlen_tick(s, (uint32_t)i, tick);
+        if (t > v) v = t;
     }
     for (size_t i = 0; i < s->nattrs; i++)
         if (s->attrs[i].tick <= tick && s->attrs[i].tick > v) v = s->attrs[i].tick;

@@ -65,7 +65,7 @@ static void print_schema(h5l_reader_t *r)
     for (size_t d = 0; d < s->ndims; d++) {
         const h5l_dim_t *dim = &s->dims[d];
         printf("  [%zu] %s = %llu%s (defined at tick %llu)\n", d, dim->name,
-               (unsigned long long)dim->lens[dim->nlens - 1].len, dim->unlimited ? " UNLIMITED" : "",
+               (unsigned long long)h5l_schema_dimlen(s, (uint32_t)d, UINT64_MAX), dim->unlimited ? " UNLIMITED" : "",
                (unsigned long long)dim->tick);
     }
     printf("objects:\n");

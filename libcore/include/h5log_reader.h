@@ -57,16 +57,21 @@ typedef struct h5l_obj {
     int fill_mode;    /* H5L_FILL_DEFAULT, H5L_FILL_USER or H5L_FILL_NONE */
 } h5l_obj_t;
 
+/* A run of a dimension's length history: at tick `tick + i * dt` its
+ * length became `len + i * dl`, for i in [0, n) (n >= 1; dt >= 1 when
+ * n > 1). A time axis that grows by the same rows every tick keeps one run
+ * for its whole history (an entry per tick was 16 bytes per tick of a long
+ * log); read it with h5l_schema_dimlen, not by hand. */
 typedef struct h5l_dimlen {
-    uint64_t tick, len;
+    uint64_t tick, len, n, dt, dl;
 } h5l_dimlen_t;
 
 typedef struct h5l_dim {
     char *name;
     int unlimited;
     uint64_t tick;      /* tick that defined it */
-    h5l_dimlen_t *lens; /* length history, increasing ticks */
-    size_t nlens;
+    h5l_dimlen_t *runs; /* length history: runs of increasing ticks, one entry per tick that set it */
+    size_t nruns;
 } h5l_dim_t;
 
 typedef struct h5l_attr {
@@ -94,6 +99,9 @@ typedef struct h5l_schema {
 
 /* Length of dimension dimid as of tick (0 if defined later). */
 H5L_API uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
+/* The newest tick <= tick at which dimension dimid's length was set (its
+ * definition or a length change, even to the same length); 0 if none. */
+H5L_API uint64_t h5l_schema_dimlen_tick(const h5l_schema_t *s, uint32_t dimid, uint64_t tick);
 /* Shape of variable objid as of tick into shape[ndims]. Returns 0 or error. */
 H5L_API int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick, uint64_t *shape);
 /* 1 if attrs[i] is the value of its (object, name) as of tick. */

@@ -174,7 +174,7 @@ void h5l_schema_free(h5l_schema_t *s)
     }
     for (size_t i = 0; i < s->ndims; i++) {
         free(s->dims[i].name);
-        free(s->dims[i].lens);
+        free(s->dims[i].runs);
     }
     for (size_t i = 0; i < s->nattrs; i++) {
         free(s->attrs[i].name);
@@ -205,26 +205,47 @@ long h5l_schema_find_dim(const h5l_schema_t *s, const char *name)
     return -1;
 }
 
-uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick)
+/* The run of d's history holding the newest entry <= tick, or NULL. */
+static const h5l_dimlen_t *run_at(const h5l_dim_t *d, uint64_t tick)
 {
-    if (dimid >= s->ndims) return 0;
-    const h5l_dim_t *d = &s->dims[dimid];
-    /* lens is sorted by tick: binary search for the last entry <= tick */
-    size_t lo = 0, hi = d->nlens;
+    size_t lo = 0, hi = d->nruns; /* runs by increasing first tick */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (d->lens[mid].tick <= tick)
+        if (d->runs[mid].tick <= tick)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo ? d->lens[lo - 1].len : 0;
+    return lo ? &d->runs[lo - 1] : NULL;
+}
+
+/* Index in run r of its newest entry <= tick (r->tick <= tick). */
+static uint64_t run_index(const h5l_dimlen_t *r, uint64_t tick)
+{
+    if (r->n == 1) return 0;
+    uint64_t i = (tick - r->tick) / r->dt;
+    return i < r->n - 1 ? i : r->n - 1;
+}
+
+uint64_t h5l_schema_dimlen(const h5l_schema_t *s, uint32_t dimid, uint64_t tick)
+{
+    if (dimid >= s->ndims) return 0;
+    const h5l_dimlen_t *r = run_at(&s->dims[dimid], tick);
+    return r ? r->len + run_index(r, tick) * r->dl : 0;
+}
+
+uint64_t h5l_schema_dimlen_tick(const h5l_schema_t *s, uint32_t dimid, uint64_t tick)
+{
+    if (dimid >= s->ndims) return 0;
+    const h5l_dimlen_t *r = run_at(&s->dims[dimid], tick);
+    return r ? r->tick + run_index(r, tick) * r->dt : 0;
 }
 
 uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid)
 {
-    if (dimid >= s->ndims || !s->dims[dimid].nlens) return 0;
-    return s->dims[dimid].lens[s->dims[dimid].nlens - 1].len;
+    if (dimid >= s->ndims || !s->dims[dimid].nruns) return 0;
+    const h5l_dimlen_t *r = &s->dims[dimid].runs[s->dims[dimid].nruns - 1];
+    return r->len + (r->n - 1) * r->dl;
 }
 
 int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick, uint64_t *shape)
@@ -477,17 +498,16 @@ static int apply_dim(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     h5l_dim_t d = {0};
     d.name = strdup(op->name);
-    d.lens = malloc(sizeof *d.lens);
-    if (!d.name || !d.lens) {
+    d.runs = malloc(sizeof *d.runs);
+    if (!d.name || !d.runs) {
         free(d.name);
-        free(d.lens);
+        free(d.runs);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
     d.unlimited = op->flags & 1;
     d.tick = tick;
-    d.lens[0].tick = tick;
-    d.lens[0].len = op->len;
-    d.nlens = 1;
+    d.runs[0] = (h5l_dimlen_t){tick, op->len, 1, 0, 0};
+    d.nruns = 1;
     s->dims[s->ndims] = d;
     ix_t x = ix_of(s);
     ix_add_dim(s, &x, s->ndims);
@@ -500,20 +520,34 @@ static int apply_dimlen(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_
     if (op->id >= s->ndims) return h5l_err_set(err, H5L_EBADID, "unknown dimension id %u", op->id);
     h5l_dim_t *d = &s->dims[op->id];
     if (!d->unlimited) return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' is fixed but grows", d->name);
-    h5l_dimlen_t *last = &d->lens[d->nlens - 1];
-    if (op->len < last->len) return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' shrinks", d->name);
-    if (last->tick == tick) {
+    h5l_dimlen_t *last = &d->runs[d->nruns - 1];
+    uint64_t lt = last->tick + (last->n - 1) * last->dt, ll = last->len + (last->n - 1) * last->dl;
+    if (op->len < ll) return h5l_err_set(err, H5L_ECORRUPT, "dimension '%s' shrinks", d->name);
+    if (lt == tick && last->n == 1) { /* set again in the same tick: the last one stands */
         last->len = op->len;
         return H5L_OK;
     }
-    if ((d->nlens & (d->nlens - 1)) == 0) { /* room for the next power of two: no copy per tick */
-        h5l_dimlen_t *l = realloc(d->lens, 2 * d->nlens * sizeof *l);
-        if (!l) return h5l_err_set(err, H5L_ENOMEM, "out of memory");
-        d->lens = l;
+    if (lt == tick) { /* the run's last entry changes: it leaves the run */
+        if (op->len == ll) return H5L_OK;
+        last->n--;
+    } else if (tick > lt && last->n == 1) { /* a second entry sets the run's steps */
+        last->dt = tick - lt;
+        last->dl = op->len - ll;
+        last->n = 2;
+        return H5L_OK;
+    } else if (tick > lt && tick - lt == last->dt && op->len - ll == last->dl) {
+        last->n++;
+        return H5L_OK;
     }
-    d->lens[d->nlens].tick = tick;
-    d->lens[d->nlens].len = op->len;
-    d->nlens++;
+    if ((d->nruns & (d->nruns - 1)) == 0) { /* room for the next power of two: no copy per run */
+        h5l_dimlen_t *l = realloc(d->runs, 2 * d->nruns * sizeof *l);
+        if (!l) {
+            if (lt == tick) last->n++; /* as it was */
+            return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+        }
+        d->runs = l;
+    }
+    d->runs[d->nruns++] = (h5l_dimlen_t){tick, op->len, 1, 0, 0};
     return H5L_OK;
 }
 
@@ -576,11 +610,15 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
         if (x.dim[k] == s->ndims - 1) x.dim[k] = x.dnext[s->ndims - 1];
         h5l_dim_t *d = &s->dims[--s->ndims];
         free(d->name);
-        free(d->lens);
+        free(d->runs);
         memset(d, 0, sizeof *d);
     }
-    for (size_t i = 0; i < s->ndims; i++)
-        while (s->dims[i].nlens > 1 && s->dims[i].lens[s->dims[i].nlens - 1].tick >= tick) s->dims[i].nlens--;
+    for (size_t i = 0; i < s->ndims; i++) { /* entries from tick on go (the first, its definition, is older) */
+        h5l_dim_t *d = &s->dims[i];
+        while (d->nruns > 1 && d->runs[d->nruns - 1].tick >= tick) d->nruns--;
+        h5l_dimlen_t *r = &d->runs[d->nruns - 1];
+        if (r->n > 1 && r->tick < tick && r->tick + (r->n - 1) * r->dt >= tick) r->n = (tick - 1 - r->tick) / r->dt + 1;
+    }
     while (s->nattrs > 0 && s->attrs[s->nattrs - 1].tick >= tick) {
         size_t i = s->nattrs - 1, k = aslot(s, s->attrs[i].objid, s->attrs[i].name);
         if (x.attr[k] == i) x.attr[k] = x.anext[i];

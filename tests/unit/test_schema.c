@@ -68,19 +68,25 @@ static h5l_op_t attr(uint32_t obj, const char *name, h5l_type_t t, uint64_t n, c
     return op;
 }
 
+/* Entries of every dimension's length history. */
+static uint64_t hist_entries(const h5l_schema_t *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->ndims; i++)
+        for (size_t j = 0; j < s->dims[i].nruns; j++) n += s->dims[i].runs[j].n;
+    return n;
+}
+
 /* Apply and expect code; on an error, nothing may have changed. */
 static int apply_expect(h5l_schema_t *s, uint64_t tick, h5l_op_t op, int code, int line)
 {
     size_t no = s->nobjs, nd = s->ndims, na = s->nattrs;
-    size_t nl = 0;
-    for (size_t i = 0; i < s->ndims; i++) nl += s->dims[i].nlens;
+    uint64_t nl = hist_entries(s);
     h5l_err_t e = {0};
     int rc = h5l_schema_apply(s, tick, &op, &e);
     int ok = rc == code;
     if (rc != H5L_OK) {
-        size_t nl2 = 0;
-        for (size_t i = 0; i < s->ndims; i++) nl2 += s->dims[i].nlens;
-        if (s->nobjs != no || s->ndims != nd || s->nattrs != na || nl2 != nl) ok = 0;
+        if (s->nobjs != no || s->ndims != nd || s->nattrs != na || hist_entries(s) != nl) ok = 0;
         if (e.code != rc || !e.msg[0]) ok = 0;
     }
     if (!ok) fprintf(stderr, "  line %d: apply kind %u gave %d (%s), want %d\n", line, op.kind, rc, e.msg, code);
@@ -253,9 +259,10 @@ static void test_dimlen_history(void)
     CHECK(h5l_schema_dimlen_now(&s, 0) == 1000000000000ull);
     CHECK_EQ(h5l_schema_dimlen_now(&s, 2), 4);
     CHECK_EQ(h5l_schema_dimlen_now(&s, 9), 0);
-    /* the history holds one entry per tick that changed it */
-    CHECK_EQ(s.dims[0].nlens, 4);
-    for (size_t i = 1; i < s.dims[0].nlens; i++) CHECK(s.dims[0].lens[i].tick > s.dims[0].lens[i - 1].tick);
+    /* the history holds one entry per tick that set it: 2, 4, 5, 8 */
+    const uint64_t set0[11] = {0, 0, 2, 2, 4, 5, 5, 5, 8, 8, 8};
+    for (uint64_t T = 0; T <= 10; T++) CHECK_EQ(h5l_schema_dimlen_tick(&s, 0, T), set0[T]);
+    for (size_t i = 1; i < s.dims[0].nruns; i++) CHECK(s.dims[0].runs[i].tick > s.dims[0].runs[i - 1].tick);
 
     uint32_t d[2] = {0, 1};
     uint64_t c[2] = {1, 7};
@@ -266,6 +273,81 @@ static void test_dimlen_history(void)
         CHECK_EQ(h5l_schema_shape(&s, 2, T, shape), H5L_OK);
         CHECK(shape[0] == want0[T] && shape[1] == (T >= 2 ? 7u : 0u));
     }
+    h5l_schema_free(&s);
+}
+
+/* The length history kept as runs against a plain model: every tick that
+ * set the length, with its length (the last of a tick standing), the
+ * answer at T the newest entry <= T. Random histories mixing steady growth
+ * (one run), pauses, changed steps, repeated lengths, several sets in one
+ * tick and rollbacks (a tick that failed to load), checked at every tick
+ * after each op. Steady growth must stay one run. */
+#define DL_MAXT 400
+static void test_dimlen_runs(void)
+{
+    uint64_t seed = 0x5eed;
+    for (int round = 0; round < 200; round++) {
+        h5l_schema_t s;
+        h5l_schema_init(&s);
+        static uint64_t mlen[DL_MAXT + 2];
+        static int mset[DL_MAXT + 2]; /* model: tick set the length */
+        memset(mset, 0, sizeof mset);
+        uint64_t t0 = 1 + (uint64_t)(round % 3), len0 = (uint64_t)(round % 5);
+        APPLY(&s, t0, dim(0, "t", len0, 1), H5L_OK);
+        mset[t0] = 1;
+        mlen[t0] = len0;
+        uint64_t tick = t0, len = len0, step = 1 + (uint64_t)(round % 4), gap = 1;
+        int bad = 0;
+        while (tick < DL_MAXT && !bad) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(seed >> 33) % 100;
+            if (r < 4) step = (seed >> 20) % 5; /* a new step, maybe 0 (the same length again) */
+            if (r >= 4 && r < 7) gap = 1 + (seed >> 24) % 3;
+            uint64_t nt = tick + gap;
+            if (r >= 7 && r < 10) nt = tick; /* set again in the same tick */
+            if (nt > DL_MAXT) break;
+            if (r >= 10 && r < 13 && tick > t0 + 1) { /* roll back to a tick after the definition */
+                uint64_t back = t0 + 1 + (seed >> 28) % (tick - t0);
+                h5l_schema_rollback(&s, back);
+                for (uint64_t T = back; T <= DL_MAXT; T++) mset[T] = 0;
+                tick = back - 1;
+                while (!mset[tick]) tick--;
+                len = mlen[tick];
+                continue;
+            }
+            len += step;
+            APPLY(&s, nt, dimlen(0, len), H5L_OK);
+            if (r >= 13 && r < 15) APPLY(&s, nt, dimlen(0, len - 1 + (len == 0)), len ? H5L_ECORRUPT : H5L_OK);
+            tick = nt;
+            mset[tick] = 1;
+            mlen[tick] = len;
+            uint64_t want = 0, wtick = 0;
+            for (uint64_t T = 0; T <= DL_MAXT + 1 && !bad; T++) {
+                if (mset[T]) want = mlen[T], wtick = T;
+                if (h5l_schema_dimlen(&s, 0, T) != want || h5l_schema_dimlen_tick(&s, 0, T) != wtick) {
+                    fprintf(stderr, "  round %d, after tick %llu: at %llu %llu (set %llu), want %llu (set %llu)\n",
+                            round, (unsigned long long)tick, (unsigned long long)T,
+                            (unsigned long long)h5l_schema_dimlen(&s, 0, T),
+                            (unsigned long long)h5l_schema_dimlen_tick(&s, 0, T), (unsigned long long)want,
+                            (unsigned long long)wtick);
+                    bad = 1;
+                }
+            }
+            CHECK_EQ(h5l_schema_dimlen_now(&s, 0), len);
+        }
+        CHECK(!bad);
+        h5l_schema_free(&s);
+    }
+    /* a time axis: 10^6 ticks of 3 more rows each, one run */
+    h5l_schema_t s;
+    h5l_schema_init(&s);
+    APPLY(&s, 1, dim(0, "time", 0, 1), H5L_OK);
+    for (uint64_t t = 1; t <= 1000000; t++) {
+        h5l_op_t op = dimlen(0, 3 * t);
+        CHECK_EQ(h5l_schema_apply(&s, t, &op, NULL), H5L_OK);
+    }
+    CHECK_EQ(s.dims[0].nruns, 1);
+    CHECK_EQ(h5l_schema_dimlen(&s, 0, 123457), 3 * 123457);
     h5l_schema_free(&s);
 }
 
@@ -653,5 +735,5 @@ static void test_reserved_attr_names(void)
 }
 
 TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill),
-          T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_attr_current),
+          T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_dimlen_runs), T(test_attr_current),
           T(test_names_history_rollback), T(test_many_names), T(test_slab_shape), T(test_slab_shape_overflow))
