@@ -59,6 +59,20 @@ typedef struct tickx {
 } tickx_t;
 
 typedef struct lztick lztick_t; /* a lazy tick's decoded table (below) */
+
+/* A checkpointed segment (docs/format.md 3.5). Its non-eager ticks'
+ * records (tickrec below) are written when a call first needs a tick of
+ * it (seg_fill), from its checkpoint frame read and checked again, not at
+ * open: writing a million 48-byte records into fresh pages was a third
+ * of opening a log of a million ticks, and most are never needed. The
+ * open still reads every segment (its schema ops, its chunk entries) and
+ * checks every tick entry. */
+typedef struct ckseg {
+    uint64_t first, last; /* its ticks */
+    uint64_t pos;         /* journal offset of its CHECKPOINT frame */
+    size_t len;           /* the frame's bytes */
+    _Atomic int filled;   /* its ticks' records are in r->ticks (release store, acquire load) */
+} ckseg_t;
 typedef _Atomic(lztick_t *) lzslot_t;
 
 struct h5l_reader {
@@ -100,6 +114,9 @@ struct h5l_reader {
     uint64_t ck_last;
     _Atomic(lzslot_t *) *lzdir; /* ceil(ck_last / LZPAGE) pages */
     h5l_ckmap_t *ckmap;         /* which checkpointed ticks touch each chunk; NULL: none */
+    ckseg_t *segs;              /* the segments of ticks 1..ck_last, in tick order */
+    size_t nsegs;
+    pthread_mutex_t seg_mu;     /* one segment filled at a time (under the read lock) */
     pthread_mutex_t lazy_mu;    /* one lazy decode at a time (under the read lock) */
     uint64_t lazy_nrec;         /* records of lazy ticks (h5l_reader_nrecords) */
     /* Decoded lazy tables are kept up to lazy_max bytes (H5L_LAZY_MAX):
@@ -121,6 +138,18 @@ typedef struct tickrec {
     uint32_t table_size, nrecords, nranks;
     uint32_t tx; /* where its part of the pool starts; TX_LAZY: its table is decoded when first needed */
 } tickrec_t;
+
+static void tickrec_set(tickrec_t *tr, const h5l_tick_info_t *t, uint32_t tx)
+{
+    tr->time_ns = t->time_ns;
+    tr->data_off = t->data_off;
+    tr->data_size = t->data_size;
+    tr->table_off = t->table_off;
+    tr->table_size = (uint32_t)t->table_size;
+    tr->nrecords = (uint32_t)t->nrecords;
+    tr->nranks = t->nranks;
+    tr->tx = tx;
+}
 
 /* Lazy ticks' decoded tables: pages of LZPAGE pointers, a page allocated
  * when a read first needs a tick of it, so the pointers cost memory only
@@ -273,6 +302,7 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&r->refresh_mu, NULL);
     pthread_mutex_init(&r->lazy_mu, NULL);
+    pthread_mutex_init(&r->seg_mu, NULL);
     const char *lm = getenv("H5L_LAZY_MAX");
     r->lazy_max = lm && *lm ? strtoull(lm, NULL, 10) : LAZY_MAX_DEFAULT;
     int rc;
@@ -313,6 +343,7 @@ void h5l_reader_close(h5l_reader_t *r)
     h5l_jscan_free(&r->scan);
     lazy_free_all(r);
     pthread_mutex_destroy(&r->lazy_mu);
+    pthread_mutex_destroy(&r->seg_mu);
     free(r->twin);
     free(r->pend);
     h5l_schema_free(&r->schema);
@@ -359,6 +390,72 @@ static int check_rec(h5l_reader_t *r, const h5l_tick_info_t *t, h5l_rec_t *rec, 
 /* The view of loaded tick `tick`'s part of the pool. Under the lock. */
 static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_err_t *err);
 
+static int tick_check(const h5l_reader_t *r, const h5l_tick_info_t *tp, uint64_t *fsize_seen, h5l_err_t *err);
+
+/* Write the records of segment sg's non-eager ticks (eager ones were
+ * loaded at open) into r->ticks, from its checkpoint frame read and
+ * decoded again, every entry checked as at open. Under the read lock (or
+ * unshared); one at a time (seg_mu). 0, or H5L_ENOMEM, H5L_EIO,
+ * H5L_ECORRUPT (the frame changed since open) with err set; the next call
+ * needing the segment tries again. */
+static int seg_fill(h5l_reader_t *r, ckseg_t *sg, h5l_err_t *err)
+{
+    pthread_mutex_lock(&r->seg_mu);
+    int rc = H5L_OK;
+    if (!atomic_load_explicit(&sg->filled, memory_order_acquire)) {
+        uint8_t *fb = malloc(sg->len);
+        h5l_ckpt_t c = {0};
+        h5l_err_t e = {0};
+        if (!fb)
+            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        else if (h5l_fd_read_all(r->jfd, fb, sg->len, r->jbase + sg->pos, r->scan.what, &e))
+            rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
+        else if ((rc = h5l_ckpt_decode(fb, sg->len, r->seed, sg->pos, &c, r->scan.what, &e)))
+            h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
+        else if (c.first != sg->first || c.last != sg->last)
+            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
+                             r->scan.what, (unsigned long long)sg->pos);
+        uint64_t fsize = 0; /* looked up at the first tick (r->fsize is the refreshing thread's) */
+        for (uint64_t j = 0, ei = 0; !rc && j <= c.last - c.first; j++) {
+            const h5l_tick_info_t *t = &c.ticks[j].info;
+            if (ei < c.neager && c.eager[ei] == t->tick) {
+                ei++;
+                continue;
+            }
+            if (!(rc = tick_check(r, t, &fsize, err))) tickrec_set(&r->ticks[t->tick - 1], t, TX_LAZY);
+        }
+        if (!rc) atomic_store_explicit(&sg->filled, 1, memory_order_release);
+        h5l_ckpt_clear(&c);
+        free(fb);
+    }
+    pthread_mutex_unlock(&r->seg_mu);
+    return rc;
+}
+
+/* *out: tick t's record (1 <= t <= r->nticks), its segment filled first if
+ * it is checkpointed. 0, or seg_fill's error. Under the read lock. */
+static int tick_rec(h5l_reader_t *r, uint64_t t, const tickrec_t **out, h5l_err_t *err)
+{
+    *out = NULL;
+    if (t <= r->ck_last && r->nsegs) {
+        size_t lo = 0, hi = r->nsegs; /* the segment holding t: the first whose last tick is >= t */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (r->segs[mid].last < t)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        ckseg_t *sg = &r->segs[lo < r->nsegs ? lo : r->nsegs - 1];
+        if (!atomic_load_explicit(&sg->filled, memory_order_acquire)) {
+            int rc = seg_fill(r, sg, err);
+            if (rc) return rc;
+        }
+    }
+    *out = &r->ticks[t - 1];
+    return H5L_OK;
+}
+
 static tickx_t tx_of(const h5l_reader_t *r, uint64_t tick)
 {
     tickx_t x;
@@ -379,7 +476,10 @@ static h5l_rec_t *index_rec(void *ctx, uint32_t nboxes, uint32_t ndims)
  * first if it is lazy. Under the read lock. */
 static int tick_x(h5l_reader_t *r, uint64_t tick, tickx_t *x, h5l_err_t *err)
 {
-    if (r->ticks[tick - 1].tx != TX_LAZY) {
+    const tickrec_t *tr;
+    int trc = tick_rec(r, tick, &tr, err);
+    if (trc) return trc;
+    if (tr->tx != TX_LAZY) {
         *x = tx_of(r, tick);
         return H5L_OK;
     }
@@ -544,21 +644,16 @@ static int table_bytes(h5l_reader_t *r, const h5l_tick_info_t *t, const uint8_t 
     return H5L_OK;
 }
 
-/* Load tick *tp (its TICK payload header decoded, its nops schema ops at
- * the cursor): ops applied, and unless lazy its record table checked and
- * indexed (lazy: decoded when a read first needs it, lazy_get). */
-static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t *cp, uint32_t nops, int lazy,
-                          h5l_err_t *err)
+/* The checks of a tick's TICK payload fields against the file (the HDF5
+ * file's size, as seen in *fsize, looked up again only when a tick points
+ * past it: one fstat per tick was a third of opening a long log) and
+ * against each other. */
+static int tick_check(const h5l_reader_t *r, const h5l_tick_info_t *tp, uint64_t *fsize_seen, h5l_err_t *err)
 {
-    h5l_tick_info_t t = *tp;
-    h5l_cur_t c = *cp;
-    if (t.tick != r->nticks + 1 || t.nranks == 0)
-        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path, (unsigned long long)t.tick,
-                           r->nticks);
-    /* the size is looked up again only when a tick points past what we saw:
-     * one fstat per tick was a third of the time of opening a long log */
-    if (t.data_off + t.data_size > r->fsize || t.table_off + t.table_size > r->fsize) r->fsize = file_size(r->fd);
-    uint64_t fsize = r->fsize;
+    const h5l_tick_info_t t = *tp;
+    if (t.data_off + t.data_size > *fsize_seen || t.table_off + t.table_size > *fsize_seen)
+        *fsize_seen = file_size(r->fd);
+    uint64_t fsize = *fsize_seen;
     if (t.data_off + t.data_size > fsize || t.data_off + t.data_size < t.data_off ||
         t.table_off + t.table_size > fsize || t.table_off + t.table_size < t.table_off)
         return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu points past the end of the file (%llu bytes)", r->path,
@@ -574,6 +669,25 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
                            "%s: tick %llu: %u ranks and %llu records cannot fit %llu table bytes and %llu data bytes",
                            r->path, (unsigned long long)t.tick, t.nranks, (unsigned long long)t.nrecords,
                            (unsigned long long)t.table_size, (unsigned long long)t.data_size);
+    return H5L_OK;
+}
+
+/* Load tick *tp (its TICK payload header decoded, its nops schema ops at
+ * the cursor): check its fields, apply its ops, and decode, check and index
+ * its record table (lazy 0); or leave the table to be decoded when a read
+ * first needs it (lazy 1, lazy_get); or also leave its record in r->ticks
+ * to its segment's fill (lazy 2: a checkpointed tick at open, seg_fill).
+ * The tick becomes visible: r->nticks. */
+static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t *cp, uint32_t nops, int lazy,
+                          h5l_err_t *err)
+{
+    h5l_tick_info_t t = *tp;
+    h5l_cur_t c = *cp;
+    if (t.tick != r->nticks + 1 || t.nranks == 0)
+        return h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu follows tick %zu", r->path, (unsigned long long)t.tick,
+                           r->nticks);
+    int crc = tick_check(r, &t, &r->fsize, err);
+    if (crc) return crc;
     /* A sparse file can claim any size for nothing: a table over a hole
      * (bytes never written, read as zeros; a real table never has 64 zero
      * bytes in a row) is refused before it is allocated and read. */
@@ -679,15 +793,7 @@ static int load_tick_body(h5l_reader_t *r, const h5l_tick_info_t *tp, h5l_cur_t 
             r->cap_ticks = cap;
     }
     if (!rc) { /* the tick becomes visible here (lazy: its table decoded when first needed) */
-        tickrec_t *tr = &r->ticks[r->nticks];
-        tr->time_ns = t.time_ns;
-        tr->data_off = t.data_off;
-        tr->data_size = t.data_size;
-        tr->table_off = t.table_off;
-        tr->table_size = (uint32_t)t.table_size;
-        tr->nrecords = (uint32_t)t.nrecords;
-        tr->nranks = t.nranks;
-        tr->tx = lazy ? TX_LAZY : (uint32_t)r->pool_len;
+        if (lazy < 2) tickrec_set(&r->ticks[r->nticks], &t, lazy ? TX_LAZY : (uint32_t)r->pool_len);
         if (lazy)
             r->lazy_nrec += t.nrecords;
         else
@@ -753,7 +859,10 @@ static void lz_free(lztick_t *l)
  * eager load makes: format.md 4 and 4.1). Under the read lock and lazy_mu. */
 static int lazy_load(h5l_reader_t *r, uint64_t tick, lztick_t **out, h5l_err_t *err)
 {
-    const h5l_tick_info_t tv = tick_info_of(&r->ticks[tick - 1], tick), *t = &tv;
+    const tickrec_t *tr;
+    int trc = tick_rec(r, tick, &tr, err);
+    if (trc) return trc;
+    const h5l_tick_info_t tv = tick_info_of(tr, tick), *t = &tv;
     uint64_t hole;
     if (t->table_size >= HOLE_CHECK_MIN && table_hole(r->fd, t->table_off, t->table_size, &hole))
         return h5l_err_set(
@@ -955,6 +1064,9 @@ static void lazy_free_all(h5l_reader_t *r)
     r->ckmap = NULL;
     r->ck_last = r->lazy_nrec = 0;
     atomic_store(&r->lazy_bytes, 0);
+    free(r->segs);
+    r->segs = NULL;
+    r->nsegs = 0;
 }
 
 /* Forget everything loaded: back to a reader that has read only the
@@ -1018,13 +1130,13 @@ static int start_from_checkpoints(h5l_reader_t *r)
     int ok = (r->ckmap = h5l_ckmap_new()) != NULL &&
              (r->lzdir = calloc((size_t)((last + LZPAGE - 1) / LZPAGE), sizeof *r->lzdir)) != NULL;
     if (ok) r->ck_last = last;
-    if (ok) { /* room for every checkpointed tick at once */
+    if (ok) { /* room for every checkpointed tick at once (pages untouched until a segment is filled) */
         tickrec_t *ti = realloc(r->ticks, (size_t)last * sizeof *ti);
         if (ti) r->ticks = ti;
         ok = ti != NULL;
         if (ok) r->cap_ticks = (size_t)last;
-        if (ok) h5l_prefault(ti, (size_t)last * sizeof *ti); /* every entry is written below */
     }
+    if (ok && (ok = (r->segs = calloc(ch.n ? ch.n : 1, sizeof *r->segs)) != NULL)) r->nsegs = ch.n;
     r->fsize = file_size(r->fd);
     h5l_err_t e = {0};
     uint8_t *fb = NULL; /* one segment read and decoded at a time */
@@ -1045,8 +1157,9 @@ static int start_from_checkpoints(h5l_reader_t *r)
             int eager = ei < c.neager && c.eager[ei] == t->info.tick;
             ei += eager;
             h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
-            ok = load_tick_body(r, &t->info, &cur, t->nops, !eager, &e) == H5L_OK && cur.pos == cur.len;
+            ok = load_tick_body(r, &t->info, &cur, t->nops, eager ? 0 : 2, &e) == H5L_OK && cur.pos == cur.len;
         }
+        if (ok) r->segs[i] = (ckseg_t){.first = c.first, .last = c.last, .pos = ch.pos[i], .len = ch.lens[i]};
         ok = ok && ck_chunks_fit(r, &c) && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
         h5l_ckpt_clear(&c);
     }
@@ -1199,8 +1312,9 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
     pthread_rwlock_rdlock(&r->lock);
     int rc = H5L_ENOTFOUND;
     if (t >= 1 && t <= r->nticks) {
-        *out = tick_info_of(&r->ticks[t - 1], t);
-        rc = H5L_OK;
+        const tickrec_t *tr;
+        rc = tick_rec(r, t, &tr, NULL);
+        if (!rc) *out = tick_info_of(tr, t);
     }
     pthread_rwlock_unlock(&r->lock);
     return rc;
@@ -1333,7 +1447,13 @@ static uint64_t seg_of(const h5l_reader_t *r, const tickx_t *x, uint32_t rank, u
 static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off, size_t n, uint8_t *dst, h5l_err_t *err)
 {
     if (n == 0) return H5L_OK;
-    if (tick < 1 || tick > r->nticks || rank >= r->ticks[tick - 1].nranks)
+    if (tick < 1 || tick > r->nticks)
+        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
+                           rank);
+    const tickrec_t *tr;
+    int trc = tick_rec(r, tick, &tr, err);
+    if (trc) return trc;
+    if (rank >= tr->nranks)
         return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
                            rank);
     tickx_t xv;
