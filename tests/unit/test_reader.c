@@ -2250,6 +2250,79 @@ static void test_checkpoint_verify(void)
     fx_free(&fx);
 }
 
+/* A checkpointed tick's record (where its data and table lie) is written
+ * when a call first needs a tick of its segment, from the checkpoint frame
+ * read again: every tick reads as the fixture committed it (fx.ti) and as
+ * the whole-journal reader has it; a checkpoint damaged on disk after open
+ * fails the calls needing its ticks (saying which checkpoint, and that it
+ * verified at open), not the ticks of other segments or the ticks read
+ * from frames, and once repaired the same reader serves them. */
+static void test_checkpoint_segments_filled_on_need(void)
+{
+    fx_t fx;
+    size_t first = fx_first_ckpt(&fx); /* ticks 1..2 and 3..4 checkpointed, 5 from its frame */
+    fx_save_live(&fx, fx.jr.len);
+    h5l_reader_t *r = NULL, *f = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &f, &e), H5L_OK);
+    if (!r || !f) {
+        h5l_reader_close(r);
+        h5l_reader_close(f);
+        fx_free(&fx);
+        return;
+    }
+    CHECK_EQ(h5l_reader_ckpt_last(r), 4);
+    for (uint64_t t = 1; t <= fx.ntick; t++) {
+        h5l_tick_info_t a, b;
+        CHECK_EQ(h5l_reader_tick_info(r, t, &a), H5L_OK);
+        CHECK_EQ(h5l_reader_tick_info(f, t, &b), H5L_OK);
+        const h5l_tick_info_t *w = &fx.ti[t];
+        CHECK(a.tick == t && a.time_ns == w->time_ns && a.nranks == w->nranks && a.data_off == w->data_off &&
+              a.data_size == w->data_size && a.table_off == w->table_off && a.table_size == w->table_size &&
+              a.nrecords == w->nrecords);
+        CHECK(a.tick == b.tick && a.time_ns == b.time_ns && a.nranks == b.nranks && a.data_off == b.data_off &&
+              a.data_size == b.data_size && a.table_off == b.table_off && a.table_size == b.table_size &&
+              a.nrecords == b.nrecords);
+    }
+    h5l_reader_close(f);
+    h5l_reader_close(r);
+
+    /* damaged after open, before any call needed ticks 1..2 */
+    r = NULL;
+    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+    if (r) {
+        fx.jr.p[first + H5L_FRAME_LEN + 50] ^= 0x10;
+        write_file(fx.jpath, fx.jr.p, fx.jr.len);
+        h5l_tick_info_t a;
+        CHECK_EQ(h5l_reader_tick_info(r, 1, &a), H5L_ECORRUPT);
+        CHECK_EQ(h5l_reader_tick_info(r, 2, &a), H5L_ECORRUPT);
+        CHECK_EQ(h5l_reader_tick_info(r, 3, &a), H5L_OK); /* another segment */
+        CHECK_EQ(h5l_reader_tick_info(r, 5, &a), H5L_OK); /* from its frame */
+        uint64_t sh[2], s0[2] = {0, 0};
+        h5l_reader_rdlock(r);
+        h5l_schema_shape(h5l_reader_schema(r), O_CH, 2, sh);
+        h5l_reader_unlock(r);
+        uint8_t *b = malloc(box_n(2, sh) * 4 + 1);
+        int rc = h5l_reader_read(r, 2, O_CH, s0, sh, b, &e);
+        CHECK_EQ(rc, H5L_ECORRUPT);
+        char want[64];
+        snprintf(want, sizeof want, "journal offset %zu", first);
+        CHECK(rc && strstr(e.msg, fx.path) && strstr(e.msg, want) && strstr(e.msg, "verified when the file was opened"));
+        fx.jr.p[first + H5L_FRAME_LEN + 50] ^= 0x10; /* repaired: served again */
+        write_file(fx.jpath, fx.jr.p, fx.jr.len);
+        CHECK_EQ(h5l_reader_tick_info(r, 1, &a), H5L_OK);
+        CHECK(a.data_off == fx.ti[1].data_off);
+        uint64_t shape[MAXD], z[MAXD] = {0};
+        uint8_t *full = ref_full(&fx, O_CH, 2, shape);
+        CHECK(read_matches(r, &fx, O_CH, 2, full, shape, z, shape));
+        free(full);
+        free(b);
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
 /* A checkpoint whose checksums verify but whose segment claims more ticks
  * than its payload can hold (last tick 2^40) is not a link: the chain
  * starts from the one before it, so a reader never sizes its tables by
@@ -2470,5 +2543,5 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify),
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need),
           T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))
