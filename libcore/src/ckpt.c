@@ -720,35 +720,56 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
 
 /* ---- the reader's side: the chunk map ---- */
 
-/* Per variable: its chunks as records [coord[nd], ref] in one array; ref
- * with its top bit set is the chunk's only tick (the common case of a log
- * of rows: 3 u64s a chunk for two dimensions), else the offset in the
- * map's pool of its first run, a run being [next run, k, ticks[k]] (one per
- * segment listing the chunk; 0 ends the list). A log that appends (each
- * segment's new chunks after all earlier ones, as a growing time
- * dimension makes them) keeps the array sorted and looks chunks up by
- * binary search: loading is appending, with no hash table to build and no
- * memory for one. The first chunk that arrives out of order turns the
- * variable into a hashed one (an open-addressing table of record numbers,
- * load <= 1/2). */
+/* Per variable: its chunks as records [coord[nd], ref, rn] in one array.
+ * ref with its top bit set is a chunk's only tick, else the offset in the
+ * map's pool of its first run of ticks, a run being [next run, k,
+ * ticks[k]] (one per segment listing the chunk; 0 ends the list). rn packs
+ * a count and a step: the record stands for cnt chunks, coord[0] + i for
+ * i < cnt with the other coordinates the same, chunk i's only tick being
+ * ref's + i * dt. A log of rows — a chunk a tick along the first
+ * dimension, netCDF's default for a time series — keeps one record per
+ * variable for its whole history (a record a chunk was 24 bytes, written
+ * into fresh pages: a third of opening a log of a million such ticks). A
+ * chunk of a run listed again by a later segment splits the variable's
+ * runs for good (flat: a record a chunk, as a log that rewrites old rows
+ * needs anyway).
+ *
+ * A log that appends (each segment's new chunks after all earlier ones,
+ * as a growing time dimension makes them) keeps the array sorted and
+ * looks chunks up by binary search: loading is appending, with no hash
+ * table to build and no memory for one. The first chunk that arrives out
+ * of order turns the variable flat and hashed (an open-addressing table
+ * of record numbers, load <= 1/2). */
 #define ONE ((uint64_t)1 << 63)
+#define RN(cnt, dt) (((uint64_t)(cnt) << 32) | (uint64_t)(dt))
+#define RN_CNT(x) ((x) >> 32)
+#define RN_DT(x) ((x) & 0xFFFFFFFFu)
 typedef struct cmvar {
     uint32_t nd;
-    int hashed;
-    uint64_t *ents; /* n records of nd + 1 u64s */
+    int hashed;     /* looked up by hash (implies flat) */
+    int flat;       /* every record one chunk */
+    uint64_t *ents; /* n records of nd + 2 u64s */
     size_t n, cap;  /* cap in u64s */
     size_t *slots;  /* hashed: record number + 1, 0: empty */
     size_t nslots;
 } cmvar_t;
+
+/* Births as runs: ticks t0 + i * dt for i < n (a log of rows has one a
+ * tick, evenly spaced: one run). */
+typedef struct brun {
+    uint32_t t0, n, dt;
+} brun_t;
 
 struct h5l_ckmap {
     cmvar_t *vars; /* by objid; n 0: none yet */
     size_t nvars;
     uint64_t *pool; /* runs; pool[0] unused: offset 0 means none */
     size_t npool, cap_pool;
-    uint32_t *births; /* increasing ticks at which some chunk got its first tick (32 bits: a map of
-                       * later ticks is refused, and the reader reads the whole journal) */
+    brun_t *births; /* increasing ticks at which some chunk got its first tick (32 bits: a map of
+                     * later ticks is refused, and the reader reads the whole journal) */
     size_t nbirths, cap_births;
+    uint32_t *sb; /* scratch: one segment's births */
+    size_t cap_sb;
 };
 
 h5l_ckmap_t *h5l_ckmap_new(void) { return calloc(1, sizeof(h5l_ckmap_t)); }
@@ -763,6 +784,7 @@ void h5l_ckmap_free(h5l_ckmap_t *m)
     free(m->vars);
     free(m->pool);
     free(m->births);
+    free(m->sb);
     free(m);
 }
 
@@ -787,7 +809,7 @@ static int coord_cmp(const uint64_t *a, const uint64_t *b, uint32_t nd)
 static size_t cm_slot(const cmvar_t *v, const uint64_t *coord)
 {
     size_t mask = v->nslots - 1, i = (size_t)coord_hash(coord, v->nd) & mask;
-    while (v->slots[i] && coord_cmp(v->ents + (v->slots[i] - 1) * (v->nd + 1), coord, v->nd)) i = (i + 1) & mask;
+    while (v->slots[i] && coord_cmp(v->ents + (v->slots[i] - 1) * (v->nd + 2), coord, v->nd)) i = (i + 1) & mask;
     return i;
 }
 
@@ -798,40 +820,100 @@ static int cm_rehash(cmvar_t *v, size_t n)
     free(v->slots);
     v->slots = s;
     v->nslots = n;
-    for (size_t i = 0; i < v->n; i++) v->slots[cm_slot(v, v->ents + i * (v->nd + 1))] = i + 1;
+    for (size_t i = 0; i < v->n; i++) v->slots[cm_slot(v, v->ents + i * (v->nd + 2))] = i + 1;
     return 0;
 }
 
-/* The record of coord, or NULL. */
-static uint64_t *cm_find(const cmvar_t *v, const uint64_t *coord)
+/* Is coord after every chunk of the (sorted) variable's last record? */
+static int after_last(const cmvar_t *v, const uint64_t *coord)
 {
-    size_t st = v->nd + 1;
+    const uint64_t *e = v->ents + (v->n - 1) * (v->nd + 2);
+    if (!v->nd) return 0; /* a scalar has one chunk */
+    uint64_t last0 = e[0] + RN_CNT(e[v->nd + 1]) - 1;
+    if (coord[0] != last0) return coord[0] > last0;
+    return coord_cmp(e + 1, coord + 1, v->nd - 1) < 0;
+}
+
+/* The record holding coord, and *idx its place in the record's run; or
+ * NULL. */
+static uint64_t *cm_find(const cmvar_t *v, const uint64_t *coord, uint64_t *idx)
+{
+    size_t st = v->nd + 2;
+    *idx = 0;
     if (v->hashed) {
         size_t s = cm_slot(v, coord);
         return v->slots[s] ? v->ents + (v->slots[s] - 1) * st : NULL;
     }
-    size_t lo = 0, hi = v->n;
+    size_t lo = 0, hi = v->n; /* the last record whose first chunk is <= coord */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        int c = coord_cmp(v->ents + mid * st, coord, v->nd);
-        if (!c) return v->ents + mid * st;
-        if (c < 0)
+        if (coord_cmp(v->ents + mid * st, coord, v->nd) <= 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    if (!lo) return NULL;
+    uint64_t *e = v->ents + (lo - 1) * st;
+    uint64_t cnt = RN_CNT(e[v->nd + 1]);
+    if (cnt == 1) return coord_cmp(e, coord, v->nd) ? NULL : e;
+    if (coord_cmp(e + 1, coord + 1, v->nd - 1) || coord[0] - e[0] >= cnt) return NULL; /* (coord >= e) */
+    *idx = coord[0] - e[0];
+    return e;
 }
 
-/* A new record [coord, ref]. */
+/* Every record one chunk from now on. 0 or H5L_ENOMEM (nothing changed). */
+static int cm_flatten(cmvar_t *v)
+{
+    size_t st = v->nd + 2, total = 0;
+    for (size_t i = 0; i < v->n; i++) total += RN_CNT(v->ents[i * st + v->nd + 1]);
+    if (total != v->n) {
+        if (total > SIZE_MAX / st / sizeof(uint64_t)) return H5L_ENOMEM;
+        uint64_t *ne = malloc(total * st * sizeof *ne), *o = ne;
+        if (!ne) return H5L_ENOMEM;
+        for (size_t i = 0; i < v->n; i++) {
+            const uint64_t *e = v->ents + i * st;
+            uint64_t cnt = RN_CNT(e[v->nd + 1]), dt = RN_DT(e[v->nd + 1]);
+            for (uint64_t j = 0; j < cnt; j++, o += st) {
+                memcpy(o, e, v->nd * sizeof *o);
+                o[0] += j;
+                o[v->nd] = cnt > 1 ? e[v->nd] + j * dt : e[v->nd]; /* a run's chunks have one tick each */
+                o[v->nd + 1] = RN(1, 0);
+            }
+        }
+        free(v->ents);
+        v->ents = ne;
+        v->n = total;
+        v->cap = total * st;
+    }
+    v->flat = 1;
+    return 0;
+}
+
+/* A new record [coord, ref], or one chunk more on the last record's run. */
 static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
 {
-    size_t st = v->nd + 1;
-    if (!v->hashed && v->n && coord_cmp(v->ents + (v->n - 1) * st, coord, v->nd) > 0) {
-        size_t n = 64; /* out of order: hashed from now on */
+    size_t st = v->nd + 2;
+    if (!v->hashed && v->n && !after_last(v, coord)) {
+        size_t n = 64; /* out of order: flat and hashed from now on */
+        if (cm_flatten(v)) return H5L_ENOMEM;
         while (n < 2 * (v->n + 1)) n *= 2;
         if (cm_rehash(v, n)) return H5L_ENOMEM;
         v->hashed = 1;
+    }
+    if (!v->flat && v->nd && v->n && (ref & ONE)) { /* the next chunk of the last run, the next tick of its step? */
+        uint64_t *l = v->ents + (v->n - 1) * st, cnt = RN_CNT(l[v->nd + 1]), dt = RN_DT(l[v->nd + 1]);
+        uint64_t t = ref & ~ONE, t0 = l[v->nd] & ~ONE;
+        if ((l[v->nd] & ONE) && coord[0] == l[0] + cnt && !coord_cmp(l + 1, coord + 1, v->nd - 1) &&
+            cnt < UINT32_MAX) {
+            if (cnt == 1 && t > t0 && t - t0 <= UINT32_MAX) {
+                l[v->nd + 1] = RN(2, t - t0);
+                return 0;
+            }
+            if (cnt > 1 && t == t0 + cnt * dt) {
+                l[v->nd + 1] = RN(cnt + 1, dt);
+                return 0;
+            }
+        }
     }
     if (v->hashed && 2 * (v->n + 1) > v->nslots && cm_rehash(v, 2 * v->nslots)) return H5L_ENOMEM;
     size_t cap0 = v->cap;
@@ -841,6 +923,7 @@ static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
     uint64_t *e = v->ents + v->n * st;
     for (uint32_t d = 0; d < v->nd; d++) e[d] = coord[d]; /* (a memcpy call of 16 bytes a chunk was 7%) */
     e[v->nd] = ref;
+    e[v->nd + 1] = RN(1, 0);
     v->n++;
     if (v->hashed) v->slots[cm_slot(v, coord)] = v->n;
     return 0;
@@ -859,9 +942,27 @@ static uint64_t cm_run(h5l_ckmap_t *m, const uint64_t *t, size_t k)
     return run;
 }
 
+/* Birth tick b, after every earlier one. */
+static int birth_push(h5l_ckmap_t *m, uint32_t b)
+{
+    brun_t *l = m->nbirths ? &m->births[m->nbirths - 1] : NULL;
+    if (l && l->n == 1 && b > l->t0) {
+        l->dt = b - l->t0;
+        l->n = 2;
+        return 0;
+    }
+    if (l && l->n > 1 && l->n < UINT32_MAX && (uint64_t)b == (uint64_t)l->t0 + (uint64_t)l->n * l->dt) {
+        l->n++;
+        return 0;
+    }
+    if (h5l_grow_raw((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births)) return H5L_ENOMEM;
+    m->births[m->nbirths++] = (brun_t){b, 1, 0};
+    return 0;
+}
+
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
 {
-    size_t nb0 = m->nbirths;
+    size_t nb = 0; /* this segment's births, in m->sb */
     for (size_t i = 0; i < c->nchunks; i++) {
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
         if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)k->objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
@@ -869,8 +970,13 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
         if (!v->n) v->nd = k->nd;
         if (v->nd != k->nd) return H5L_ECORRUPT;
         /* appending (sorted, after the last chunk): new, no search */
-        int after = !v->n || (!v->hashed && coord_cmp(v->ents + (v->n - 1) * (v->nd + 1), k->coord, v->nd) < 0);
-        uint64_t *e = after ? NULL : cm_find(v, k->coord);
+        int after = !v->n || (!v->hashed && after_last(v, k->coord));
+        uint64_t idx;
+        uint64_t *e = after ? NULL : cm_find(v, k->coord, &idx);
+        if (e && RN_CNT(e[v->nd + 1]) > 1) { /* in a run: a record a chunk from now on */
+            if (cm_flatten(v)) return H5L_ENOMEM;
+            e = cm_find(v, k->coord, &idx);
+        }
         if (e) { /* listed by an earlier segment: a run more at the end */
             if (e[v->nd] & ONE) {
                 uint64_t t0 = e[v->nd] & ~ONE, r0 = cm_run(m, &t0, 1);
@@ -885,15 +991,13 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
         }
         uint64_t ref = k->nt == 1 ? k->ticks[0] | ONE : cm_run(m, k->ticks, k->nt);
         if (!ref || cm_insert(v, k->coord, ref)) return H5L_ENOMEM;
-        if (k->ticks[0] > UINT32_MAX ||
-            h5l_grow_raw((void **)&m->births, &m->cap_births, m->nbirths + 1, sizeof *m->births))
+        if (k->ticks[0] > UINT32_MAX || h5l_grow_raw((void **)&m->sb, &m->cap_sb, nb + 1, sizeof *m->sb))
             return H5L_ENOMEM;
-        m->births[m->nbirths++] = (uint32_t)k->ticks[0];
+        m->sb[nb++] = (uint32_t)k->ticks[0];
     }
     /* this segment's births: sorted, each once (all after earlier segments') */
-    size_t n = m->nbirths - nb0;
-    uint32_t *b = m->births + nb0;
-    for (size_t i = 1; i < n; i++) { /* mostly sorted already: insertion sort */
+    uint32_t *b = m->sb;
+    for (size_t i = 1; i < nb; i++) { /* mostly sorted already: insertion sort */
         uint32_t t = b[i];
         size_t j = i;
         while (j && b[j - 1] > t) {
@@ -902,10 +1006,8 @@ int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
         }
         b[j] = t;
     }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!o || b[o - 1] != b[i]) b[o++] = b[i];
-    m->nbirths = nb0 + o;
+    for (size_t i = 0; i < nb; i++)
+        if ((!i || b[i - 1] != b[i]) && birth_push(m, b[i])) return H5L_ENOMEM;
     return 0;
 }
 
@@ -923,9 +1025,12 @@ void h5l_ckmap_trim(h5l_ckmap_t *m)
 {
     shrink((void **)&m->pool, &m->cap_pool, m->npool, sizeof *m->pool);
     shrink((void **)&m->births, &m->cap_births, m->nbirths, sizeof *m->births);
+    free(m->sb);
+    m->sb = NULL;
+    m->cap_sb = 0;
     for (size_t i = 0; i < m->nvars; i++) {
         cmvar_t *v = &m->vars[i];
-        shrink((void **)&v->ents, &v->cap, v->n * (v->nd + 1), sizeof *v->ents);
+        shrink((void **)&v->ents, &v->cap, v->n * (v->nd + 2), sizeof *v->ents);
     }
 }
 
@@ -935,13 +1040,15 @@ int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord,
     *n = 0;
     if (objid >= m->nvars || !m->vars[objid].n) return 0;
     const cmvar_t *v = &m->vars[objid];
-    const uint64_t *e = cm_find(v, coord);
+    uint64_t idx;
+    const uint64_t *e = cm_find(v, coord, &idx);
     if (!e) return 0;
     uint64_t ref = e[v->nd];
     if (ref & ONE) {
-        if ((ref & ~ONE) > tick) return 0;
+        uint64_t t = (ref & ~ONE) + idx * RN_DT(e[v->nd + 1]);
+        if (t > tick) return 0;
         if (h5l_grow((void **)buf, cap, 1, sizeof **buf)) return H5L_ENOMEM;
-        (*buf)[(*n)++] = ref & ~ONE;
+        (*buf)[(*n)++] = t;
         return 0;
     }
     for (uint64_t run = ref; run; run = m->pool[run]) {
@@ -961,12 +1068,23 @@ int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*
 {
     if (objid >= m->nvars) return 0;
     const cmvar_t *v = &m->vars[objid];
+    uint64_t c[H5L_MAX_DIMS];
     for (size_t i = 0; i < v->n; i++) {
-        const uint64_t *e = v->ents + i * (v->nd + 1);
-        uint64_t ref = e[v->nd], first = ref & ONE ? ref & ~ONE : m->pool[ref + 2];
+        const uint64_t *e = v->ents + i * (v->nd + 2);
+        uint64_t ref = e[v->nd], cnt = RN_CNT(e[v->nd + 1]), dt = RN_DT(e[v->nd + 1]);
+        uint64_t first = ref & ONE ? ref & ~ONE : m->pool[ref + 2];
         if (first > tick) continue;
-        int rc = fn(ctx, e);
-        if (rc) return rc;
+        if (cnt == 1) {
+            int rc = fn(ctx, e);
+            if (rc) return rc;
+            continue;
+        }
+        memcpy(c, e, v->nd * sizeof *c);
+        for (uint64_t j = 0; j < cnt && first + j * dt <= tick; j++) { /* a run's ticks increase */
+            c[0] = e[0] + j;
+            int rc = fn(ctx, c);
+            if (rc) return rc;
+        }
     }
     return 0;
 }
@@ -976,17 +1094,22 @@ uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
     size_t lo = 0, hi = m->nbirths;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (m->births[mid] <= tick)
+        if (m->births[mid].t0 <= tick)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo ? m->births[lo - 1] : 0;
+    if (!lo) return 0;
+    const brun_t *b = &m->births[lo - 1];
+    uint64_t i = b->n == 1 ? 0 : (tick - b->t0) / b->dt;
+    if (i > b->n - 1) i = b->n - 1;
+    return b->t0 + i * b->dt;
 }
 
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
 {
-    size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * 4 + m->nvars * sizeof *m->vars;
+    size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * sizeof *m->births + m->cap_sb * 4 +
+               m->nvars * sizeof *m->vars;
     for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
 }

@@ -480,6 +480,197 @@ static void test_builder_large_ops(void)
     bld_close(&bl);
 }
 
+/* ---- the reader's chunk map against a plain model ---- */
+
+/* Four variables: 0 [rows, 1 chunk] a row a tick (one run), sometimes an
+ * old row rewritten (the runs split); 1 [rows, 3 chunks] a row every other
+ * tick, two ticks per row, some columns; 2 [rows] every third tick, rows
+ * skipped and filled in later (out of order: hashed); 3 a scalar. The model
+ * keeps, per chunk, the set of ticks; after every segment added (and some
+ * trims), each chunk's ticks <= T, the chunks with a tick <= T and the
+ * newest birth <= T are checked at ticks T in and before the segment. */
+#define CM_ROWS 260
+#define CM_COLS 3
+#define CM_TICKS 620
+static uint8_t cm_model[4][CM_ROWS][CM_COLS][CM_TICKS + 1];
+
+typedef struct {
+    int n;
+    uint8_t seen[CM_ROWS][CM_COLS];
+    uint32_t nd;
+    int dup;
+} cmseen_t;
+
+static int cm_seen_fn(void *ctx, const uint64_t *coord)
+{
+    cmseen_t *s = ctx;
+    uint64_t r = s->nd ? coord[0] : 0, c = s->nd > 1 ? coord[1] : 0;
+    if (r >= CM_ROWS || c >= CM_COLS) {
+        s->dup++;
+        return 0;
+    }
+    s->dup += s->seen[r][c];
+    s->seen[r][c] = 1;
+    s->n++;
+    return 0;
+}
+
+static void test_chunk_map_model(void)
+{
+    static const uint32_t nds[4] = {2, 2, 1, 0};
+    for (int round = 0; round < 6; round++) {
+        memset(cm_model, 0, sizeof cm_model);
+        srand(1000 + round);
+        h5l_ckmap_t *m = h5l_ckmap_new();
+        uint64_t next0 = 0, next1 = 0, next2 = 0, tick = 0;
+        int ok = 1;
+        while (tick < CM_TICKS - 30 && ok) {
+            uint64_t F = tick + 1, L = 1 + (uint64_t)(rand() % 25);
+            /* (var, row, col, tick) touches of this segment */
+            static uint64_t tv[4000][4];
+            size_t nt = 0;
+            for (uint64_t t = F; t < F + L; t++) {
+                if (round % 2 == 0 || rand() % 10) { tv[nt][0] = 0, tv[nt][1] = next0++, tv[nt][2] = 0, tv[nt][3] = t, nt++; }
+                if (round > 0 && rand() % 20 == 0 && next0 > 1) { /* an old row again */
+                    tv[nt][0] = 0, tv[nt][1] = (uint64_t)rand() % next0, tv[nt][2] = 0, tv[nt][3] = t, nt++;
+                }
+                if (t % 2 == 0) {
+                    for (uint64_t c = 0; c < CM_COLS; c++)
+                        if (round < 3 || rand() % 3) tv[nt][0] = 1, tv[nt][1] = next1 / 2, tv[nt][2] = c, tv[nt][3] = t, nt++;
+                    next1++;
+                }
+                if (t % 3 == 0) {
+                    uint64_t r = next2++;
+                    if (round >= 2 && rand() % 8 == 0) r = next2++, next2++; /* one skipped, filled below */
+                    tv[nt][0] = 2, tv[nt][1] = r, tv[nt][2] = 0, tv[nt][3] = t, nt++;
+                    if (round >= 2 && r >= 2 && rand() % 8 == 0 && !cm_model[2][r - 1][0][0]) {
+                        tv[nt][0] = 2, tv[nt][1] = r - 1, tv[nt][2] = 0, tv[nt][3] = t, nt++;
+                    }
+                }
+                if (rand() % 3 == 0) tv[nt][0] = 3, tv[nt][1] = 0, tv[nt][2] = 0, tv[nt][3] = t, nt++;
+            }
+            tick = F + L - 1;
+            if (next0 >= CM_ROWS || next1 / 2 >= CM_ROWS || next2 + 2 >= CM_ROWS) break;
+            /* the segment's chunk entries: sorted (var, row, col), ticks increasing, each once */
+            static uint64_t coords[4000][2], ticks[4000];
+            static h5l_ckpt_chunk_t ents[4000];
+            size_t ne = 0, ntk = 0;
+            for (uint32_t v = 0; v < 4; v++)
+                for (uint64_t r = 0; r < CM_ROWS; r++)
+                    for (uint64_t c = 0; c < CM_COLS; c++) {
+                        size_t t0 = ntk;
+                        for (uint64_t t = F; t <= tick; t++) {
+                            int hit = 0;
+                            for (size_t i = 0; i < nt && !hit; i++)
+                                hit = tv[i][0] == v && tv[i][1] == r && tv[i][2] == c && tv[i][3] == t;
+                            if (hit) ticks[ntk++] = t;
+                        }
+                        if (ntk == t0) continue;
+                        coords[ne][0] = nds[v] ? r : 0;
+                        coords[ne][1] = c;
+                        ents[ne] = (h5l_ckpt_chunk_t){v, nds[v], nds[v] == 1 ? &coords[ne][0] : coords[ne], ntk - t0,
+                                                      ticks + t0};
+                        if (nds[v] == 1) coords[ne][0] = r;
+                        ne++;
+                        for (size_t i = t0; i < ntk; i++) cm_model[v][r][c][ticks[i]] = 1;
+                        cm_model[v][r][c][0] = 1; /* listed */
+                    }
+            h5l_ckpt_t ck = {.first = F, .last = tick, .chunks = ents, .nchunks = ne};
+            CHECK_EQ(h5l_ckmap_add(m, &ck), H5L_OK);
+            if (rand() % 4 == 0) h5l_ckmap_trim(m); /* trimmed, then added to again */
+            /* check every chunk at ticks around this segment and earlier ones */
+            uint64_t Ts[9] = {0, 1, F - 1, F, (F + tick) / 2, tick, tick + 1, (uint64_t)rand() % (tick + 1),
+                              (uint64_t)rand() % (tick + 1)};
+            for (int ti = 0; ti < 9 && ok; ti++) {
+                uint64_t T = Ts[ti];
+                uint64_t want_version = 0;
+                for (uint32_t v = 0; v < 4 && ok; v++) {
+                    cmseen_t sn;
+                    memset(&sn, 0, sizeof sn);
+                    sn.nd = nds[v];
+                    CHECK_EQ(h5l_ckmap_chunks(m, v, T, cm_seen_fn, &sn), 0);
+                    int want_n = 0;
+                    for (uint64_t r = 0; r < CM_ROWS && ok; r++)
+                        for (uint64_t c = 0; c < CM_COLS && ok; c++) {
+                            uint64_t first = 0, got[CM_TICKS + 1], nw = 0;
+                            for (uint64_t t = 1; t <= T && t <= tick; t++)
+                                if (cm_model[v][r][c][t]) {
+                                    if (!first) first = t;
+                                    got[nw++] = t;
+                                }
+                            if (first) {
+                                want_n++;
+                                if (!sn.seen[r][c]) ok = 0;
+                            }
+                            for (uint64_t t = 1; t <= tick; t++) /* its birth: its first tick */
+                                if (cm_model[v][r][c][t]) {
+                                    if (t <= T && t > want_version) want_version = t;
+                                    break;
+                                }
+                            if ((nds[v] < 2 && c) || (!nds[v] && r)) continue; /* not a chunk of v */
+                            uint64_t co[2] = {r, c}, *buf = NULL;
+                            size_t cap = 0, n = 0;
+                            CHECK_EQ(h5l_ckmap_ticks(m, v, co, T, &buf, &cap, &n), 0);
+                            if (n != nw || (n && memcmp(buf, got, n * sizeof *buf))) ok = 0;
+                            if (!ok)
+                                fprintf(stderr, "  round %d: var %u chunk (%llu, %llu) at tick %llu: %zu ticks, want %llu\n",
+                                        round, v, (unsigned long long)r, (unsigned long long)c, (unsigned long long)T, n,
+                                        (unsigned long long)nw);
+                            free(buf);
+                        }
+                    if (sn.n != want_n || sn.dup) {
+                        fprintf(stderr, "  round %d: var %u at tick %llu: %d chunks (%d twice), want %d\n", round, v,
+                                (unsigned long long)T, sn.n, sn.dup, want_n);
+                        ok = 0;
+                    }
+                }
+                if (h5l_ckmap_version(m, T) != want_version) {
+                    fprintf(stderr, "  round %d: version at %llu: %llu, want %llu\n", round, (unsigned long long)T,
+                            (unsigned long long)h5l_ckmap_version(m, T), (unsigned long long)want_version);
+                    ok = 0;
+                }
+            }
+        }
+        CHECK(ok);
+        h5l_ckmap_free(m);
+    }
+    /* a row a tick for 10^5 ticks in segments of 1000, then rewritten rows:
+     * one record, then a record a chunk */
+    h5l_ckmap_t *m = h5l_ckmap_new();
+    static uint64_t co[1000], tk[1000];
+    static h5l_ckpt_chunk_t en[1000];
+    for (uint64_t F = 1; F < 100000; F += 1000) {
+        for (uint64_t i = 0; i < 1000; i++) {
+            co[i] = F - 1 + i;
+            tk[i] = F + i;
+            en[i] = (h5l_ckpt_chunk_t){0, 1, &co[i], 1, &tk[i]};
+        }
+        h5l_ckpt_t ck = {.first = F, .last = F + 999, .chunks = en, .nchunks = 1000};
+        CHECK_EQ(h5l_ckmap_add(m, &ck), H5L_OK);
+    }
+    h5l_ckmap_trim(m);
+    CHECK(h5l_ckmap_memory(m) < 1024);
+    CHECK_EQ(h5l_ckmap_version(m, 54321), 54321);
+    uint64_t c0 = 54320, *buf = NULL;
+    size_t cap = 0, n = 0;
+    CHECK_EQ(h5l_ckmap_ticks(m, 0, &c0, 100000, &buf, &cap, &n), 0);
+    CHECK(n == 1 && buf[0] == 54321);
+    co[0] = 7; /* row 7 again at tick 100001: every chunk its record */
+    tk[0] = 100001;
+    en[0] = (h5l_ckpt_chunk_t){0, 1, &co[0], 1, &tk[0]};
+    h5l_ckpt_t ck = {.first = 100001, .last = 100001, .chunks = en, .nchunks = 1};
+    CHECK_EQ(h5l_ckmap_add(m, &ck), H5L_OK);
+    CHECK(h5l_ckmap_memory(m) >= 100000 * 24);
+    c0 = 7;
+    CHECK_EQ(h5l_ckmap_ticks(m, 0, &c0, 200000, &buf, &cap, &n), 0);
+    CHECK(n == 2 && buf[0] == 8 && buf[1] == 100001);
+    c0 = 54320;
+    CHECK_EQ(h5l_ckmap_ticks(m, 0, &c0, 200000, &buf, &cap, &n), 0);
+    CHECK(n == 1 && buf[0] == 54321);
+    free(buf);
+    h5l_ckmap_free(m);
+}
+
 int main(void)
 {
     const th_test_t tests[] = {
@@ -488,6 +679,7 @@ int main(void)
         {"table_chunks", test_table_chunks},
         {"builder", test_builder},
         {"builder_large_ops", test_builder_large_ops},
+        {"chunk_map_model", test_chunk_map_model},
     };
     return th_run(tests, (int)(sizeof tests / sizeof tests[0]));
 }
