@@ -571,14 +571,16 @@ typedef struct fixed {
 
 #define CKPT_TICK_MIN 9 /* varints of a tick's entry (h5l_ckpt_encode), a byte each at least */
 
-/* Verify the frame of n bytes at journal offset pos (checksums, type,
- * padding) and read its fixed fields, with the checks h5l_ckpt_decode makes
- * of them. 0, or -1. */
-static int frame_fixed(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos, fixed_t *f)
+/* Verify the frame at journal offset pos (its header's checksum, its type;
+ * with whole, n bytes: the whole frame, and its payload's checksum) and
+ * read its fixed fields, with the checks h5l_ckpt_decode makes of them. 0,
+ * or -1. */
+static int frame_fixed(const uint8_t *frame, size_t n, int whole, uint64_t seed, uint64_t pos, fixed_t *f)
 {
     h5l_frame_hdr_t h;
-    if (n < H5L_FRAME_LEN || h5l_frame_hdr_decode(frame, seed, &h) != H5L_FRAME_OK || h.type != H5L_REC_CKPT ||
-        h5l_frame_size(h.len) != n || h.len < H5L_CKPT_HDR || h5l_hash(frame + H5L_FRAME_LEN, h.len, seed) != h.sum)
+    if (n < H5L_FRAME_LEN + H5L_CKPT_HDR || h5l_frame_hdr_decode(frame, seed, &h) != H5L_FRAME_OK ||
+        h.type != H5L_REC_CKPT || h.len < H5L_CKPT_HDR ||
+        (whole && (h5l_frame_size(h.len) != n || h5l_hash(frame + H5L_FRAME_LEN, h.len, seed) != h.sum)))
         return -1;
     const uint8_t *p = frame + H5L_FRAME_LEN;
     f->first = h5l_get_le64(p);
@@ -597,11 +599,15 @@ static int frame_fixed(const uint8_t *frame, size_t n, uint64_t seed, uint64_t p
     return 0;
 }
 
-/* Read and verify the checkpoint frame at journal offset pos (< end). 1
- * and *buf (owned, *n bytes) on success, 0 when it is not a usable
- * checkpoint, H5L_ENOMEM. */
-static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, uint8_t **buf,
-                    size_t *n, fixed_t *f)
+/* Read and verify the checkpoint frame at journal offset pos (< end): with
+ * whole, all of it (frame_fixed); else its header and fixed fields only,
+ * the rest being checked when it is decoded (h5l_ckpt_decode), which makes
+ * the reader read the whole journal if it fails: the chain's older links
+ * are then read once, not twice. 1 and *n its size (with whole, *buf its
+ * bytes, owned) on success, 0 when it is not a usable checkpoint,
+ * H5L_ENOMEM. */
+static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, int whole,
+                    uint8_t **buf, size_t *n, fixed_t *f)
 {
     uint8_t h[H5L_FRAME_LEN];
     h5l_frame_hdr_t fh;
@@ -612,9 +618,14 @@ static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t 
         h5l_frame_size(fh.len) > end - pos)
         return 0;
     *n = (size_t)h5l_frame_size(fh.len);
+    if (!whole) {
+        uint8_t fx[H5L_FRAME_LEN + H5L_CKPT_HDR];
+        return *n >= sizeof fx && !h5l_fd_read_all(fd, fx, sizeof fx, base + pos, what, NULL) &&
+               !frame_fixed(fx, sizeof fx, 0, seed, pos, f);
+    }
     uint8_t *b = malloc(*n);
     if (!b) return H5L_ENOMEM;
-    if (h5l_fd_read_all(fd, b, *n, base + pos, what, NULL) || frame_fixed(b, *n, seed, pos, f)) {
+    if (h5l_fd_read_all(fd, b, *n, base + pos, what, NULL) || frame_fixed(b, *n, 1, seed, pos, f)) {
         free(b);
         return 0;
     }
@@ -671,7 +682,7 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
         }
         const uint8_t *h = w + (p - wlo);
         if (h[4] == (H5L_REC_CKPT & 0xFF) && h[5] == H5L_REC_CKPT >> 8 && h[6] == 2 && h[7] == 0) {
-            found = frame_at(fd, base, p, end, seed, what, &buf, &n, &f);
+            found = frame_at(fd, base, p, end, seed, what, 1, &buf, &n, &f); /* the newest: sizes the reader */
             at = p;
             if (found < 0) break;
         }
@@ -691,9 +702,9 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
      * first TICK frame begins, and covers the ticks just before it */
     while (f.first > 1) {
         fixed_t pf;
-        uint8_t *pb;
+        uint8_t *pb = NULL;
         size_t pn;
-        int k = frame_at(fd, base, f.prevpos, f.tickpos, seed, what, &pb, &pn, &pf);
+        int k = frame_at(fd, base, f.prevpos, f.tickpos, seed, what, 0, &pb, &pn, &pf);
         if (k == 1 && (pf.last + 1 != f.first || f.prevpos + pn != f.tickpos)) {
             free(pb);
             k = 0;

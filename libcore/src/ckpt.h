@@ -117,8 +117,9 @@ typedef struct h5l_ckpt_chain {
 
 /* Find the newest checkpoint among the last H5L_CKPT_SEARCH bytes before
  * journal offset end (journal bytes are at fd offsets base..) and follow
- * its chain back to tick 1, every link's checksums and fixed fields
- * checked (format.md 3.5, Readers). 1 and *ch filled; 0 when there is none
+ * its chain back to tick 1, every link's header checksum and fixed fields
+ * checked (format.md 3.5, Readers), and the newest one's payload checksum
+ * (the others' are checked when they are decoded, not read twice). 1 and *ch filled; 0 when there is none
  * to start from (no checkpoint, or a link missing, damaged or
  * inconsistent: the caller reads the whole journal); H5L_ENOMEM. */
 #define H5L_CKPT_SEARCH ((uint64_t)64 << 20)
