@@ -551,6 +551,28 @@ static int apply_dimlen(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_
     return H5L_OK;
 }
 
+int h5l_schema_dimlen_run(h5l_schema_t *s, uint32_t dimid, uint64_t tick, uint64_t len, uint64_t n, uint64_t dt,
+                          uint64_t dl, h5l_err_t *err)
+{
+    h5l_op_t op = {.kind = H5L_OP_DIMLEN, .id = dimid, .len = len};
+    int rc = apply_dimlen(s, tick, &op, err);
+    if (rc || n == 1) return rc;
+    op.len = len + dl;
+    if ((rc = apply_dimlen(s, tick + dt, &op, err)) || n == 2) return rc;
+    /* the second entry joined or started a run of this step: the others
+     * would each join it (apply_dimlen), so they join at once */
+    h5l_dimlen_t *l = &s->dims[dimid].runs[s->dims[dimid].nruns - 1];
+    if (l->n >= 2 && l->dt == dt && l->dl == dl && l->tick + (l->n - 1) * dt == tick + dt) {
+        l->n += n - 2;
+        return H5L_OK;
+    }
+    for (uint64_t i = 2; i < n && !rc; i++) {
+        op.len = len + i * dl;
+        rc = apply_dimlen(s, tick + i * dt, &op, err);
+    }
+    return rc;
+}
+
 static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
     if (op->id >= s->nobjs || !s->objs[op->id].kind)

@@ -23,6 +23,12 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick);
 long h5l_schema_find(const h5l_schema_t *s, const char *path);
 /* Dimension id with this name, or -1. */
 long h5l_schema_find_dim(const h5l_schema_t *s, const char *name);
+/* n DIMLEN ops of dimension dimid at once: at ticks tick + i dt, lengths
+ * len + i dl (i < n; n >= 1, dt >= 1 when n > 1), the history as if each
+ * were applied in turn (a checkpoint's summary, format.md 3.5). 0, or the
+ * first op's error (those before it stay: the caller rolls back). */
+int h5l_schema_dimlen_run(h5l_schema_t *s, uint32_t dimid, uint64_t tick, uint64_t len, uint64_t n, uint64_t dt,
+                          uint64_t dl, h5l_err_t *err);
 /* Current (newest) length of a dimension. */
 uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid);
 /* netCDF's default fill value of type t (NC_FILL_BYTE, ..., NC_FILL_DOUBLE),

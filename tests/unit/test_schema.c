@@ -283,6 +283,12 @@ static void test_dimlen_history(void)
  * tick and rollbacks (a tick that failed to load), checked at every tick
  * after each op. Steady growth must stay one run. */
 #define DL_MAXT 400
+static uint64_t rnd_u(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 33;
+}
+
 static void test_dimlen_runs(void)
 {
     uint64_t seed = 0x5eed;
@@ -337,6 +343,38 @@ static void test_dimlen_runs(void)
         }
         CHECK(!bad);
         h5l_schema_free(&s);
+    }
+    /* n ops at once (h5l_schema_dimlen_run, a checkpoint summary's run)
+     * against the same ops one by one, after random histories */
+    for (int round = 0; round < 300; round++) {
+        h5l_schema_t a, b;
+        h5l_schema_init(&a);
+        h5l_schema_init(&b);
+        APPLY(&a, 1, dim(0, "t", 0, 1), H5L_OK);
+        APPLY(&b, 1, dim(0, "t", 0, 1), H5L_OK);
+        uint64_t t = 1, len = 0;
+        for (int i = (int)(rnd_u(&seed) % 5); i > 0; i--) { /* a history before */
+            t += 1 + rnd_u(&seed) % 3;
+            len += rnd_u(&seed) % 4;
+            APPLY(&a, t, dimlen(0, len), H5L_OK);
+            APPLY(&b, t, dimlen(0, len), H5L_OK);
+        }
+        uint64_t t0 = t + 1 + rnd_u(&seed) % 3, l0 = len + rnd_u(&seed) % 4, n = 1 + rnd_u(&seed) % 9,
+                 dt = n > 1 ? 1 + rnd_u(&seed) % 3 : 0, dl = n > 1 ? rnd_u(&seed) % 4 : 0;
+        if (rnd_u(&seed) % 8 == 0 && l0) l0--; /* maybe a shrink: the same error both ways */
+        h5l_err_t e = {0};
+        int ra = h5l_schema_dimlen_run(&a, 0, t0, l0, n, dt, dl, &e), rb = H5L_OK;
+        for (uint64_t i = 0; i < n && !rb; i++) {
+            h5l_op_t op = dimlen(0, l0 + i * dl);
+            rb = h5l_schema_apply(&b, t0 + i * dt, &op, NULL);
+        }
+        CHECK_EQ(ra, rb);
+        for (uint64_t T = 0; T <= t0 + n * dt + 2; T++) {
+            CHECK_EQ(h5l_schema_dimlen(&a, 0, T), h5l_schema_dimlen(&b, 0, T));
+            CHECK_EQ(h5l_schema_dimlen_tick(&a, 0, T), h5l_schema_dimlen_tick(&b, 0, T));
+        }
+        h5l_schema_free(&a);
+        h5l_schema_free(&b);
     }
     /* a time axis: 10^6 ticks of 3 more rows each, one run */
     h5l_schema_t s;
