@@ -141,6 +141,10 @@ H5L_API int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t
 /* The newest tick the reader took from index checkpoints at open, 0 if it
  * read the whole journal (none, unusable ones, or H5L_READER_FULL). */
 H5L_API uint64_t h5l_reader_ckpt_last(h5l_reader_t *r);
+/* Of the checkpointed segments the reader opened from (*nseg), how many it
+ * opened from their summaries alone (*nsummary: segments whose ticks only
+ * grow dimensions, docs/format.md 3.5). */
+H5L_API void h5l_reader_ckpt_segments(h5l_reader_t *r, uint64_t *nseg, uint64_t *nsummary);
 
 /* Load ticks committed since the last call. *nnew (may be NULL) gets how many.
  * A torn tail is not an error (and costs no read until the journal grows

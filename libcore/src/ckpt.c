@@ -37,15 +37,214 @@ static void put_ticks(h5l_buf_t *b, uint64_t base, const uint64_t *t, size_t n)
     }
 }
 
-void h5l_ckpt_encode(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed)
+/* ---- the summary (format.md 3.5) ---- */
+
+/* The DIMLEN op at o (8-aligned op encoding, format.md 3.3) of dimension
+ * *dimid setting *len? 1, 0 (another kind), -1 (malformed). */
+static int dimlen_op_at(h5l_cur_t *c, uint32_t *dimid, uint64_t *len)
 {
-    h5l_buf_t p = {0};
+    h5l_op_t op;
+    if (h5l_op_decode(c, &op)) return -1;
+    int is = op.kind == H5L_OP_DIMLEN;
+    *dimid = op.id;
+    *len = op.len;
+    h5l_op_clear(&op);
+    return is;
+}
+
+typedef struct dl_ent {
+    uint32_t dimid;
+    uint64_t tick, len;
+} dl_ent_t;
+
+static int dl_cmp(const void *a, const void *b)
+{
+    const dl_ent_t *x = a, *y = b;
+    if (x->dimid != y->dimid) return x->dimid < y->dimid ? -1 : 1;
+    return x->tick < y->tick ? -1 : x->tick > y->tick;
+}
+
+/* Evenly spaced ticks t[0..n)? *dt the step (0 for one tick). */
+static int even_ticks(const uint64_t *t, size_t n, uint64_t *dt)
+{
+    *dt = n > 1 ? t[1] - t[0] : 0;
+    for (size_t i = 2; i < n; i++)
+        if (t[i] - t[i - 1] != *dt) return 0;
+    return 1;
+}
+
+void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
+{
+    uint64_t nrec = 0, nt = c->last - c->first + 1;
+    size_t nops = 0;
+    for (uint64_t i = 0; i < nt; i++) {
+        nrec += c->ticks[i].info.nrecords;
+        nops += c->ticks[i].nops;
+    }
+    int simple = c->neager == 0;
+    dl_ent_t *dl = simple ? malloc((nops ? nops : 1) * sizeof *dl) : NULL;
+    size_t ndl = 0;
+    if (!dl) simple = 0;
+    for (uint64_t i = 0; i < nt && simple; i++) {
+        h5l_cur_t cur = h5l_cur(c->ticks[i].ops, c->ticks[i].opslen);
+        for (uint32_t j = 0; j < c->ticks[i].nops && simple; j++) {
+            uint32_t dimid;
+            uint64_t len;
+            if (dimlen_op_at(&cur, &dimid, &len) != 1) {
+                simple = 0;
+                break;
+            }
+            for (size_t q = ndl; q-- > 0 && dl[q].tick == c->ticks[i].info.tick;)
+                if (dl[q].dimid == dimid) simple = 0; /* two for one dimension in one tick */
+            dl[ndl++] = (dl_ent_t){dimid, c->ticks[i].info.tick, len};
+        }
+    }
+    h5l_buf_t runs = {0};
+    size_t nruns = 0;
+    if (simple) {
+        qsort(dl, ndl, sizeof *dl, dl_cmp);
+        for (size_t i = 0; i < ndl;) { /* a run from dl[i] */
+            size_t j = i + 1;
+            uint64_t dt = 0, dl_ = 0;
+            if (j < ndl && dl[j].dimid == dl[i].dimid && dl[j].len >= dl[i].len) {
+                dt = dl[j].tick - dl[i].tick;
+                dl_ = dl[j].len - dl[i].len;
+                j++;
+                while (j < ndl && dl[j].dimid == dl[i].dimid && dl[j].tick - dl[j - 1].tick == dt &&
+                       dl[j].len >= dl[j - 1].len && dl[j].len - dl[j - 1].len == dl_)
+                    j++;
+            }
+            h5l_buf_varint(&runs, dl[i].dimid);
+            h5l_buf_varint(&runs, dl[i].tick - c->first);
+            h5l_buf_varint(&runs, dl[i].len);
+            h5l_buf_varint(&runs, j - i);
+            h5l_buf_varint(&runs, dt);
+            h5l_buf_varint(&runs, dl_);
+            nruns++;
+            i = j;
+        }
+    }
+    free(dl);
+    h5l_buf_t cr = {0};
+    size_t ncr = 0;
+    for (size_t i = 0; i < c->nchunks && simple;) {
+        const h5l_ckpt_chunk_t *a = &c->chunks[i];
+        size_t j = i + 1;
+        uint64_t dt = 0, k = a->nt;
+        if (a->nt == 1 && a->nd >= 1) { /* along the first dimension, a tick each */
+            while (j < c->nchunks && j - i < UINT32_MAX) {
+                const h5l_ckpt_chunk_t *b = &c->chunks[j], *p = &c->chunks[j - 1];
+                if (b->objid != a->objid || b->nd != a->nd || b->nt != 1 || b->coord[0] != p->coord[0] + 1 ||
+                    memcmp(b->coord + 1, a->coord + 1, (a->nd - 1) * sizeof *a->coord) || b->ticks[0] <= p->ticks[0] ||
+                    (j > i + 1 && b->ticks[0] - p->ticks[0] != dt))
+                    break;
+                dt = b->ticks[0] - p->ticks[0];
+                j++;
+            }
+        } else if (!even_ticks(a->ticks, a->nt, &dt)) {
+            simple = 0;
+            break;
+        }
+        h5l_buf_varint(&cr, a->objid);
+        h5l_buf_varint(&cr, a->nd);
+        for (uint32_t d = 0; d < a->nd; d++) h5l_buf_varint(&cr, a->coord[d]);
+        h5l_buf_varint(&cr, j - i);
+        h5l_buf_varint(&cr, j - i > 1 ? 1 : k);
+        h5l_buf_varint(&cr, a->ticks[0] - c->first);
+        h5l_buf_varint(&cr, dt);
+        ncr++;
+        i = j;
+    }
+    if (runs.oom || cr.oom) simple = 0;
+    h5l_buf_varint(out, (uint64_t)simple);
+    h5l_buf_varint(out, nrec);
+    h5l_buf_varint(out, simple ? nruns : 0);
+    if (simple) h5l_buf_put(out, runs.p, runs.len);
+    h5l_buf_varint(out, simple ? ncr : 0);
+    if (simple) h5l_buf_put(out, cr.p, cr.len);
+    h5l_buf_free(&runs);
+    h5l_buf_free(&cr);
+}
+
+void h5l_cksum_free(h5l_cksum_t *s)
+{
+    free(s->dr);
+    free(s->cr);
+    memset(s, 0, sizeof *s);
+}
+
+int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, h5l_cksum_t *s)
+{
+    memset(s, 0, sizeof *s);
+    h5l_cur_t c = h5l_cur(p, n);
+    uint64_t flags = h5l_cur_varint(&c), span = last - first;
+    s->nrec = h5l_cur_varint(&c);
+    uint64_t ndr = h5l_cur_varint(&c);
+    if (c.bad || flags > 1 || ndr > (c.len - c.pos) / 6 || (!flags && ndr)) return H5L_ECORRUPT;
+    s->simple = (int)flags;
+    s->dr = malloc((ndr ? (size_t)ndr : 1) * sizeof *s->dr);
+    if (!s->dr) return H5L_ENOMEM;
+    for (size_t i = 0; i < ndr; i++) {
+        h5l_ckdim_run_t *r = &s->dr[i];
+        uint64_t id = h5l_cur_varint(&c), t = h5l_cur_varint(&c);
+        r->len = h5l_cur_varint(&c);
+        r->n = h5l_cur_varint(&c);
+        r->dt = h5l_cur_varint(&c);
+        r->dl = h5l_cur_varint(&c);
+        if (c.bad || id > UINT32_MAX || t > span || r->n == 0 || (r->n == 1) != (r->dt == 0) ||
+            (r->n == 1 && r->dl) || (r->n > 1 && (r->n - 1 > (span - t) / r->dt)) ||
+            (r->n > 1 && r->dl && r->n - 1 > (UINT64_MAX - r->len) / r->dl))
+            return H5L_ECORRUPT;
+        r->dimid = (uint32_t)id;
+        r->tick = first + t;
+        s->ndr++;
+    }
+    uint64_t ncr = h5l_cur_varint(&c);
+    if (c.bad || ncr > (c.len - c.pos) / 6 || (!flags && ncr)) return H5L_ECORRUPT;
+    s->cr = malloc((ncr ? (size_t)ncr : 1) * sizeof *s->cr);
+    if (!s->cr) return H5L_ENOMEM;
+    for (size_t i = 0; i < ncr; i++) {
+        h5l_ckchunk_run_t *r = &s->cr[i];
+        uint64_t id = h5l_cur_varint(&c), nd = h5l_cur_varint(&c);
+        if (c.bad || id > UINT32_MAX || nd > H5L_MAX_DIMS) return H5L_ECORRUPT;
+        r->objid = (uint32_t)id;
+        r->nd = (uint32_t)nd;
+        for (uint32_t d = 0; d < r->nd; d++) r->coord[d] = h5l_cur_varint(&c);
+        r->cnt = h5l_cur_varint(&c);
+        r->k = h5l_cur_varint(&c);
+        uint64_t t = h5l_cur_varint(&c);
+        r->dt = h5l_cur_varint(&c);
+        uint64_t steps = r->cnt > 1 ? r->cnt - 1 : r->k - 1; /* (a 0 count is refused below first) */
+        if (c.bad || r->cnt == 0 || r->k == 0 || r->cnt > UINT32_MAX || (r->cnt > 1 && (r->k != 1 || !r->nd)) ||
+            t > span || (steps == 0) != (r->dt == 0) || (steps && steps > (span - t) / r->dt) ||
+            (r->cnt > 1 && r->coord[0] > UINT64_MAX - r->cnt))
+            return H5L_ECORRUPT;
+        r->t0 = first + t;
+        s->ncr++;
+    }
+    return c.pos == c.len ? H5L_OK : H5L_ECORRUPT;
+}
+
+static void ckpt_encode(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed, int with_sum)
+{
+    h5l_buf_t p = {0}, sm = {0};
+    if (with_sum) h5l_cksum_of(c, &sm);
+    if (sm.oom || sm.len > UINT32_MAX) {
+        b->oom = 1;
+        h5l_buf_free(&sm);
+        return;
+    }
     h5l_buf_u64(&p, c->first);
     h5l_buf_u64(&p, c->last);
     h5l_buf_u64(&p, c->tickpos);
     h5l_buf_u64(&p, c->selfpos);
     h5l_buf_u64(&p, c->prevpos);
-    h5l_buf_u64(&p, 0);
+    h5l_buf_u64(&p, sm.len); /* S, then 4 zero bytes */
+    if (sm.len) {
+        h5l_buf_u64(&p, h5l_hash(sm.p, sm.len, seed));
+        h5l_buf_put(&p, sm.p, sm.len);
+    }
+    h5l_buf_free(&sm);
     uint64_t ptime = 0, pend = 0;
     for (uint64_t i = 0; i <= c->last - c->first; i++) {
         const h5l_ckpt_tick_t *t = &c->ticks[i];
@@ -80,6 +279,9 @@ void h5l_ckpt_encode(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed)
         h5l_frame_encode(b, H5L_REC_CKPT, p.p, (uint32_t)p.len, seed);
     h5l_buf_free(&p);
 }
+
+void h5l_ckpt_encode(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed) { ckpt_encode(b, c, seed, 1); }
+void h5l_ckpt_encode_nosum(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed) { ckpt_encode(b, c, seed, 0); }
 
 void h5l_ckpt_clear(h5l_ckpt_t *c)
 {
@@ -140,8 +342,13 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
     c->tickpos = h5l_cur_u64(&cur);
     c->selfpos = h5l_cur_u64(&cur);
     c->prevpos = h5l_cur_u64(&cur);
-    uint64_t zero = h5l_cur_u64(&cur);
-    if (cur.bad || zero || c->first == 0 || c->last < c->first || c->selfpos != pos || c->tickpos >= pos ||
+    uint64_t sfield = h5l_cur_u64(&cur), slen = sfield & 0xFFFFFFFFu, ssum = 0;
+    const uint8_t *sp = NULL;
+    if (slen) {
+        ssum = h5l_cur_u64(&cur);
+        sp = h5l_cur_take(&cur, (size_t)slen);
+    }
+    if (cur.bad || (slen && !sp) || (sfield >> 32) || c->first == 0 || c->last < c->first || c->selfpos != pos || c->tickpos >= pos ||
         c->prevpos >= c->tickpos || (c->first == 1) != (c->prevpos == 0) || (c->prevpos && c->prevpos < H5L_JHDR_LEN) ||
         c->tickpos < H5L_JHDR_LEN)
         return BAD("%s: checkpoint at journal offset %llu: bad header fields", what, at);
@@ -243,6 +450,35 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
         }
     }
     if (cur.pos != cur.len) return BAD("%s: checkpoint at journal offset %llu: trailing bytes", what, at);
+    if (slen) { /* the summary: its own checksum, and what the entries say */
+        if (h5l_hash(sp, (size_t)slen, seed) != ssum)
+            return BAD("%s: checkpoint at journal offset %llu: its summary fails its checksum", what, at);
+        h5l_cksum_t sm;
+        int src = h5l_cksum_decode(sp, (size_t)slen, c->first, c->last, &sm);
+        int simple = sm.simple;
+        uint64_t nrec = sm.nrec;
+        h5l_cksum_free(&sm);
+        if (src == H5L_ENOMEM) {
+            h5l_ckpt_clear(c);
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", what);
+        }
+        uint64_t sum = 0;
+        for (uint64_t i = 0; i < nt; i++) sum += c->ticks[i].info.nrecords;
+        int same = !src && nrec == sum;
+        if (same && simple) { /* recomputed from the entries, byte for byte */
+            h5l_buf_t again = {0};
+            h5l_cksum_of(c, &again);
+            if (again.oom) {
+                h5l_buf_free(&again);
+                h5l_ckpt_clear(c);
+                return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", what);
+            }
+            same = again.len == slen && !memcmp(again.p, sp, (size_t)slen);
+            h5l_buf_free(&again);
+        }
+        if (!same)
+            return BAD("%s: checkpoint at journal offset %llu: its summary is not what its entries say", what, at);
+    }
     return H5L_OK;
 }
 
@@ -567,6 +803,7 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
 /* The fixed fields of a checkpoint (format.md 3.5, offsets 0..47). */
 typedef struct fixed {
     uint64_t first, last, tickpos, selfpos, prevpos;
+    uint32_t slen; /* its summary's bytes (0: none) */
 } fixed_t;
 
 #define CKPT_TICK_MIN 9 /* varints of a tick's entry (h5l_ckpt_encode), a byte each at least */
@@ -588,11 +825,13 @@ static int frame_fixed(const uint8_t *frame, size_t n, int whole, uint64_t seed,
     f->tickpos = h5l_get_le64(p + 16);
     f->selfpos = h5l_get_le64(p + 24);
     f->prevpos = h5l_get_le64(p + 32);
+    f->slen = (uint32_t)h5l_get_le64(p + 40);
+    if (f->slen && (uint64_t)h.len < (uint64_t)H5L_CKPT_HDR + 8 + f->slen) return -1;
     /* each tick's entry takes at least CKPT_TICK_MIN bytes: a segment
      * cannot claim more ticks than its bytes hold (the reader sizes its
      * tables by the chain's last tick before decoding any segment) */
     if (f->last >= f->first && f->last - f->first >= (h.len - H5L_CKPT_HDR) / CKPT_TICK_MIN) return -1;
-    if (h5l_get_le64(p + 40) || f->first == 0 || f->last < f->first || f->selfpos != pos || f->tickpos >= pos ||
+    if ((h5l_get_le64(p + 40) >> 32) || f->first == 0 || f->last < f->first || f->selfpos != pos || f->tickpos >= pos ||
         f->tickpos < H5L_JHDR_LEN || f->prevpos >= f->tickpos || (f->first == 1) != (f->prevpos == 0) ||
         (f->prevpos && f->prevpos < H5L_JHDR_LEN))
         return -1;
@@ -606,9 +845,36 @@ static int frame_fixed(const uint8_t *frame, size_t n, int whole, uint64_t seed,
  * are then read once, not twice. 1 and *n its size (with whole, *buf its
  * bytes, owned) on success, 0 when it is not a usable checkpoint,
  * H5L_ENOMEM. */
-static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, int whole,
-                    uint8_t **buf, size_t *n, fixed_t *f)
+/* The summary of the frame whose first `have` bytes are at fr (its fixed
+ * fields in f), read from the file when it lies further, checked against
+ * its checksum: 1 and *sum (owned, NULL when it has none), 0 when the
+ * checksum fails or it cannot be read, H5L_ENOMEM. */
+static int frame_sum(int fd, uint64_t base, uint64_t pos, const uint8_t *fr, size_t have, const fixed_t *f,
+                     uint64_t seed, const char *what, uint8_t **sum)
 {
+    *sum = NULL;
+    if (!f->slen) return 1;
+    size_t at = H5L_FRAME_LEN + H5L_CKPT_HDR + 8;
+    uint8_t *s = malloc(f->slen);
+    if (!s) return H5L_ENOMEM;
+    if (at + f->slen <= have)
+        memcpy(s, fr + at, f->slen);
+    else if (h5l_fd_read_all(fd, s, f->slen, base + pos + at, what, NULL)) {
+        free(s);
+        return 0;
+    }
+    if (h5l_hash(s, f->slen, seed) != h5l_get_le64(fr + at - 8)) {
+        free(s);
+        return 0;
+    }
+    *sum = s;
+    return 1;
+}
+
+static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t seed, const char *what, int whole,
+                    uint8_t **buf, size_t *n, fixed_t *f, uint8_t **sum)
+{
+    *sum = NULL;
     uint8_t h[H5L_FRAME_LEN];
     h5l_frame_hdr_t fh;
     *buf = NULL;
@@ -618,10 +884,13 @@ static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t 
         h5l_frame_size(fh.len) > end - pos)
         return 0;
     *n = (size_t)h5l_frame_size(fh.len);
-    if (!whole) {
-        uint8_t fx[H5L_FRAME_LEN + H5L_CKPT_HDR];
-        return *n >= sizeof fx && !h5l_fd_read_all(fd, fx, sizeof fx, base + pos, what, NULL) &&
-               !frame_fixed(fx, sizeof fx, 0, seed, pos, f);
+    if (!whole) { /* the first bytes: header, fixed fields, the summary's checksum and, mostly, the summary */
+        uint8_t fx[1024];
+        size_t want = *n < sizeof fx ? *n : sizeof fx;
+        if (want < H5L_FRAME_LEN + H5L_CKPT_HDR + 8 || h5l_fd_read_all(fd, fx, want, base + pos, what, NULL) ||
+            frame_fixed(fx, want, 0, seed, pos, f))
+            return 0;
+        return frame_sum(fd, base, pos, fx, want, f, seed, what, sum);
     }
     uint8_t *b = malloc(*n);
     if (!b) return H5L_ENOMEM;
@@ -629,12 +898,22 @@ static int frame_at(int fd, uint64_t base, uint64_t pos, uint64_t end, uint64_t 
         free(b);
         return 0;
     }
+    int k = frame_sum(fd, base, pos, b, *n, f, seed, what, sum);
+    if (k != 1) {
+        free(b);
+        return k;
+    }
     *buf = b;
     return 1;
 }
 
 void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch)
 {
+    for (size_t i = 0; ch->sum && i < ch->n; i++) free(ch->sum[i]);
+    free(ch->sum);
+    free(ch->slen);
+    free(ch->firsts);
+    free(ch->lasts);
     free(ch->lens);
     free(ch->pos);
     memset(ch, 0, sizeof *ch);
@@ -643,19 +922,31 @@ void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch)
 /* Note a verified frame (newest first while walking back) and free its
  * bytes: the reader reads each again when it applies it, so a long chain
  * never sits in memory at once. */
-static int chain_push(h5l_ckpt_chain_t *ch, size_t *cap, uint8_t *buf, size_t n, uint64_t pos)
+/* One of the chain's parallel arrays from old to nc elements. */
+static int grow_to(void **p, size_t old, size_t nc, size_t elem) { return h5l_grow(p, &old, nc, elem); }
+
+static int chain_push(h5l_ckpt_chain_t *ch, size_t *cap, uint8_t *buf, size_t n, uint64_t pos, const fixed_t *f,
+                      uint8_t *sum)
 {
     free(buf);
     if (ch->n == *cap) {
         size_t nc = *cap ? 2 * *cap : 16;
-        size_t *l = realloc(ch->lens, nc * sizeof *l);
-        if (l) ch->lens = l;
-        uint64_t *p = l ? realloc(ch->pos, nc * sizeof *p) : NULL;
-        if (p) ch->pos = p;
-        if (!p) return H5L_ENOMEM;
+        if (grow_to((void **)&ch->lens, *cap, nc, sizeof *ch->lens) ||
+            grow_to((void **)&ch->pos, *cap, nc, sizeof *ch->pos) ||
+            grow_to((void **)&ch->firsts, *cap, nc, sizeof *ch->firsts) ||
+            grow_to((void **)&ch->lasts, *cap, nc, sizeof *ch->lasts) ||
+            grow_to((void **)&ch->slen, *cap, nc, sizeof *ch->slen) ||
+            grow_to((void **)&ch->sum, *cap, nc, sizeof *ch->sum)) {
+            free(sum);
+            return H5L_ENOMEM;
+        }
         *cap = nc;
     }
     ch->lens[ch->n] = n;
+    ch->firsts[ch->n] = f->first;
+    ch->lasts[ch->n] = f->last;
+    ch->sum[ch->n] = sum;
+    ch->slen[ch->n] = sum ? f->slen : 0;
     ch->pos[ch->n++] = pos;
     return 0;
 }
@@ -668,7 +959,7 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
     uint8_t *w = malloc(SWIN);
     if (!w) return H5L_ENOMEM;
     uint64_t wlo = 0, whi = 0, at = 0; /* the window holds journal bytes [wlo, whi) */
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *sum = NULL;
     size_t n = 0;
     fixed_t f;
     int found = 0;
@@ -682,7 +973,7 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
         }
         const uint8_t *h = w + (p - wlo);
         if (h[4] == (H5L_REC_CKPT & 0xFF) && h[5] == H5L_REC_CKPT >> 8 && h[6] == 2 && h[7] == 0) {
-            found = frame_at(fd, base, p, end, seed, what, 1, &buf, &n, &f); /* the newest: sizes the reader */
+            found = frame_at(fd, base, p, end, seed, what, 1, &buf, &n, &f, &sum); /* the newest: sizes the reader */
             at = p;
             if (found < 0) break;
         }
@@ -691,7 +982,7 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
     free(w);
     if (found <= 0) return found;
     size_t cap = 0;
-    int rc = chain_push(ch, &cap, buf, n, at);
+    int rc = chain_push(ch, &cap, buf, n, at, &f, sum);
     if (rc) {
         h5l_ckpt_chain_free(ch); /* (its first arrays may be made) */
         return rc;
@@ -702,15 +993,16 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
      * first TICK frame begins, and covers the ticks just before it */
     while (f.first > 1) {
         fixed_t pf;
-        uint8_t *pb = NULL;
+        uint8_t *pb = NULL, *ps = NULL;
         size_t pn;
-        int k = frame_at(fd, base, f.prevpos, f.tickpos, seed, what, 0, &pb, &pn, &pf);
+        int k = frame_at(fd, base, f.prevpos, f.tickpos, seed, what, 0, &pb, &pn, &pf, &ps);
         if (k == 1 && (pf.last + 1 != f.first || f.prevpos + pn != f.tickpos)) {
             free(pb);
+            free(ps);
             k = 0;
         }
         if (k == 1) {
-            if ((k = chain_push(ch, &cap, pb, pn, f.prevpos)) == 0) {
+            if ((k = chain_push(ch, &cap, pb, pn, f.prevpos, &pf, ps)) == 0) {
                 f = pf;
                 continue;
             }
@@ -722,9 +1014,21 @@ int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, cons
         size_t l = ch->lens[i];
         ch->lens[i] = ch->lens[j];
         ch->lens[j] = l;
+        l = ch->slen[i];
+        ch->slen[i] = ch->slen[j];
+        ch->slen[j] = l;
         uint64_t q = ch->pos[i];
         ch->pos[i] = ch->pos[j];
         ch->pos[j] = q;
+        q = ch->firsts[i];
+        ch->firsts[i] = ch->firsts[j];
+        ch->firsts[j] = q;
+        q = ch->lasts[i];
+        ch->lasts[i] = ch->lasts[j];
+        ch->lasts[j] = q;
+        uint8_t *sp = ch->sum[i];
+        ch->sum[i] = ch->sum[j];
+        ch->sum[j] = sp;
     }
     return 1;
 }
@@ -781,7 +1085,16 @@ struct h5l_ckmap {
     size_t nbirths, cap_births;
     uint32_t *sb; /* scratch: one segment's births */
     size_t cap_sb;
+    struct prog *pg; /* one segment's births so far, as progressions */
+    size_t npg, cap_pg;
+    uint64_t *tk; /* scratch: a run's ticks */
+    size_t cap_tk;
 };
+
+/* Ticks t0 + i * dt, i < cnt. */
+typedef struct prog {
+    uint64_t t0, cnt, dt;
+} prog_t;
 
 h5l_ckmap_t *h5l_ckmap_new(void) { return calloc(1, sizeof(h5l_ckmap_t)); }
 
@@ -796,6 +1109,8 @@ void h5l_ckmap_free(h5l_ckmap_t *m)
     free(m->pool);
     free(m->births);
     free(m->sb);
+    free(m->pg);
+    free(m->tk);
     free(m);
 }
 
@@ -971,55 +1286,170 @@ static int birth_push(h5l_ckmap_t *m, uint32_t b)
     return 0;
 }
 
+/* Births t0 + i * dt, i < cnt (after every earlier one, increasing). */
+static int births_push(h5l_ckmap_t *m, uint64_t t0, uint64_t cnt, uint64_t dt)
+{
+    uint64_t i = 0;
+    for (; i < cnt && i < 2; i++)
+        if (birth_push(m, (uint32_t)(t0 + i * dt))) return H5L_ENOMEM;
+    brun_t *l = &m->births[m->nbirths - 1];
+    if (cnt > 2 && l->n >= 2 && l->dt == dt && (uint64_t)l->t0 + (uint64_t)(l->n - 1) * dt == t0 + dt &&
+        (uint64_t)l->n + (cnt - 2) < UINT32_MAX) { /* the rest continue the run they joined */
+        l->n += (uint32_t)(cnt - 2);
+        return 0;
+    }
+    for (; i < cnt; i++)
+        if (birth_push(m, (uint32_t)(t0 + i * dt))) return H5L_ENOMEM;
+    return 0;
+}
+
+/* A segment's new chunks got their first ticks t0 + i * dt, i < cnt. */
+static int prog_add(h5l_ckmap_t *m, uint64_t t0, uint64_t cnt, uint64_t dt)
+{
+    if (t0 + (cnt - 1) * dt > UINT32_MAX) return H5L_ENOMEM; /* (the map keeps births in 32 bits) */
+    if (h5l_grow_raw((void **)&m->pg, &m->cap_pg, m->npg + 1, sizeof *m->pg)) return H5L_ENOMEM;
+    m->pg[m->npg++] = (prog_t){t0, cnt, dt};
+    return 0;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The segment's births, sorted, each once, onto the map's (all after
+ * earlier segments'). Every variable written at every tick gives the same
+ * progression many times: pushed once. */
+static int births_flush(h5l_ckmap_t *m)
+{
+    size_t n = m->npg, total = 0, same = 1;
+    m->npg = 0;
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const prog_t *p = &m->pg[i];
+        same &= p->t0 == m->pg[0].t0 && p->cnt == m->pg[0].cnt && p->dt == m->pg[0].dt;
+        total += p->cnt;
+    }
+    if (same) return births_push(m, m->pg[0].t0, m->pg[0].cnt, m->pg[0].dt);
+    if (h5l_grow_raw((void **)&m->sb, &m->cap_sb, total, sizeof *m->sb)) return H5L_ENOMEM;
+    size_t k = 0;
+    int sorted = 1;
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j < m->pg[i].cnt; j++) {
+            uint32_t t = (uint32_t)(m->pg[i].t0 + j * m->pg[i].dt);
+            if (k && t < m->sb[k - 1]) sorted = 0;
+            m->sb[k++] = t;
+        }
+    /* (variables one after another: their ticks restart, an insertion sort was quadratic) */
+    if (!sorted) qsort(m->sb, k, sizeof *m->sb, u32_cmp);
+    for (size_t i = 0; i < k; i++)
+        if ((!i || m->sb[i - 1] != m->sb[i]) && birth_push(m, m->sb[i])) return H5L_ENOMEM;
+    return 0;
+}
+
+/* Chunk coord of objid (rank nd) listed with ticks t[0..nt) by the segment
+ * being added. */
+static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t *coord, const uint64_t *t, size_t nt)
+{
+    if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
+    cmvar_t *v = &m->vars[objid];
+    if (!v->n) v->nd = nd;
+    if (v->nd != nd) return H5L_ECORRUPT;
+    /* appending (sorted, after the last chunk): new, no search */
+    int after = !v->n || (!v->hashed && after_last(v, coord));
+    uint64_t idx;
+    uint64_t *e = after ? NULL : cm_find(v, coord, &idx);
+    if (e && RN_CNT(e[v->nd + 1]) > 1) { /* in a run: a record a chunk from now on */
+        if (cm_flatten(v)) return H5L_ENOMEM;
+        e = cm_find(v, coord, &idx);
+    }
+    if (e) { /* listed by an earlier segment: a run more at the end */
+        if (e[v->nd] & ONE) {
+            uint64_t t0 = e[v->nd] & ~ONE, r0 = cm_run(m, &t0, 1);
+            if (!r0) return H5L_ENOMEM;
+            e[v->nd] = r0;
+        }
+        uint64_t run = cm_run(m, t, nt), at = e[v->nd];
+        if (!run) return H5L_ENOMEM;
+        while (m->pool[at]) at = m->pool[at];
+        m->pool[at] = run;
+        return 0;
+    }
+    uint64_t ref = nt == 1 ? t[0] | ONE : cm_run(m, t, nt);
+    if (!ref || cm_insert(v, coord, ref)) return H5L_ENOMEM;
+    return prog_add(m, t[0], 1, 0);
+}
+
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
 {
-    size_t nb = 0; /* this segment's births, in m->sb */
     for (size_t i = 0; i < c->nchunks; i++) {
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
-        if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)k->objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
-        cmvar_t *v = &m->vars[k->objid];
-        if (!v->n) v->nd = k->nd;
-        if (v->nd != k->nd) return H5L_ECORRUPT;
-        /* appending (sorted, after the last chunk): new, no search */
-        int after = !v->n || (!v->hashed && after_last(v, k->coord));
-        uint64_t idx;
-        uint64_t *e = after ? NULL : cm_find(v, k->coord, &idx);
-        if (e && RN_CNT(e[v->nd + 1]) > 1) { /* in a run: a record a chunk from now on */
-            if (cm_flatten(v)) return H5L_ENOMEM;
-            e = cm_find(v, k->coord, &idx);
+        int rc = add_entry(m, k->objid, k->nd, k->coord, k->ticks, k->nt);
+        if (rc) return rc;
+    }
+    return births_flush(m);
+}
+
+/* cnt chunks coord + i e0 along the first dimension, each new, after the
+ * variable's last, with the one tick t0 + i dt: as one record, or one
+ * more stretch of the last record's run. 1 if done so, 0 if the run must
+ * go chunk by chunk (the variable is flat, or ticks past 32 bits). */
+static int add_row_run(h5l_ckmap_t *m, const h5l_ckchunk_run_t *r)
+{
+    if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)r->objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
+    cmvar_t *v = &m->vars[r->objid];
+    if (v->n && (v->nd != r->nd || v->flat || v->hashed || !after_last(v, r->coord))) return 0;
+    if (r->dt > UINT32_MAX || r->t0 + (r->cnt - 1) * r->dt > UINT32_MAX) return 0;
+    if (!v->n) v->nd = r->nd;
+    size_t st = v->nd + 2;
+    if (v->n) {
+        uint64_t *l = v->ents + (v->n - 1) * st, lc = RN_CNT(l[v->nd + 1]), ldt = RN_DT(l[v->nd + 1]);
+        uint64_t lt0 = l[v->nd] & ~ONE;
+        if ((l[v->nd] & ONE) && r->coord[0] == l[0] + lc && !coord_cmp(l + 1, r->coord + 1, v->nd - 1) &&
+            lc + r->cnt < UINT32_MAX &&
+            (lc == 1 ? r->t0 > lt0 && r->t0 - lt0 == r->dt : ldt == r->dt && r->t0 == lt0 + lc * ldt)) {
+            l[v->nd + 1] = RN(lc + r->cnt, r->dt);
+            int rc = prog_add(m, r->t0, r->cnt, r->dt);
+            return rc ? rc : 1;
         }
-        if (e) { /* listed by an earlier segment: a run more at the end */
-            if (e[v->nd] & ONE) {
-                uint64_t t0 = e[v->nd] & ~ONE, r0 = cm_run(m, &t0, 1);
-                if (!r0) return H5L_ENOMEM;
-                e[v->nd] = r0;
+    }
+    if (h5l_grow_raw((void **)&v->ents, &v->cap, (v->n + 1) * st, sizeof *v->ents)) return H5L_ENOMEM;
+    uint64_t *e = v->ents + v->n * st;
+    for (uint32_t d = 0; d < v->nd; d++) e[d] = r->coord[d];
+    e[v->nd] = r->t0 | ONE;
+    e[v->nd + 1] = RN(r->cnt, r->dt);
+    v->n++;
+    int rc = prog_add(m, r->t0, r->cnt, r->dt);
+    return rc ? rc : 1;
+}
+
+int h5l_ckmap_add_runs(h5l_ckmap_t *m, const h5l_cksum_t *s)
+{
+    for (size_t i = 0; i < s->ncr; i++) {
+        const h5l_ckchunk_run_t *r = &s->cr[i];
+        if (r->cnt > 1) {
+            int k = add_row_run(m, r);
+            if (k < 0) return k;
+            if (k == 1) continue;
+        }
+        /* chunk by chunk: each listed with its ticks */
+        size_t nt = r->cnt > 1 ? 1 : (size_t)r->k;
+        if (h5l_grow_raw((void **)&m->tk, &m->cap_tk, nt, sizeof *m->tk)) return H5L_ENOMEM;
+        uint64_t co[H5L_MAX_DIMS];
+        memcpy(co, r->coord, r->nd * sizeof *co);
+        for (uint64_t j = 0; j < r->cnt; j++) {
+            if (r->cnt > 1) {
+                co[0] = r->coord[0] + j;
+                m->tk[0] = r->t0 + j * r->dt;
+            } else {
+                for (size_t q = 0; q < nt; q++) m->tk[q] = r->t0 + q * r->dt;
             }
-            uint64_t run = cm_run(m, k->ticks, k->nt), at = e[v->nd];
-            if (!run) return H5L_ENOMEM;
-            while (m->pool[at]) at = m->pool[at];
-            m->pool[at] = run;
-            continue;
+            int rc = add_entry(m, r->objid, r->nd, co, m->tk, nt);
+            if (rc) return rc;
         }
-        uint64_t ref = k->nt == 1 ? k->ticks[0] | ONE : cm_run(m, k->ticks, k->nt);
-        if (!ref || cm_insert(v, k->coord, ref)) return H5L_ENOMEM;
-        if (k->ticks[0] > UINT32_MAX || h5l_grow_raw((void **)&m->sb, &m->cap_sb, nb + 1, sizeof *m->sb))
-            return H5L_ENOMEM;
-        m->sb[nb++] = (uint32_t)k->ticks[0];
     }
-    /* this segment's births: sorted, each once (all after earlier segments') */
-    uint32_t *b = m->sb;
-    for (size_t i = 1; i < nb; i++) { /* mostly sorted already: insertion sort */
-        uint32_t t = b[i];
-        size_t j = i;
-        while (j && b[j - 1] > t) {
-            b[j] = b[j - 1];
-            j--;
-        }
-        b[j] = t;
-    }
-    for (size_t i = 0; i < nb; i++)
-        if ((!i || b[i - 1] != b[i]) && birth_push(m, b[i])) return H5L_ENOMEM;
-    return 0;
+    return births_flush(m);
 }
 
 /* Shrink *p (capacity *cap elements) to n. */
@@ -1039,6 +1469,12 @@ void h5l_ckmap_trim(h5l_ckmap_t *m)
     free(m->sb);
     m->sb = NULL;
     m->cap_sb = 0;
+    free(m->pg);
+    m->pg = NULL;
+    m->cap_pg = 0;
+    free(m->tk);
+    m->tk = NULL;
+    m->cap_tk = 0;
     for (size_t i = 0; i < m->nvars; i++) {
         cmvar_t *v = &m->vars[i];
         shrink((void **)&v->ents, &v->cap, v->n * (v->nd + 2), sizeof *v->ents);
@@ -1120,7 +1556,7 @@ uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
 {
     size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * sizeof *m->births + m->cap_sb * 4 +
-               m->nvars * sizeof *m->vars;
+               m->cap_pg * sizeof *m->pg + m->cap_tk * 8 + m->nvars * sizeof *m->vars;
     for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
 }

@@ -55,8 +55,37 @@ typedef struct h5l_ckpt {
 } h5l_ckpt_t;
 
 /* Append the whole frame (header, payload, padding) of c to b (b->oom on
- * allocation failure). c must be valid (as h5l_ckpt_decode would accept). */
+ * allocation failure), with its summary. c must be valid (as
+ * h5l_ckpt_decode would accept). h5l_ckpt_encode_nosum: without one (the
+ * layout of earlier writers, which readers still take). */
 void h5l_ckpt_encode(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed);
+void h5l_ckpt_encode_nosum(h5l_buf_t *b, const h5l_ckpt_t *c, uint64_t seed);
+
+/* A segment's summary (format.md 3.5), decoded. */
+typedef struct h5l_ckdim_run {
+    uint32_t dimid;
+    uint64_t tick, len, n, dt, dl;
+} h5l_ckdim_run_t;
+typedef struct h5l_ckchunk_run {
+    uint32_t objid, nd;
+    uint64_t coord[H5L_MAX_DIMS];
+    uint64_t cnt, k, t0, dt;
+} h5l_ckchunk_run_t;
+typedef struct h5l_cksum {
+    int simple;
+    uint64_t nrec;
+    h5l_ckdim_run_t *dr;
+    size_t ndr;
+    h5l_ckchunk_run_t *cr;
+    size_t ncr;
+} h5l_cksum_t;
+
+/* The summary bytes of segment c (format.md 3.5), appended to out. */
+void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out);
+/* Decode n summary bytes of the segment first..last into *s (every field
+ * in its bounds). 0, H5L_ECORRUPT or H5L_ENOMEM; h5l_cksum_free either way. */
+int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, h5l_cksum_t *s);
+void h5l_cksum_free(h5l_cksum_t *s);
 
 /* Decode the frame of n bytes at frame (header included), found at journal
  * offset pos: both checksums, type, version, every field and bound of
@@ -110,6 +139,9 @@ int h5l_ckpt_table_chunks(const uint8_t *tab, const h5l_tick_info_t *t, uint64_t
 typedef struct h5l_ckpt_chain {
     size_t *lens;  /* frame sizes in bytes */
     uint64_t *pos; /* their journal offsets */
+    uint64_t *firsts, *lasts; /* their segments */
+    uint8_t **sum; /* their summaries' bytes (checksum verified), NULL: none */
+    size_t *slen;
     size_t n;
     uint64_t last; /* the newest checkpoint's last tick */
     uint64_t next; /* journal offset right after it */
@@ -133,6 +165,9 @@ h5l_ckmap_t *h5l_ckmap_new(void);
 void h5l_ckmap_free(h5l_ckmap_t *m);
 /* Add segment c's chunk entries (segments in tick order). 0 or H5L_ENOMEM. */
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c);
+/* Add a simple segment's chunk runs (its summary, format.md 3.5): the same
+ * map as h5l_ckmap_add of its entries. 0, H5L_ENOMEM or H5L_ECORRUPT. */
+int h5l_ckmap_add_runs(h5l_ckmap_t *m, const h5l_cksum_t *s);
 /* After the last add: give back the room kept for growth. */
 void h5l_ckmap_trim(h5l_ckmap_t *m);
 /* The ticks <= tick listed for chunk coord of objid, increasing, into

@@ -71,6 +71,7 @@ typedef struct ckseg {
     uint64_t first, last; /* its ticks */
     uint64_t pos;         /* journal offset of its CHECKPOINT frame */
     size_t len;           /* the frame's bytes */
+    int summary;          /* opened from its summary alone (its entries read at the first need) */
     _Atomic int filled;   /* its ticks' records are in r->ticks (release store, acquire load) */
 } ckseg_t;
 typedef _Atomic(lztick_t *) lzslot_t;
@@ -1120,6 +1121,43 @@ static int ck_chunks_fit(const h5l_reader_t *r, const h5l_ckpt_t *c)
     return 1;
 }
 
+/* The chunk runs of a simple segment's summary fit the schema as
+ * ck_chunks_fit's entries must (every chunk of a run inside the variable's
+ * grid at the segment's last tick). */
+static int ck_runs_fit(const h5l_reader_t *r, const h5l_cksum_t *sm, uint64_t last)
+{
+    const h5l_schema_t *s = &r->schema;
+    for (size_t i = 0; i < sm->ncr; i++) {
+        const h5l_ckchunk_run_t *k = &sm->cr[i];
+        if (k->objid >= s->nobjs) return 0;
+        const h5l_obj_t *o = &s->objs[k->objid];
+        if (o->kind != H5L_OBJ_VAR || o->tick > last || o->ndims != k->nd) return 0;
+        for (uint32_t d = 0; d < o->ndims; d++) {
+            uint64_t len = h5l_schema_dimlen(s, o->dimids[d], last);
+            uint64_t nblk = len && o->chunk[d] ? (len - 1) / o->chunk[d] + 1 : 0;
+            if (k->coord[d] >= nblk || (d == 0 && k->cnt - 1 >= nblk - k->coord[d])) return 0;
+        }
+    }
+    return 1;
+}
+
+/* A simple segment (format.md 3.5) from its summary alone: its dimension
+ * runs, its record count, its chunk runs; its frame is read and decoded
+ * when a call first needs one of its ticks (seg_fill, whose decoding also
+ * checks the summary against the entries). 1, or 0: the reader then reads
+ * the whole journal. */
+static int apply_summary(h5l_reader_t *r, const h5l_cksum_t *sm, uint64_t first, uint64_t last)
+{
+    if (first != r->nticks + 1 || last > r->cap_ticks) return 0;
+    for (size_t i = 0; i < sm->ndr; i++) {
+        const h5l_ckdim_run_t *d = &sm->dr[i];
+        if (h5l_schema_dimlen_run(&r->schema, d->dimid, d->tick, d->len, d->n, d->dt, d->dl, NULL)) return 0;
+    }
+    r->nticks = (size_t)last;
+    r->lazy_nrec += sm->nrec;
+    return ck_runs_fit(r, sm, last) && h5l_ckmap_add_runs(r->ckmap, sm) == H5L_OK;
+}
+
 static int start_from_checkpoints(h5l_reader_t *r)
 {
     uint64_t end = r->live ? file_size(r->jfd) : r->jlimit;
@@ -1143,6 +1181,17 @@ static int start_from_checkpoints(h5l_reader_t *r)
     size_t fcap = 0;
     for (size_t i = 0; ok && i < ch.n; i++) {
         h5l_ckpt_t c = {0};
+        h5l_cksum_t sm = {0};
+        if (ch.sum[i] && h5l_cksum_decode(ch.sum[i], ch.slen[i], ch.firsts[i], ch.lasts[i], &sm) == H5L_OK &&
+            sm.simple) { /* its summary is all the open needs */
+            ok = apply_summary(r, &sm, ch.firsts[i], ch.lasts[i]);
+            h5l_cksum_free(&sm);
+            if (ok)
+                r->segs[i] = (ckseg_t){
+                    .first = ch.firsts[i], .last = ch.lasts[i], .pos = ch.pos[i], .len = ch.lens[i], .summary = 1};
+            continue;
+        }
+        h5l_cksum_free(&sm);
         if (fcap < ch.lens[i]) {
             free(fb);
             fcap = ch.lens[i];
@@ -1271,6 +1320,13 @@ int h5l_reader_closed(h5l_reader_t *r)
 
 int h5l_reader_live(h5l_reader_t *r) { return r->live; }
 uint64_t h5l_reader_ckpt_last(h5l_reader_t *r) { return r->ck_last; }
+void h5l_reader_ckpt_segments(h5l_reader_t *r, uint64_t *nseg, uint64_t *nsummary)
+{
+    uint64_t k = 0;
+    for (size_t i = 0; i < r->nsegs; i++) k += r->segs[i].summary;
+    *nseg = r->nsegs;
+    *nsummary = k;
+}
 
 int h5l_reader_check_checkpoints(h5l_reader_t *r, void (*report)(void *ctx, const char *msg), void *ctx,
                                  uint64_t *found, uint64_t *bad, h5l_err_t *err)

@@ -119,11 +119,23 @@ static void test_roundtrip(void)
     CHECK_EQ(h5l_get_le64(b.p + 40), 1000);
     CHECK_EQ(h5l_get_le64(b.p + 48), pos);
     CHECK_EQ(h5l_get_le64(b.p + 56), 600);
-    CHECK_EQ(h5l_get_le64(b.p + 64), 0);
+    /* its summary (an eager tick: not simple): flags 0, nrec 6, no runs */
+    CHECK_EQ(h5l_get_le64(b.p + 64), 4);
+    CHECK(h5l_get_le64(b.p + 72) == h5l_hash(b.p + 80, 4, seed));
+    CHECK(b.p[80] == 0 && b.p[81] == 6 && b.p[82] == 0 && b.p[83] == 0);
     /* the first tick entry: zz(time) as a varint starts the varints */
     uint8_t *f = dup_n(b.p, b.len);
     h5l_ckpt_t d;
     h5l_err_t e = {0};
+    /* the layout of earlier writers (no summary) decodes to the same */
+    h5l_buf_t old = {0};
+    h5l_ckpt_encode_nosum(&old, &s.c, seed);
+    CHECK_EQ(h5l_get_le64(old.p + 64), 0);
+    CHECK_EQ(b.len, h5l_frame_size(h5l_get_le32(old.p) + 12)); /* its checksum and 4 bytes more */
+    CHECK_EQ(h5l_ckpt_decode(old.p, old.len, seed, pos, &d, "t.h5", &e), 0);
+    CHECK_EQ(d.nchunks, 3);
+    h5l_ckpt_clear(&d);
+    h5l_buf_free(&old);
     CHECK_EQ(h5l_ckpt_decode(f, b.len, seed, pos, &d, "t.h5", &e), 0);
     CHECK_EQ(d.first, 5);
     CHECK_EQ(d.last, 7);
@@ -480,6 +492,156 @@ static void test_builder_large_ops(void)
     bld_close(&bl);
 }
 
+/* ---- the summary (format.md 3.5) ---- */
+
+/* Ticks 5..9 that only grow dimension 0 (by 2 a tick) and dimension 3 (at
+ * ticks 5 and 8); chunks: variable 1 a row a tick along its first
+ * dimension, variable 2 one chunk every tick, variable 3 (a scalar) every
+ * other tick: simple, each in one run. Then each way of not being simple,
+ * and a summary that verifies but is not what the entries say. */
+typedef struct ssample {
+    h5l_buf_t ops[5];
+    h5l_ckpt_tick_t ticks[5];
+    uint64_t coords[8], lists[16];
+    h5l_ckpt_chunk_t chunks[8];
+    h5l_ckpt_t c;
+} ssample_t;
+
+static void ssample(ssample_t *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 5; i++) {
+        dimlen_op(&s->ops[i], 0, 10 + 2 * (uint64_t)i);
+        if (i == 0 || i == 3) dimlen_op(&s->ops[i], 3, 100 + (uint64_t)i);
+        s->ticks[i].info = (h5l_tick_info_t){5 + (uint64_t)i, 1000 + (uint64_t)i, 1, 4096 + 512 * (uint64_t)i, 256,
+                                             4096 + 512 * (uint64_t)i + 256, 64, 3};
+        s->ticks[i].nops = i == 0 || i == 3 ? 2 : 1;
+        s->ticks[i].ops = s->ops[i].p;
+        s->ticks[i].opslen = s->ops[i].len;
+    }
+    size_t nl = 0;
+    for (int i = 0; i < 5; i++) { /* variable 1: chunk (i, 2) at tick 5 + i */
+        s->coords[i] = (uint64_t)i; /* (coords below: pairs) */
+    }
+    static uint64_t pairs[5][2];
+    for (int i = 0; i < 5; i++) {
+        pairs[i][0] = (uint64_t)i;
+        pairs[i][1] = 2;
+        s->lists[nl] = 5 + (uint64_t)i;
+        s->chunks[i] = (h5l_ckpt_chunk_t){1, 2, pairs[i], 1, s->lists + nl++};
+    }
+    s->coords[5] = 7; /* variable 2: chunk (7) at every tick */
+    s->chunks[5] = (h5l_ckpt_chunk_t){2, 1, s->coords + 5, 5, s->lists + nl};
+    for (int i = 0; i < 5; i++) s->lists[nl++] = 5 + (uint64_t)i;
+    s->chunks[6] = (h5l_ckpt_chunk_t){3, 0, NULL, 3, s->lists + nl}; /* variable 3: ticks 5, 7, 9 */
+    s->lists[nl++] = 5;
+    s->lists[nl++] = 7;
+    s->lists[nl++] = 9;
+    s->c = (h5l_ckpt_t){5, 9, 1000, 0, 600, s->ticks, NULL, 0, s->chunks, 7, NULL};
+}
+
+static void ssample_free(ssample_t *s)
+{
+    for (int i = 0; i < 5; i++) h5l_buf_free(&s->ops[i]);
+}
+
+static int sum_of(const h5l_ckpt_t *c, h5l_cksum_t *sm)
+{
+    h5l_buf_t b = {0};
+    h5l_cksum_of(c, &b);
+    int rc = h5l_cksum_decode(b.p, b.len, c->first, c->last, sm);
+    h5l_buf_free(&b);
+    return rc;
+}
+
+static void test_summary(void)
+{
+    ssample_t s;
+    ssample(&s);
+    h5l_cksum_t sm;
+    CHECK_EQ(sum_of(&s.c, &sm), H5L_OK);
+    CHECK_EQ(sm.simple, 1);
+    CHECK_EQ(sm.nrec, 15);
+    CHECK_EQ(sm.ndr, 2);
+    if (sm.ndr == 2) {
+        const h5l_ckdim_run_t *a = &sm.dr[0], *b = &sm.dr[1];
+        CHECK(a->dimid == 0 && a->tick == 5 && a->len == 10 && a->n == 5 && a->dt == 1 && a->dl == 2);
+        CHECK(b->dimid == 3 && b->tick == 5 && b->len == 100 && b->n == 2 && b->dt == 3 && b->dl == 3);
+    }
+    CHECK_EQ(sm.ncr, 3);
+    if (sm.ncr == 3) {
+        const h5l_ckchunk_run_t *r = sm.cr;
+        CHECK(r[0].objid == 1 && r[0].nd == 2 && r[0].coord[0] == 0 && r[0].coord[1] == 2 && r[0].cnt == 5 &&
+              r[0].k == 1 && r[0].t0 == 5 && r[0].dt == 1);
+        CHECK(r[1].objid == 2 && r[1].nd == 1 && r[1].coord[0] == 7 && r[1].cnt == 1 && r[1].k == 5 && r[1].t0 == 5 &&
+              r[1].dt == 1);
+        CHECK(r[2].objid == 3 && r[2].nd == 0 && r[2].cnt == 1 && r[2].k == 3 && r[2].t0 == 5 && r[2].dt == 2);
+    }
+    h5l_cksum_free(&sm);
+    /* the frame: decodes, and a summary changed (checksums made right
+     * again) is refused for not being what the entries say */
+    uint64_t seed = h5l_seed(ID), pos = 1000;
+    for (int i = 0; i < 5; i++) pos += h5l_frame_size(H5L_TICK_LEN + s.ops[i].len);
+    s.c.selfpos = pos;
+    h5l_buf_t b = {0};
+    h5l_ckpt_encode(&b, &s.c, seed);
+    h5l_ckpt_t d;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_ckpt_decode(b.p, b.len, seed, pos, &d, "t.h5", &e), H5L_OK);
+    h5l_ckpt_clear(&d);
+    uint32_t slen = (uint32_t)h5l_get_le64(b.p + 64);
+    CHECK(slen > 10);
+    for (uint32_t at = 0; at < slen; at++) {
+        uint8_t *pl = dup_n(b.p + 24, h5l_get_le32(b.p));
+        pl[56 + at] ^= 0x01;
+        h5l_put_le64(pl + 48, h5l_hash(pl + 56, slen, seed));
+        h5l_buf_t f2 = {0};
+        h5l_frame_encode(&f2, H5L_REC_CKPT, pl, h5l_get_le32(b.p), seed);
+        int rc = h5l_ckpt_decode(f2.p, f2.len, seed, pos, &d, "t.h5", &e);
+        CHECK_EQ(rc, H5L_ECORRUPT);
+        if (rc != H5L_ECORRUPT) fprintf(stderr, "  summary byte %u changed: accepted\n", at);
+        h5l_ckpt_clear(&d);
+        h5l_buf_free(&f2);
+        free(pl);
+    }
+    h5l_buf_free(&b);
+    /* not simple: an eager tick; another op; two lengths of one dimension
+     * in a tick; a chunk's ticks unevenly spaced */
+    for (int way = 0; way < 4; way++) {
+        ssample_t t;
+        ssample(&t);
+        uint64_t eg = 6, uneven[3] = {5, 6, 9};
+        h5l_buf_t extra = {0};
+        if (way == 0) { /* (the summary does not look at the chunk lists then) */
+            t.c.eager = &eg;
+            t.c.neager = 1;
+        } else if (way == 1) {
+            h5l_op_t op = {.kind = H5L_OP_GROUP, .id = 9, .name = "g"};
+            h5l_buf_put(&extra, t.ops[2].p, t.ops[2].len);
+            h5l_op_encode(&extra, &op);
+            t.ticks[2].ops = extra.p;
+            t.ticks[2].opslen = extra.len;
+            t.ticks[2].nops = 2;
+        } else if (way == 2) {
+            h5l_buf_put(&extra, t.ops[2].p, t.ops[2].len);
+            dimlen_op(&extra, 0, 99);
+            t.ticks[2].ops = extra.p;
+            t.ticks[2].opslen = extra.len;
+            t.ticks[2].nops = 2;
+        } else {
+            t.chunks[6].ticks = uneven;
+        }
+        CHECK_EQ(sum_of(&t.c, &sm), H5L_OK);
+        CHECK_EQ(sm.simple, 0);
+        CHECK_EQ(sm.nrec, 15);
+        CHECK(sm.ndr == 0 && sm.ncr == 0);
+        h5l_cksum_free(&sm);
+        h5l_buf_free(&extra);
+        ssample_free(&t);
+    }
+    ssample_free(&s);
+}
+
 /* ---- the reader's chunk map against a plain model ---- */
 
 /* Four variables: 0 [rows, 1 chunk] a row a tick (one run), sometimes an
@@ -521,8 +683,9 @@ static void test_chunk_map_model(void)
     for (int round = 0; round < 6; round++) {
         memset(cm_model, 0, sizeof cm_model);
         srand(1000 + round);
-        h5l_ckmap_t *m = h5l_ckmap_new();
+        h5l_ckmap_t *m = h5l_ckmap_new(), *m2 = h5l_ckmap_new();
         uint64_t next0 = 0, next1 = 0, next2 = 0, tick = 0;
+        int nsimple = 0;
         int ok = 1;
         while (tick < CM_TICKS - 30 && ok) {
             uint64_t F = tick + 1, L = 1 + (uint64_t)(rand() % 25);
@@ -575,20 +738,32 @@ static void test_chunk_map_model(void)
                         for (size_t i = t0; i < ntk; i++) cm_model[v][r][c][ticks[i]] = 1;
                         cm_model[v][r][c][0] = 1; /* listed */
                     }
-            h5l_ckpt_t ck = {.first = F, .last = tick, .chunks = ents, .nchunks = ne};
+            static h5l_ckpt_tick_t cts[64];
+            memset(cts, 0, sizeof cts);
+            for (uint64_t t = F; t <= tick; t++) cts[t - F].info.tick = t;
+            h5l_ckpt_t ck = {.first = F, .last = tick, .ticks = cts, .chunks = ents, .nchunks = ne};
+            /* the second map from the segment's summary when it is simple
+             * (its chunk runs), else from its entries as the first */
+            h5l_cksum_t sm;
+            CHECK_EQ(sum_of(&ck, &sm), H5L_OK);
+            nsimple += sm.simple;
             CHECK_EQ(h5l_ckmap_add(m, &ck), H5L_OK);
+            CHECK_EQ(sm.simple ? h5l_ckmap_add_runs(m2, &sm) : h5l_ckmap_add(m2, &ck), H5L_OK);
+            h5l_cksum_free(&sm);
             if (rand() % 4 == 0) h5l_ckmap_trim(m); /* trimmed, then added to again */
+            if (rand() % 4 == 0) h5l_ckmap_trim(m2);
             /* check every chunk at ticks around this segment and earlier ones */
             uint64_t Ts[9] = {0, 1, F - 1, F, (F + tick) / 2, tick, tick + 1, (uint64_t)rand() % (tick + 1),
                               (uint64_t)rand() % (tick + 1)};
-            for (int ti = 0; ti < 9 && ok; ti++) {
-                uint64_t T = Ts[ti];
+            for (int ti = 0; ti < 18 && ok; ti++) {
+                uint64_t T = Ts[ti % 9];
+                h5l_ckmap_t *mm = ti < 9 ? m : m2;
                 uint64_t want_version = 0;
                 for (uint32_t v = 0; v < 4 && ok; v++) {
                     cmseen_t sn;
                     memset(&sn, 0, sizeof sn);
                     sn.nd = nds[v];
-                    CHECK_EQ(h5l_ckmap_chunks(m, v, T, cm_seen_fn, &sn), 0);
+                    CHECK_EQ(h5l_ckmap_chunks(mm, v, T, cm_seen_fn, &sn), 0);
                     int want_n = 0;
                     for (uint64_t r = 0; r < CM_ROWS && ok; r++)
                         for (uint64_t c = 0; c < CM_COLS && ok; c++) {
@@ -610,29 +785,32 @@ static void test_chunk_map_model(void)
                             if ((nds[v] < 2 && c) || (!nds[v] && r)) continue; /* not a chunk of v */
                             uint64_t co[2] = {r, c}, *buf = NULL;
                             size_t cap = 0, n = 0;
-                            CHECK_EQ(h5l_ckmap_ticks(m, v, co, T, &buf, &cap, &n), 0);
+                            CHECK_EQ(h5l_ckmap_ticks(mm, v, co, T, &buf, &cap, &n), 0);
                             if (n != nw || (n && memcmp(buf, got, n * sizeof *buf))) ok = 0;
                             if (!ok)
-                                fprintf(stderr, "  round %d: var %u chunk (%llu, %llu) at tick %llu: %zu ticks, want %llu\n",
-                                        round, v, (unsigned long long)r, (unsigned long long)c, (unsigned long long)T, n,
-                                        (unsigned long long)nw);
+                                fprintf(stderr, "  round %d, map %d: var %u chunk (%llu, %llu) at tick %llu: %zu ticks, want %llu\n",
+                                        round, ti / 9, v, (unsigned long long)r, (unsigned long long)c,
+                                        (unsigned long long)T, n, (unsigned long long)nw);
                             free(buf);
                         }
                     if (sn.n != want_n || sn.dup) {
-                        fprintf(stderr, "  round %d: var %u at tick %llu: %d chunks (%d twice), want %d\n", round, v,
+                        fprintf(stderr, "  round %d, map %d: var %u at tick %llu: %d chunks (%d twice), want %d\n", round, ti / 9, v,
                                 (unsigned long long)T, sn.n, sn.dup, want_n);
                         ok = 0;
                     }
                 }
-                if (h5l_ckmap_version(m, T) != want_version) {
-                    fprintf(stderr, "  round %d: version at %llu: %llu, want %llu\n", round, (unsigned long long)T,
-                            (unsigned long long)h5l_ckmap_version(m, T), (unsigned long long)want_version);
+                if (h5l_ckmap_version(mm, T) != want_version) {
+                    fprintf(stderr, "  round %d, map %d: version at %llu: %llu, want %llu\n", round, ti / 9,
+                            (unsigned long long)T, (unsigned long long)h5l_ckmap_version(mm, T),
+                            (unsigned long long)want_version);
                     ok = 0;
                 }
             }
         }
         CHECK(ok);
+        if (round % 2 == 0) CHECK(nsimple > 0); /* (the rounds without rewrites have simple segments) */
         h5l_ckmap_free(m);
+        h5l_ckmap_free(m2);
     }
     /* a row a tick for 10^5 ticks in segments of 1000, then rewritten rows:
      * one record, then a record a chunk */
@@ -649,7 +827,7 @@ static void test_chunk_map_model(void)
         CHECK_EQ(h5l_ckmap_add(m, &ck), H5L_OK);
     }
     h5l_ckmap_trim(m);
-    CHECK(h5l_ckmap_memory(m) < 1024);
+    CHECK(h5l_ckmap_memory(m) < 2048); /* its fixed parts: a record a chunk would be 2.4 MB */
     CHECK_EQ(h5l_ckmap_version(m, 54321), 54321);
     uint64_t c0 = 54320, *buf = NULL;
     size_t cap = 0, n = 0;
@@ -680,6 +858,7 @@ int main(void)
         {"builder", test_builder},
         {"builder_large_ops", test_builder_large_ops},
         {"chunk_map_model", test_chunk_map_model},
+        {"summary", test_summary},
     };
     return th_run(tests, (int)(sizeof tests / sizeof tests[0]));
 }

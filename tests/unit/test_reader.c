@@ -43,7 +43,7 @@
 #include "h5log_reader.h"
 #include "tharness.h"
 
-#define MAXT 16
+#define MAXT 40
 #define MAXD 3
 #define MAXB 3
 #define MAXOBJ 16
@@ -2323,6 +2323,150 @@ static void test_checkpoint_segments_filled_on_need(void)
     fx_free(&fx);
 }
 
+/* A log of rows: tick 1 defines t (unlimited), x, /rows [t, x] and /half
+ * [t, x] (chunks of a row) and the scalar /s; each tick k grows t to k and
+ * writes row k - 1 of /rows, every other tick a row of /half, every third
+ * /s; from two ranks. Segments after the first are simple (format.md
+ * 3.5): only DIMLEN ops, one-chunk boxes. */
+static void build_rows(fx_t *fx, int nticks)
+{
+    srand(4242);
+    fx_init(fx);
+    uint32_t di[2] = {0, 1};
+    uint64_t ch[2] = {1, 5};
+    int32_t fill = -3;
+    double fs = 0.25;
+    uint64_t half = 0;
+    for (int k = 1; k <= nticks; k++) {
+        if (k == 1) {
+            fx_dim(fx, 0, "t", 1, 1);
+            fx_dim(fx, 1, "x", 5, 0);
+            fx_var(fx, 1, "/rows", I32, 1, 2, di, ch, &fill);
+            fx_var(fx, 2, "/half", I32, 1, 2, di, ch, &fill);
+            fx_var(fx, 3, "/s", F64, 0, 0, di, ch, &fs);
+        } else {
+            fx_dimlen(fx, 0, (uint64_t)k);
+        }
+        wr_t *w = fx_add_write(fx, (uint32_t)(k % 2), 1, 1);
+        w->s[0][0] = (uint64_t)k - 1;
+        w->c[0][0] = 1;
+        w->c[0][1] = 5;
+        fx_write_data(fx, w, NULL);
+        if (k % 2 == 0) {
+            w = fx_add_write(fx, 0, 2, 1);
+            w->s[0][0] = half++;
+            w->c[0][0] = 1;
+            w->c[0][1] = 5;
+            fx_write_data(fx, w, NULL);
+        }
+        if (k % 3 == 0) fx_write_data(fx, fx_add_write(fx, 1, 3, 1), NULL);
+        fx_commit(fx, 2, NULL);
+    }
+}
+
+/* Re-encode fx's checkpoints without summaries (the layout of earlier
+ * writers): every frame after the first changed one moves, so each
+ * checkpoint's offsets are made again. Returns the checkpoints. */
+static int fx_strip_summaries(fx_t *fx)
+{
+    h5l_buf_t nj = {0};
+    h5l_buf_put(&nj, fx->jr.p, H5L_JHDR_LEN);
+    uint64_t oldpos[128], newpos[128];
+    int nmap = 0, nck = 0;
+    uint64_t prev_new = 0;
+    size_t at = H5L_JHDR_LEN;
+    for (int k = 0; k < fx->nfr; k++) {
+        size_t end = k + 1 < fx->nfr ? fx->fr_start[k + 1] : fx->jr.len;
+        oldpos[nmap] = at;
+        newpos[nmap++] = nj.len;
+        fx->fr_start[k] = nj.len;
+        h5l_buf_put(&nj, fx->jr.p + at, fx->fr_end[k] - at); /* the TICK (or CLOSE) frame */
+        size_t ck = fx->fr_end[k];
+        fx->fr_end[k] = nj.len;
+        if (ck < end) { /* its checkpoint */
+            h5l_ckpt_t c;
+            h5l_err_t e = {0};
+            CHECK_EQ(h5l_ckpt_decode(fx->jr.p + ck, end - ck, fx->seed, ck, &c, "t", &e), H5L_OK);
+            for (int q = 0; q < nmap; q++)
+                if (oldpos[q] == c.tickpos) c.tickpos = newpos[q];
+            c.selfpos = nj.len;
+            c.prevpos = prev_new;
+            prev_new = nj.len;
+            h5l_ckpt_encode_nosum(&nj, &c, fx->seed);
+            h5l_ckpt_clear(&c);
+            nck++;
+        }
+        at = end;
+    }
+    h5l_buf_free(&fx->jr);
+    fx->jr = nj;
+    return nck;
+}
+
+/* Segments opened from their summaries alone answer as the whole journal
+ * does: metadata and reads at every tick against the fixture's model,
+ * tick records against the whole-journal reader, from threads, live and
+ * closed; and a file without summaries (earlier writers) reads the same
+ * from its checkpoints' entries. */
+static void test_checkpoint_summaries(void)
+{
+    for (int run = 0; run < 4; run++) {
+        fx_t fx;
+        build_rows(&fx, 37);
+        if (run < 2) {
+            CHECK_EQ(fx_add_ckpts(&fx, 4), 9); /* 1..4 (definitions: not simple), then 8 simple ones */
+        } else { /* the same checkpoints without summaries */
+            CHECK_EQ(fx_add_ckpts(&fx, 4), 9);
+            CHECK_EQ(fx_strip_summaries(&fx), 9);
+        }
+        if (run % 2) {
+            fx_close_frame(&fx);
+            fx_save_closed(&fx, fx.jr.len);
+        } else {
+            fx_save_live(&fx, fx.jr.len);
+        }
+        h5l_reader_t *r = NULL, *f = NULL;
+        h5l_err_t e = {0};
+        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
+        CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &f, &e), H5L_OK);
+        if (!r || !f) {
+            fprintf(stderr, "  open: %s\n", e.msg);
+            h5l_reader_close(r);
+            h5l_reader_close(f);
+            fx_free(&fx);
+            continue;
+        }
+        uint64_t nseg = 0, nsum = 0;
+        h5l_reader_ckpt_segments(r, &nseg, &nsum);
+        CHECK_EQ(h5l_reader_ckpt_last(r), 36);
+        CHECK_EQ(nseg, 9);
+        if (run < 2) CHECK_EQ(nsum, 8);
+        if (run >= 2) CHECK_EQ(nsum, 0);
+        check_meta(r, &fx);
+        pthread_t th[3];
+        ckread_t a[3];
+        for (int i = 0; i < 3; i++) {
+            a[i] = (ckread_t){r, &fx, 0};
+            CHECK(pthread_create(&th[i], NULL, ck_reads, &a[i]) == 0);
+        }
+        for (int i = 0; i < 3; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(a[i].ok);
+        }
+        CHECK_EQ(h5l_reader_nrecords(r), h5l_reader_nrecords(f));
+        for (uint64_t t = 1; t <= fx.ntick; t++) {
+            h5l_tick_info_t x, y;
+            CHECK_EQ(h5l_reader_tick_info(r, t, &x), H5L_OK);
+            CHECK_EQ(h5l_reader_tick_info(f, t, &y), H5L_OK);
+            CHECK(x.time_ns == y.time_ns && x.data_off == y.data_off && x.table_off == y.table_off &&
+                  x.nrecords == y.nrecords && x.nranks == y.nranks);
+        }
+        h5l_reader_close(r);
+        h5l_reader_close(f);
+        fx_free(&fx);
+    }
+}
+
 /* A checkpoint whose checksums verify but whose segment claims more ticks
  * than its payload can hold (last tick 2^40) is not a link: the chain
  * starts from the one before it, so a reader never sizes its tables by
@@ -2543,5 +2687,5 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need),
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries),
           T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))
