@@ -220,7 +220,12 @@ int main(int argc, char **argv)
         printf("\nticks: %llu, records: %llu, journal bytes read: %llu\n", (unsigned long long)n,
                (unsigned long long)h5l_reader_nrecords(r), (unsigned long long)h5l_reader_journal_pos(r));
         uint64_t ck = h5l_reader_ckpt_last(r);
-        if (ck) printf("from index checkpoints: ticks 1..%llu\n", (unsigned long long)ck);
+        if (ck) {
+            uint64_t nseg, nsum;
+            h5l_reader_ckpt_segments(r, &nseg, &nsum);
+            printf("from index checkpoints: ticks 1..%llu (%llu segments, %llu opened from their summaries)\n",
+                   (unsigned long long)ck, (unsigned long long)nseg, (unsigned long long)nsum);
+        }
         print_schema(r);
         for (uint64_t t = 1; t <= n; t++) {
             h5l_tick_info_t ti;

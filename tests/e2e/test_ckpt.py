@@ -13,6 +13,7 @@ tail), still serves every committed tick.
 Run with /usr/bin/python3 -m pytest.
 """
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -70,8 +71,9 @@ def from_ckpt(h5):
     """The newest tick the reader took from checkpoints (h5logdump says), 0: none."""
     p = subprocess.run([os.path.join(BIN, "h5logdump"), h5], capture_output=True, text=True)
     for line in p.stdout.splitlines():
-        if line.startswith("from index checkpoints: ticks 1.."):
-            return int(line.rsplit(".", 1)[1])
+        m = re.match(r"from index checkpoints: ticks 1\.\.(\d+)", line)
+        if m:
+            return int(m.group(1))
     return 0
 
 

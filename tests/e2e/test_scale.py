@@ -427,6 +427,15 @@ def test_million_ticks(tmp_path, h5logfs):
         assert f["v"].shape == (half, 64)
         assert np.array_equal(f["v"][half - 2:], want(np.arange(half - 2, half)))
     m.assert_alive()
+    # every segment but the first (which defines the variable) opens from
+    # its checkpoint's summary alone (docs/format.md 3.5): the listing's
+    # head says so (the rest, a line a tick, is not read)
+    p = subprocess.Popen([os.path.join(BIN, "h5logdump"), str(path)], stdout=subprocess.PIPE, text=True)
+    head = next((ln for ln in p.stdout if ln.startswith("from index checkpoints")), "")
+    p.kill()
+    p.wait()
+    seg = re.search(r"\((\d+) segments, (\d+) opened from their summaries\)", head)
+    assert seg and int(seg.group(1)) >= MILLION // 1024 - 1 and int(seg.group(2)) == int(seg.group(1)) - 1, head
     r = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", str(path)], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
