@@ -270,6 +270,30 @@ static int add_coord(void *ctx, const uint64_t *coord)
     return H5L_OK;
 }
 
+/* add_coord for n chunks along the first dimension (h5l_reader_chunk_runs):
+ * their row-major numbers step by the chunks of a row, written in a tight
+ * loop instead of a call and a coordinate conversion each. */
+static int add_run(void *ctx, const uint64_t *coord, uint64_t n)
+{
+    build_t *b = ctx;
+    if (n == 1 || !b->ndims) return add_coord(ctx, coord);
+    uint64_t blk = 0, stride = 1;
+    for (uint32_t d = 0; d < b->ndims; d++) {
+        if (coord[d] >= b->nblk[d]) return H5L_ECORRUPT;
+        blk = blk * b->nblk[d] + coord[d];
+        if (d) stride *= b->nblk[d];
+    }
+    if (n - 1 >= b->nblk[0] - coord[0]) return H5L_ECORRUPT; /* the run ends outside the shape */
+    size_t cap0 = b->capblks;
+    if (n > SIZE_MAX - b->nblks || h5l_grow_raw((void **)&b->blks, &b->capblks, b->nblks + (size_t)n, sizeof *b->blks))
+        return H5L_ENOMEM;
+    if (b->capblks != cap0) h5l_prefault(b->blks + cap0, (b->capblks - cap0) * sizeof *b->blks);
+    uint64_t *o = b->blks + b->nblks;
+    for (uint64_t i = 0; i < n; i++) o[i] = blk + i * stride;
+    b->nblks += (size_t)n;
+    return H5L_OK;
+}
+
 /* Sort a[0..n) (LSD radix, a byte a pass, only the bytes the largest
  * value has: a million chunks of a time axis take three passes, against
  * a fifth of a first open in qsort), tmp n elements of scratch. */
@@ -426,7 +450,7 @@ static int chunks_with_data(build_t *b, uint32_t vi, int coords)
     b->nblks = b->ncoords = 0;
     b->ndims = v->ndims;
     b->nblk = v->nblk;
-    int rc = h5l_reader_chunks(b->r, b->tick, v->objid, add_coord, b);
+    int rc = h5l_reader_chunk_runs(b->r, b->tick, v->objid, add_run, b);
     if (rc || !b->nblks) return rc;
     if (sort_u64(b->blks, b->nblks)) return H5L_ENOMEM;
     size_t k = 0;

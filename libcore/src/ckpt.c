@@ -1536,6 +1536,23 @@ int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*
     return 0;
 }
 
+int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
+                         int (*fn)(void *, const uint64_t *, uint64_t), void *ctx)
+{
+    if (objid >= m->nvars) return 0;
+    const cmvar_t *v = &m->vars[objid];
+    for (size_t i = 0; i < v->n; i++) {
+        const uint64_t *e = v->ents + i * (v->nd + 2);
+        uint64_t ref = e[v->nd], cnt = RN_CNT(e[v->nd + 1]), dt = RN_DT(e[v->nd + 1]);
+        uint64_t first = ref & ONE ? ref & ~ONE : m->pool[ref + 2];
+        if (first > tick) continue;
+        uint64_t n = cnt > 1 ? (tick - first) / dt + 1 : 1; /* a run's ticks increase */
+        int rc = fn(ctx, e, n < cnt ? n : cnt);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
 {
     size_t lo = 0, hi = m->nbirths;

@@ -178,6 +178,9 @@ int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord,
  * once, in no particular order; stops at and returns fn's first non-zero. */
 int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*fn)(void *, const uint64_t *),
                      void *ctx);
+/* The same in runs along the first dimension: fn(ctx, coord, n), n >= 1. */
+int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
+                         int (*fn)(void *, const uint64_t *, uint64_t), void *ctx);
 /* The newest tick <= tick at which a chunk got its first listed tick, or 0. */
 uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick);
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m);

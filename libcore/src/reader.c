@@ -2129,6 +2129,29 @@ int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_
     return rc;
 }
 
+typedef struct one_run {
+    h5l_chunk_run_fn fn;
+    void *ctx;
+} one_run_t;
+
+static int one_run_fn(void *vctx, const uint64_t *coord)
+{
+    one_run_t *o = vctx;
+    return o->fn(o->ctx, coord, 1);
+}
+
+int h5l_reader_chunk_runs(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_run_fn fn, void *ctx)
+{
+    one_run_t o = {fn, ctx};
+    if (!r->ckmap) return h5l_index_chunks(r->index, objid, tick, one_run_fn, &o);
+    int rc = h5l_ckmap_chunk_runs(r->ckmap, objid, tick, fn, ctx);
+    if (rc) return rc;
+    unlisted_t u = {r, objid, tick, one_run_fn, &o, NULL, 0};
+    rc = h5l_index_chunks(r->index, objid, tick, unlisted_fn, &u);
+    free(u.buf);
+    return rc;
+}
+
 uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
 {
     uint64_t a = h5l_index_chunks_version(r->index, tick), b = r->ckmap ? h5l_ckmap_version(r->ckmap, tick) : 0;

@@ -2403,6 +2403,48 @@ static int fx_strip_summaries(fx_t *fx)
     return nck;
 }
 
+/* Chunks as "r,c;" strings, sorted, from h5l_reader_chunks and from
+ * h5l_reader_chunk_runs (expanded). */
+typedef struct {
+    char *s[4096];
+    int n;
+    uint32_t nd;
+} chset_t;
+
+static int chset_add(chset_t *c, const uint64_t *coord, uint64_t off)
+{
+    char b[64];
+    snprintf(b, sizeof b, "%llu,%llu", c->nd ? (unsigned long long)(coord[0] + off) : 0ull,
+             c->nd > 1 ? (unsigned long long)coord[1] : 0ull);
+    if (c->n < 4096) c->s[c->n++] = strdup(b);
+    return 0;
+}
+static int chset_fn(void *ctx, const uint64_t *coord) { return chset_add(ctx, coord, 0); }
+static int chset_run_fn(void *ctx, const uint64_t *coord, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) chset_add(ctx, coord, i);
+    return 0;
+}
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The two enumerations of a variable's chunks at tick T agree. */
+static int chunk_runs_agree(h5l_reader_t *r, uint32_t objid, uint32_t nd, uint64_t T)
+{
+    chset_t a = {.nd = nd}, b = {.nd = nd};
+    h5l_reader_rdlock(r);
+    h5l_reader_chunks(r, T, objid, chset_fn, &a);
+    h5l_reader_chunk_runs(r, T, objid, chset_run_fn, &b);
+    h5l_reader_unlock(r);
+    qsort(a.s, (size_t)a.n, sizeof *a.s, str_cmp);
+    qsort(b.s, (size_t)b.n, sizeof *b.s, str_cmp);
+    int ok = a.n == b.n;
+    for (int i = 0; ok && i < a.n; i++) ok = !strcmp(a.s[i], b.s[i]);
+    for (int i = 0; i < a.n; i++) free(a.s[i]);
+    for (int i = 0; i < b.n; i++) free(b.s[i]);
+    if (!ok) fprintf(stderr, "  variable %u at tick %llu: %d chunks one by one, %d in runs\n", objid, (unsigned long long)T, a.n, b.n);
+    return ok;
+}
+
 /* Segments opened from their summaries alone answer as the whole journal
  * does: metadata and reads at every tick against the fixture's model,
  * tick records against the whole-journal reader, from threads, live and
@@ -2454,6 +2496,11 @@ static void test_checkpoint_summaries(void)
             CHECK(a[i].ok);
         }
         CHECK_EQ(h5l_reader_nrecords(r), h5l_reader_nrecords(f));
+        for (uint64_t T = 0; T <= fx.ntick + 1; T++)
+            for (uint32_t o = 1; o <= 3; o++) {
+                CHECK(chunk_runs_agree(r, o, o < 3 ? 2 : 0, T));
+                CHECK(chunk_runs_agree(f, o, o < 3 ? 2 : 0, T));
+            }
         for (uint64_t t = 1; t <= fx.ntick; t++) {
             h5l_tick_info_t x, y;
             CHECK_EQ(h5l_reader_tick_info(r, t, &x), H5L_OK);
