@@ -1087,8 +1087,6 @@ struct h5l_ckmap {
     size_t cap_sb;
     struct prog *pg; /* one segment's births so far, as progressions */
     size_t npg, cap_pg;
-    uint64_t *tk; /* scratch: a run's ticks */
-    size_t cap_tk;
 };
 
 /* Ticks t0 + i * dt, i < cnt. */
@@ -1110,7 +1108,6 @@ void h5l_ckmap_free(h5l_ckmap_t *m)
     free(m->births);
     free(m->sb);
     free(m->pg);
-    free(m->tk);
     free(m);
 }
 
@@ -1255,7 +1252,24 @@ static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
     return 0;
 }
 
-/* A run of k ticks in the pool; its offset, or 0 when out of memory. */
+/* A run of k ticks in the pool; its offset, or 0 when out of memory. With
+ * ARITH in its count the run is [next, k | ARITH, t0, dt]: the ticks t0 +
+ * j dt, j < k (a segment's summary lists a chunk a time axis fills over
+ * many ticks that way: 32 bytes, not 8 a tick). */
+#define ARITH ((uint64_t)1 << 63)
+static uint64_t cm_run_arith(h5l_ckmap_t *m, uint64_t t0, uint64_t k, uint64_t dt)
+{
+    if (!m->npool) m->npool = 1;
+    if (h5l_grow_raw((void **)&m->pool, &m->cap_pool, m->npool + 4, sizeof *m->pool)) return 0;
+    uint64_t run = m->npool;
+    m->pool[run] = 0;
+    m->pool[run + 1] = k | ARITH;
+    m->pool[run + 2] = t0;
+    m->pool[run + 3] = dt;
+    m->npool += 4;
+    return run;
+}
+
 static uint64_t cm_run(h5l_ckmap_t *m, const uint64_t *t, size_t k)
 {
     if (!m->npool) m->npool = 1;
@@ -1350,7 +1364,8 @@ static int births_flush(h5l_ckmap_t *m)
 
 /* Chunk coord of objid (rank nd) listed with ticks t[0..nt) by the segment
  * being added. */
-static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t *coord, const uint64_t *t, size_t nt)
+static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t *coord, const uint64_t *t, size_t nt,
+                     const prog_t *ar)
 {
     if (h5l_grow((void **)&m->vars, &m->nvars, (size_t)objid + 1, sizeof *m->vars)) return H5L_ENOMEM;
     cmvar_t *v = &m->vars[objid];
@@ -1364,28 +1379,31 @@ static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t
         if (cm_flatten(v)) return H5L_ENOMEM;
         e = cm_find(v, coord, &idx);
     }
+    /* ar: the ticks ar->t0 + j ar->dt, j < ar->cnt, instead of t[0..nt) */
+    uint64_t first = ar ? ar->t0 : t[0];
+    int one = ar ? ar->cnt == 1 : nt == 1;
     if (e) { /* listed by an earlier segment: a run more at the end */
         if (e[v->nd] & ONE) {
             uint64_t t0 = e[v->nd] & ~ONE, r0 = cm_run(m, &t0, 1);
             if (!r0) return H5L_ENOMEM;
             e[v->nd] = r0;
         }
-        uint64_t run = cm_run(m, t, nt), at = e[v->nd];
+        uint64_t run = ar ? cm_run_arith(m, ar->t0, ar->cnt, ar->dt) : cm_run(m, t, nt), at = e[v->nd];
         if (!run) return H5L_ENOMEM;
         while (m->pool[at]) at = m->pool[at];
         m->pool[at] = run;
         return 0;
     }
-    uint64_t ref = nt == 1 ? t[0] | ONE : cm_run(m, t, nt);
+    uint64_t ref = one ? first | ONE : ar ? cm_run_arith(m, ar->t0, ar->cnt, ar->dt) : cm_run(m, t, nt);
     if (!ref || cm_insert(v, coord, ref)) return H5L_ENOMEM;
-    return prog_add(m, t[0], 1, 0);
+    return prog_add(m, first, 1, 0);
 }
 
 int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c)
 {
     for (size_t i = 0; i < c->nchunks; i++) {
         const h5l_ckpt_chunk_t *k = &c->chunks[i];
-        int rc = add_entry(m, k->objid, k->nd, k->coord, k->ticks, k->nt);
+        int rc = add_entry(m, k->objid, k->nd, k->coord, k->ticks, k->nt, NULL);
         if (rc) return rc;
     }
     return births_flush(m);
@@ -1433,19 +1451,18 @@ int h5l_ckmap_add_runs(h5l_ckmap_t *m, const h5l_cksum_t *s)
             if (k < 0) return k;
             if (k == 1) continue;
         }
-        /* chunk by chunk: each listed with its ticks */
-        size_t nt = r->cnt > 1 ? 1 : (size_t)r->k;
-        if (h5l_grow_raw((void **)&m->tk, &m->cap_tk, nt, sizeof *m->tk)) return H5L_ENOMEM;
-        uint64_t co[H5L_MAX_DIMS];
+        if (r->cnt == 1) { /* one chunk, its k ticks evenly spaced */
+            prog_t ar = {r->t0, r->k, r->dt};
+            int rc = add_entry(m, r->objid, r->nd, r->coord, NULL, 0, &ar);
+            if (rc) return rc;
+            continue;
+        }
+        uint64_t co[H5L_MAX_DIMS], tk; /* chunk by chunk, a tick each */
         memcpy(co, r->coord, r->nd * sizeof *co);
         for (uint64_t j = 0; j < r->cnt; j++) {
-            if (r->cnt > 1) {
-                co[0] = r->coord[0] + j;
-                m->tk[0] = r->t0 + j * r->dt;
-            } else {
-                for (size_t q = 0; q < nt; q++) m->tk[q] = r->t0 + q * r->dt;
-            }
-            int rc = add_entry(m, r->objid, r->nd, co, m->tk, nt);
+            co[0] = r->coord[0] + j;
+            tk = r->t0 + j * r->dt;
+            int rc = add_entry(m, r->objid, r->nd, co, &tk, 1, NULL);
             if (rc) return rc;
         }
     }
@@ -1472,9 +1489,6 @@ void h5l_ckmap_trim(h5l_ckmap_t *m)
     free(m->pg);
     m->pg = NULL;
     m->cap_pg = 0;
-    free(m->tk);
-    m->tk = NULL;
-    m->cap_tk = 0;
     for (size_t i = 0; i < m->nvars; i++) {
         cmvar_t *v = &m->vars[i];
         shrink((void **)&v->ents, &v->cap, v->n * (v->nd + 2), sizeof *v->ents);
@@ -1499,12 +1513,14 @@ int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord,
         return 0;
     }
     for (uint64_t run = ref; run; run = m->pool[run]) {
-        uint64_t k = m->pool[run + 1];
+        uint64_t k = m->pool[run + 1] & ~ARITH;
+        int ar = (m->pool[run + 1] & ARITH) != 0;
         const uint64_t *t = m->pool + run + 2;
         for (uint64_t i = 0; i < k; i++) {
-            if (t[i] > tick) return 0;
+            uint64_t ti = ar ? t[0] + i * t[1] : t[i];
+            if (ti > tick) return 0;
             if (h5l_grow((void **)buf, cap, *n + 1, sizeof **buf)) return H5L_ENOMEM;
-            (*buf)[(*n)++] = t[i];
+            (*buf)[(*n)++] = ti;
         }
     }
     return 0;
@@ -1573,7 +1589,7 @@ uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick)
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
 {
     size_t b = sizeof *m + m->cap_pool * 8 + m->cap_births * sizeof *m->births + m->cap_sb * 4 +
-               m->cap_pg * sizeof *m->pg + m->cap_tk * 8 + m->nvars * sizeof *m->vars;
+               m->cap_pg * sizeof *m->pg + m->nvars * sizeof *m->vars;
     for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
 }
