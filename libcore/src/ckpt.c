@@ -84,7 +84,10 @@ void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
     int simple = c->neager == 0;
     dl_ent_t *dl = simple ? malloc((nops ? nops : 1) * sizeof *dl) : NULL;
     size_t ndl = 0;
-    if (!dl) simple = 0;
+    if (simple && !dl) { /* out of memory is no summary: the caller's buffer says so */
+        out->oom = 1;
+        return;
+    }
     for (uint64_t i = 0; i < nt && simple; i++) {
         h5l_cur_t cur = h5l_cur(c->ticks[i].ops, c->ticks[i].opslen);
         for (uint32_t j = 0; j < c->ticks[i].nops && simple; j++) {
@@ -94,15 +97,18 @@ void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
                 simple = 0;
                 break;
             }
-            for (size_t q = ndl; q-- > 0 && dl[q].tick == c->ticks[i].info.tick;)
-                if (dl[q].dimid == dimid) simple = 0; /* two for one dimension in one tick */
             dl[ndl++] = (dl_ent_t){dimid, c->ticks[i].info.tick, len};
         }
+        if (cur.pos != cur.len) simple = 0; /* bytes after its ops: a reader refuses the tick */
     }
     h5l_buf_t runs = {0};
     size_t nruns = 0;
     if (simple) {
         qsort(dl, ndl, sizeof *dl, dl_cmp);
+        for (size_t i = 1; i < ndl; i++) /* two for one dimension in one tick (ops of ticks: any number) */
+            if (dl[i].dimid == dl[i - 1].dimid && dl[i].tick == dl[i - 1].tick) simple = 0;
+    }
+    if (simple) {
         for (size_t i = 0; i < ndl;) { /* a run from dl[i] */
             size_t j = i + 1;
             uint64_t dt = 0, dl_ = 0;
@@ -155,7 +161,12 @@ void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
         ncr++;
         i = j;
     }
-    if (runs.oom || cr.oom) simple = 0;
+    if (runs.oom || cr.oom) {
+        out->oom = 1;
+        h5l_buf_free(&runs);
+        h5l_buf_free(&cr);
+        return;
+    }
     h5l_buf_varint(out, (uint64_t)simple);
     h5l_buf_varint(out, nrec);
     h5l_buf_varint(out, simple ? nruns : 0);
@@ -173,11 +184,17 @@ void h5l_cksum_free(h5l_cksum_t *s)
     memset(s, 0, sizeof *s);
 }
 
-int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, h5l_cksum_t *s)
+int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, uint64_t avail, h5l_cksum_t *s)
 {
     memset(s, 0, sizeof *s);
     h5l_cur_t c = h5l_cur(p, n);
     uint64_t flags = h5l_cur_varint(&c), span = last - first;
+    /* what the runs stand for must fit the entries they summarise (a tick
+     * entry 9 bytes at least, a chunk entry 4 + nd, a further tick 1): a
+     * summary of a few bytes cannot make a reader build millions of
+     * chunks the frame never listed */
+    if (span >= avail / 9) return H5L_ECORRUPT;
+    uint64_t budget = avail - (span + 1) * 9;
     s->nrec = h5l_cur_varint(&c);
     uint64_t ndr = h5l_cur_varint(&c);
     if (c.bad || flags > 1 || ndr > (c.len - c.pos) / 6 || (!flags && ndr)) return H5L_ECORRUPT;
@@ -219,6 +236,19 @@ int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, 
             t > span || (steps == 0) != (r->dt == 0) || (steps && steps > (span - t) / r->dt) ||
             (r->cnt > 1 && r->coord[0] > UINT64_MAX - r->cnt))
             return H5L_ECORRUPT;
+        uint64_t cost = r->cnt * (4 + r->nd) + (r->k - 1);
+        if (cost > budget) return H5L_ECORRUPT;
+        budget -= cost;
+        if (i) { /* after the run before it, as the entries are: each chunk once */
+            const h5l_ckchunk_run_t *q = &s->cr[i - 1];
+            int cmp = q->objid < r->objid ? -1 : q->objid > r->objid;
+            if (!cmp && q->nd != r->nd) return H5L_ECORRUPT;
+            for (uint32_t d = 0; !cmp && d < r->nd; d++) {
+                uint64_t qd = q->coord[d] + (d == 0 ? q->cnt - 1 : 0); /* its last chunk */
+                cmp = qd < r->coord[d] ? -1 : qd > r->coord[d];
+            }
+            if (cmp >= 0) return H5L_ECORRUPT;
+        }
         r->t0 = first + t;
         s->ncr++;
     }
@@ -454,7 +484,7 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
         if (h5l_hash(sp, (size_t)slen, seed) != ssum)
             return BAD("%s: checkpoint at journal offset %llu: its summary fails its checksum", what, at);
         h5l_cksum_t sm;
-        int src = h5l_cksum_decode(sp, (size_t)slen, c->first, c->last, &sm);
+        int src = h5l_cksum_decode(sp, (size_t)slen, c->first, c->last, h.len - H5L_CKPT_HDR - 8 - slen, &sm);
         int simple = sm.simple;
         uint64_t nrec = sm.nrec;
         h5l_cksum_free(&sm);

@@ -83,8 +83,10 @@ typedef struct h5l_cksum {
 /* The summary bytes of segment c (format.md 3.5), appended to out. */
 void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out);
 /* Decode n summary bytes of the segment first..last into *s (every field
- * in its bounds). 0, H5L_ECORRUPT or H5L_ENOMEM; h5l_cksum_free either way. */
-int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, h5l_cksum_t *s);
+ * in its bounds, the chunk runs in the entries' order, and no more ticks
+ * and chunks than avail bytes of entries can list). 0, H5L_ECORRUPT or
+ * H5L_ENOMEM; h5l_cksum_free either way. */
+int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, uint64_t avail, h5l_cksum_t *s);
 void h5l_cksum_free(h5l_cksum_t *s);
 
 /* Decode the frame of n bytes at frame (header included), found at journal

@@ -72,6 +72,8 @@ typedef struct ckseg {
     uint64_t pos;         /* journal offset of its CHECKPOINT frame */
     size_t len;           /* the frame's bytes */
     int summary;          /* opened from its summary alone (its entries read at the first need) */
+    uint32_t slen;        /* ... that summary's bytes and checksum: the frame read then must hold it */
+    uint64_t ssum;
     _Atomic int filled;   /* its ticks' records are in r->ticks (release store, acquire load) */
 } ckseg_t;
 typedef _Atomic(lztick_t *) lzslot_t;
@@ -413,9 +415,11 @@ static int seg_fill(h5l_reader_t *r, ckseg_t *sg, h5l_err_t *err)
             rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
         else if ((rc = h5l_ckpt_decode(fb, sg->len, r->seed, sg->pos, &c, r->scan.what, &e)))
             h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
-        else if (c.first != sg->first || c.last != sg->last)
+        else if (c.first != sg->first || c.last != sg->last ||
+                 (sg->summary && ((uint32_t)h5l_get_le64(fb + H5L_FRAME_LEN + 40) != sg->slen ||
+                                  h5l_get_le64(fb + H5L_FRAME_LEN + 48) != sg->ssum)))
             rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
-                             r->scan.what, (unsigned long long)sg->pos);
+                             r->scan.what, (unsigned long long)sg->pos); /* (open applied its summary as it was) */
         uint64_t fsize = 0; /* looked up at the first tick (r->fsize is the refreshing thread's) */
         for (uint64_t j = 0, ei = 0; !rc && j <= c.last - c.first; j++) {
             const h5l_tick_info_t *t = &c.ticks[j].info;
@@ -1182,13 +1186,19 @@ static int start_from_checkpoints(h5l_reader_t *r)
     for (size_t i = 0; ok && i < ch.n; i++) {
         h5l_ckpt_t c = {0};
         h5l_cksum_t sm = {0};
-        if (ch.sum[i] && h5l_cksum_decode(ch.sum[i], ch.slen[i], ch.firsts[i], ch.lasts[i], &sm) == H5L_OK &&
+        uint64_t avail = ch.lens[i] - H5L_FRAME_LEN - H5L_CKPT_HDR - 8 - ch.slen[i]; /* (frames_fixed: it fits) */
+        if (ch.sum[i] && h5l_cksum_decode(ch.sum[i], ch.slen[i], ch.firsts[i], ch.lasts[i], avail, &sm) == H5L_OK &&
             sm.simple) { /* its summary is all the open needs */
             ok = apply_summary(r, &sm, ch.firsts[i], ch.lasts[i]);
             h5l_cksum_free(&sm);
             if (ok)
-                r->segs[i] = (ckseg_t){
-                    .first = ch.firsts[i], .last = ch.lasts[i], .pos = ch.pos[i], .len = ch.lens[i], .summary = 1};
+                r->segs[i] = (ckseg_t){.first = ch.firsts[i],
+                                       .last = ch.lasts[i],
+                                       .pos = ch.pos[i],
+                                       .len = ch.lens[i],
+                                       .summary = 1,
+                                       .slen = (uint32_t)ch.slen[i],
+                                       .ssum = h5l_hash(ch.sum[i], ch.slen[i], r->seed)};
             continue;
         }
         h5l_cksum_free(&sm);

@@ -549,7 +549,7 @@ static int sum_of(const h5l_ckpt_t *c, h5l_cksum_t *sm)
 {
     h5l_buf_t b = {0};
     h5l_cksum_of(c, &b);
-    int rc = h5l_cksum_decode(b.p, b.len, c->first, c->last, sm);
+    int rc = h5l_cksum_decode(b.p, b.len, c->first, c->last, UINT32_MAX, sm);
     h5l_buf_free(&b);
     return rc;
 }
@@ -605,9 +605,40 @@ static void test_summary(void)
         free(pl);
     }
     h5l_buf_free(&b);
+    /* summaries a reader must refuse though their checksum verifies: runs
+     * standing for more chunks than the entries could list (a few bytes
+     * making a reader build millions of chunks), a run repeating the
+     * chunks of the one before it, runs out of order */
+    {
+        uint64_t span = 99999, avail = (span + 1) * 9 + 1000; /* 100,000 ticks, room for ~200 chunks */
+        for (int bad = 0; bad < 4; bad++) {
+            h5l_buf_t sb = {0};
+            h5l_buf_varint(&sb, 1);
+            h5l_buf_varint(&sb, 0);
+            h5l_buf_varint(&sb, 0);
+            uint64_t runs[3][3] = {{0, 0, 100}, {0, 100, 50}, {1, 0, 10}}; /* objid, coord, cnt: fits */
+            if (bad == 1) runs[1][2] = 100000;      /* 100,000 chunks listed in 1000 bytes */
+            if (bad == 2) runs[1][1] = 50;          /* chunks 50..99 again */
+            if (bad == 3) runs[2][0] = 0, runs[2][1] = 7; /* before the runs of its variable */
+            h5l_buf_varint(&sb, 3);
+            for (int i = 0; i < 3; i++) {
+                h5l_buf_varint(&sb, runs[i][0]);
+                h5l_buf_varint(&sb, 1);
+                h5l_buf_varint(&sb, runs[i][1]);
+                h5l_buf_varint(&sb, runs[i][2]);
+                h5l_buf_varint(&sb, 1);
+                h5l_buf_varint(&sb, 0);
+                h5l_buf_varint(&sb, runs[i][2] > 1 ? 1 : 0);
+            }
+            CHECK_EQ(h5l_cksum_decode(sb.p, sb.len, 1, 1 + span, avail, &sm), bad ? H5L_ECORRUPT : H5L_OK);
+            h5l_cksum_free(&sm);
+            h5l_buf_free(&sb);
+        }
+    }
     /* not simple: an eager tick; another op; two lengths of one dimension
-     * in a tick; a chunk's ticks unevenly spaced */
-    for (int way = 0; way < 4; way++) {
+     * in a tick; a chunk's ticks unevenly spaced; bytes after a tick's ops
+     * (a reader refuses that tick) */
+    for (int way = 0; way < 5; way++) {
         ssample_t t;
         ssample(&t);
         uint64_t eg = 6, uneven[3] = {5, 6, 9};
@@ -628,8 +659,13 @@ static void test_summary(void)
             t.ticks[2].ops = extra.p;
             t.ticks[2].opslen = extra.len;
             t.ticks[2].nops = 2;
-        } else {
+        } else if (way == 3) {
             t.chunks[6].ticks = uneven;
+        } else {
+            h5l_buf_put(&extra, t.ops[2].p, t.ops[2].len);
+            h5l_buf_u64(&extra, 0);
+            t.ticks[2].ops = extra.p;
+            t.ticks[2].opslen = extra.len;
         }
         CHECK_EQ(sum_of(&t.c, &sm), H5L_OK);
         CHECK_EQ(sm.simple, 0);
