@@ -163,7 +163,10 @@ H5L_API uint64_t h5l_reader_ntick(h5l_reader_t *r);
 H5L_API int h5l_reader_closed(h5l_reader_t *r);
 /* 1 if the journal was read from the sidecar (file still being written). */
 H5L_API int h5l_reader_live(h5l_reader_t *r);
-/* Tick info of tick t (1..ntick). */
+/* Tick info of tick t (1..ntick): 0, H5L_ENOTFOUND (no such tick), or, for
+ * a checkpointed tick whose segment's frame is read now for the first time
+ * and fails (damaged since open, unreadable, out of memory), H5L_ECORRUPT,
+ * H5L_EIO or H5L_ENOMEM. */
 H5L_API int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out);
 /* Bytes of journal consumed (header included). */
 H5L_API uint64_t h5l_reader_journal_pos(h5l_reader_t *r);
