@@ -1556,32 +1556,6 @@ int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord,
     return 0;
 }
 
-int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*fn)(void *, const uint64_t *),
-                     void *ctx)
-{
-    if (objid >= m->nvars) return 0;
-    const cmvar_t *v = &m->vars[objid];
-    uint64_t c[H5L_MAX_DIMS];
-    for (size_t i = 0; i < v->n; i++) {
-        const uint64_t *e = v->ents + i * (v->nd + 2);
-        uint64_t ref = e[v->nd], cnt = RN_CNT(e[v->nd + 1]), dt = RN_DT(e[v->nd + 1]);
-        uint64_t first = ref & ONE ? ref & ~ONE : m->pool[ref + 2];
-        if (first > tick) continue;
-        if (cnt == 1) {
-            int rc = fn(ctx, e);
-            if (rc) return rc;
-            continue;
-        }
-        memcpy(c, e, v->nd * sizeof *c);
-        for (uint64_t j = 0; j < cnt && first + j * dt <= tick; j++) { /* a run's ticks increase */
-            c[0] = e[0] + j;
-            int rc = fn(ctx, c);
-            if (rc) return rc;
-        }
-    }
-    return 0;
-}
-
 int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
                          int (*fn)(void *, const uint64_t *, uint64_t), void *ctx)
 {

@@ -176,11 +176,10 @@ void h5l_ckmap_trim(h5l_ckmap_t *m);
  * (*buf, *cap) (grown); *n of them. 0 or H5L_ENOMEM. */
 int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,
                     size_t *cap, size_t *n);
-/* fn(ctx, coord) for every chunk of objid with a listed tick <= tick, each
- * once, in no particular order; stops at and returns fn's first non-zero. */
-int h5l_ckmap_chunks(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick, int (*fn)(void *, const uint64_t *),
-                     void *ctx);
-/* The same in runs along the first dimension: fn(ctx, coord, n), n >= 1. */
+/* fn(ctx, coord, n) for the chunks coord + i e0 (i < n, n >= 1, along
+ * the first dimension) of objid with a listed tick <= tick: every such
+ * chunk once, in no particular order; stops at and returns fn's first
+ * non-zero. */
 int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
                          int (*fn)(void *, const uint64_t *, uint64_t), void *ctx);
 /* The newest tick <= tick at which a chunk got its first listed tick, or 0. */

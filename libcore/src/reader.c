@@ -2128,17 +2128,6 @@ static int unlisted_fn(void *vctx, const uint64_t *coord)
     return n ? 0 : u->fn(u->ctx, coord);
 }
 
-int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx)
-{
-    if (!r->ckmap) return h5l_index_chunks(r->index, objid, tick, fn, ctx);
-    int rc = h5l_ckmap_chunks(r->ckmap, objid, tick, fn, ctx);
-    if (rc) return rc;
-    unlisted_t u = {r, objid, tick, fn, ctx, NULL, 0};
-    rc = h5l_index_chunks(r->index, objid, tick, unlisted_fn, &u);
-    free(u.buf);
-    return rc;
-}
-
 typedef struct one_run {
     h5l_chunk_run_fn fn;
     void *ctx;
@@ -2160,6 +2149,34 @@ int h5l_reader_chunk_runs(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_ch
     rc = h5l_index_chunks(r->index, objid, tick, unlisted_fn, &u);
     free(u.buf);
     return rc;
+}
+
+/* h5l_reader_chunks is h5l_reader_chunk_runs with each run's chunks
+ * handed over one by one (nd: the variable's rank, for the copy). */
+typedef struct each_chunk {
+    h5l_chunk_fn fn;
+    void *ctx;
+    uint32_t nd;
+} each_chunk_t;
+
+static int each_chunk_fn(void *vctx, const uint64_t *coord, uint64_t n)
+{
+    each_chunk_t *x = vctx;
+    if (n == 1 || !x->nd) return x->fn(x->ctx, coord);
+    uint64_t c[H5L_MAX_DIMS];
+    memcpy(c, coord, x->nd * sizeof *c);
+    for (uint64_t i = 0; i < n; i++) {
+        c[0] = coord[0] + i;
+        int rc = x->fn(x->ctx, c);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_fn fn, void *ctx)
+{
+    each_chunk_t x = {fn, ctx, objid < r->schema.nobjs ? r->schema.objs[objid].ndims : 0};
+    return h5l_reader_chunk_runs(r, tick, objid, each_chunk_fn, &x);
 }
 
 uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)

@@ -699,17 +699,20 @@ typedef struct {
     int dup;
 } cmseen_t;
 
-static int cm_seen_fn(void *ctx, const uint64_t *coord)
+/* h5l_ckmap_chunk_runs callback: each chunk of the run seen once */
+static int cm_seen_fn(void *ctx, const uint64_t *coord, uint64_t n)
 {
     cmseen_t *s = ctx;
-    uint64_t r = s->nd ? coord[0] : 0, c = s->nd > 1 ? coord[1] : 0;
-    if (r >= CM_ROWS || c >= CM_COLS) {
-        s->dup++;
-        return 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t r = s->nd ? coord[0] + i : 0, c = s->nd > 1 ? coord[1] : 0;
+        if (r >= CM_ROWS || c >= CM_COLS || (!s->nd && n != 1)) {
+            s->dup++;
+            continue;
+        }
+        s->dup += s->seen[r][c];
+        s->seen[r][c] = 1;
+        s->n++;
     }
-    s->dup += s->seen[r][c];
-    s->seen[r][c] = 1;
-    s->n++;
     return 0;
 }
 
@@ -799,7 +802,7 @@ static void test_chunk_map_model(void)
                     cmseen_t sn;
                     memset(&sn, 0, sizeof sn);
                     sn.nd = nds[v];
-                    CHECK_EQ(h5l_ckmap_chunks(mm, v, T, cm_seen_fn, &sn), 0);
+                    CHECK_EQ(h5l_ckmap_chunk_runs(mm, v, T, cm_seen_fn, &sn), 0);
                     int want_n = 0;
                     for (uint64_t r = 0; r < CM_ROWS && ok; r++)
                         for (uint64_t c = 0; c < CM_COLS && ok; c++) {

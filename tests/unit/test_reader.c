@@ -1947,6 +1947,25 @@ static void *ck_reads(void *p)
     return NULL;
 }
 
+/* check_reads from three threads at once (tables and segments decoded on
+ * first need, under the read lock): all of them right? */
+static int reads_from_threads(h5l_reader_t *r, const fx_t *fx)
+{
+    pthread_t th[3];
+    ckread_t a[3];
+    int ok = 1, started[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (ckread_t){r, fx, 0};
+        started[i] = pthread_create(&th[i], NULL, ck_reads, &a[i]) == 0;
+        ok &= started[i];
+    }
+    for (int i = 0; i < 3; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        ok &= a[i].ok;
+    }
+    return ok;
+}
+
 /* A file with checkpoints reads like the reference at every tick, live and
  * closed, from concurrent threads (tables decoded on first need, under the
  * read lock); the reader says it started from them, and opened whole it
@@ -1987,16 +2006,7 @@ static void test_checkpointed_file(void)
             CHECK_EQ(h5l_reader_ckpt_last(r), flags ? 0 : ck_last);
             CHECK_EQ(h5l_reader_journal_pos(r), fx.jr.len);
             check_meta(r, &fx);
-            pthread_t th[3];
-            ckread_t a[3];
-            for (int i = 0; i < 3; i++) {
-                a[i] = (ckread_t){r, &fx, 0};
-                CHECK(pthread_create(&th[i], NULL, ck_reads, &a[i]) == 0);
-            }
-            for (int i = 0; i < 3; i++) {
-                pthread_join(th[i], NULL);
-                CHECK(a[i].ok);
-            }
+            CHECK(reads_from_threads(r, &fx));
             uint64_t held, loads, evicted;
             h5l_reader_tables(r, &held, &loads, &evicted);
             if (!flags) CHECK(loads >= 1); /* lazy ticks of the segments decoded at least once */
@@ -2427,21 +2437,37 @@ static int chset_run_fn(void *ctx, const uint64_t *coord, uint64_t n)
 }
 static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The two enumerations of a variable's chunks at tick T agree. */
-static int chunk_runs_agree(h5l_reader_t *r, uint32_t objid, uint32_t nd, uint64_t T)
+/* A variable's chunks at tick T: one by one (run 0) or in runs, expanded. */
+static void chset_of(h5l_reader_t *r, uint32_t objid, uint64_t T, int runs, chset_t *c)
 {
-    chset_t a = {.nd = nd}, b = {.nd = nd};
     h5l_reader_rdlock(r);
-    h5l_reader_chunks(r, T, objid, chset_fn, &a);
-    h5l_reader_chunk_runs(r, T, objid, chset_run_fn, &b);
+    if (runs)
+        h5l_reader_chunk_runs(r, T, objid, chset_run_fn, c);
+    else
+        h5l_reader_chunks(r, T, objid, chset_fn, c);
     h5l_reader_unlock(r);
-    qsort(a.s, (size_t)a.n, sizeof *a.s, str_cmp);
-    qsort(b.s, (size_t)b.n, sizeof *b.s, str_cmp);
-    int ok = a.n == b.n;
-    for (int i = 0; ok && i < a.n; i++) ok = !strcmp(a.s[i], b.s[i]);
-    for (int i = 0; i < a.n; i++) free(a.s[i]);
-    for (int i = 0; i < b.n; i++) free(b.s[i]);
-    if (!ok) fprintf(stderr, "  variable %u at tick %llu: %d chunks one by one, %d in runs\n", objid, (unsigned long long)T, a.n, b.n);
+    qsort(c->s, (size_t)c->n, sizeof *c->s, str_cmp);
+}
+
+/* The chunks of a variable at tick T, as a reader opened from checkpoints
+ * gives them one by one and in runs, are those the whole-journal reader f
+ * (its index of every record, no chunk map) gives. */
+static int chunks_agree(h5l_reader_t *r, h5l_reader_t *f, uint32_t objid, uint32_t nd, uint64_t T)
+{
+    chset_t want = {.nd = nd}, got[2] = {{.nd = nd}, {.nd = nd}};
+    chset_of(f, objid, T, 0, &want);
+    int ok = 1;
+    for (int k = 0; k < 2; k++) {
+        chset_of(r, objid, T, k, &got[k]);
+        int same = got[k].n == want.n;
+        for (int i = 0; same && i < want.n; i++) same = !strcmp(got[k].s[i], want.s[i]);
+        if (!same)
+            fprintf(stderr, "  variable %u at tick %llu: %d chunks %s, want %d\n", objid, (unsigned long long)T,
+                    got[k].n, k ? "in runs" : "one by one", want.n);
+        ok &= same;
+        for (int i = 0; i < got[k].n; i++) free(got[k].s[i]);
+    }
+    for (int i = 0; i < want.n; i++) free(want.s[i]);
     return ok;
 }
 
@@ -2485,21 +2511,11 @@ static void test_checkpoint_summaries(void)
         if (run < 2) CHECK_EQ(nsum, 8);
         if (run >= 2) CHECK_EQ(nsum, 0);
         check_meta(r, &fx);
-        pthread_t th[3];
-        ckread_t a[3];
-        for (int i = 0; i < 3; i++) {
-            a[i] = (ckread_t){r, &fx, 0};
-            CHECK(pthread_create(&th[i], NULL, ck_reads, &a[i]) == 0);
-        }
-        for (int i = 0; i < 3; i++) {
-            pthread_join(th[i], NULL);
-            CHECK(a[i].ok);
-        }
+        CHECK(reads_from_threads(r, &fx));
         CHECK_EQ(h5l_reader_nrecords(r), h5l_reader_nrecords(f));
         for (uint64_t T = 0; T <= fx.ntick + 1; T++)
             for (uint32_t o = 1; o <= 3; o++) {
-                CHECK(chunk_runs_agree(r, o, o < 3 ? 2 : 0, T));
-                CHECK(chunk_runs_agree(f, o, o < 3 ? 2 : 0, T));
+                CHECK(chunks_agree(r, f, o, o < 3 ? 2 : 0, T));
             }
         for (uint64_t t = 1; t <= fx.ntick; t++) {
             h5l_tick_info_t x, y;
