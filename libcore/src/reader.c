@@ -1516,16 +1516,13 @@ static int log_read(h5l_reader_t *r, uint64_t tick, uint32_t rank, uint64_t off,
     if (tick < 1 || tick > r->nticks)
         return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
                            rank);
-    const tickrec_t *tr;
-    int trc = tick_rec(r, tick, &tr, err);
-    if (trc) return trc;
-    if (rank >= tr->nranks)
-        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
-                           rank);
     tickx_t xv;
     const tickx_t *x = &xv;
-    int xrc = tick_x(r, tick, &xv, err);
+    int xrc = tick_x(r, tick, &xv, err); /* (its segment's records filled first, if need be) */
     if (xrc) return xrc;
+    if (rank >= x->nranks)
+        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
+                           rank);
     uint64_t rs = x->rstart[rank], re = x->rstart[rank + 1];
     if (off < rs || n > re - off)
         return h5l_err_set(err, H5L_EINVAL, "%s: read [%llu, +%zu) outside the data of tick %llu rank %u", r->path,

@@ -2513,6 +2513,17 @@ static void test_checkpoint_summaries(void)
         check_meta(r, &fx);
         CHECK(reads_from_threads(r, &fx));
         CHECK_EQ(h5l_reader_nrecords(r), h5l_reader_nrecords(f));
+        /* raw log bytes of a checkpointed tick (its segment filled on the
+         * way): as written; a rank or a tick it does not have, refused */
+        {
+            const h5l_tick_info_t *w = &fx.ti[20];
+            uint8_t got[8];
+            CHECK_EQ(h5l_reader_pread(r, 20, 0, got, 8, w->data_off, &e), H5L_OK);
+            CHECK(memcmp(got, fx.file.p + w->data_off, 8) == 0);
+            CHECK_EQ(h5l_reader_pread(r, 20, 2, got, 8, w->data_off, &e), H5L_EBADID); /* two ranks: 0 and 1 */
+            CHECK_EQ(h5l_reader_pread(r, fx.ntick + 1, 0, got, 8, w->data_off, &e), H5L_EBADID);
+            CHECK_EQ(h5l_reader_pread(r, 20, 0, got, 8, w->data_off + w->data_size, &e), H5L_EINVAL);
+        }
         for (uint64_t T = 0; T <= fx.ntick + 1; T++)
             for (uint32_t o = 1; o <= 3; o++) {
                 CHECK(chunks_agree(r, f, o, o < 3 ? 2 : 0, T));
