@@ -1242,8 +1242,11 @@ static int cm_flatten(cmvar_t *v)
     return 0;
 }
 
-/* A new record [coord, ref], or one chunk more on the last record's run. */
-static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
+/* A new record [coord, ref] for cnt chunks along the first dimension (the
+ * ticks of chunk i: ref's + i dt; cnt > 1 only for a run that comes after
+ * every chunk of a sorted variable), or as many more on the last record's
+ * run when they continue it. */
+static int cm_append(cmvar_t *v, const uint64_t *coord, uint64_t ref, uint64_t cnt, uint64_t dt)
 {
     size_t st = v->nd + 2;
     if (!v->hashed && v->n && !after_last(v, coord)) {
@@ -1253,19 +1256,14 @@ static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
         if (cm_rehash(v, n)) return H5L_ENOMEM;
         v->hashed = 1;
     }
-    if (!v->flat && v->nd && v->n && (ref & ONE)) { /* the next chunk of the last run, the next tick of its step? */
-        uint64_t *l = v->ents + (v->n - 1) * st, cnt = RN_CNT(l[v->nd + 1]), dt = RN_DT(l[v->nd + 1]);
-        uint64_t t = ref & ~ONE, t0 = l[v->nd] & ~ONE;
-        if ((l[v->nd] & ONE) && coord[0] == l[0] + cnt && !coord_cmp(l + 1, coord + 1, v->nd - 1) &&
-            cnt < UINT32_MAX) {
-            if (cnt == 1 && t > t0 && t - t0 <= UINT32_MAX) {
-                l[v->nd + 1] = RN(2, t - t0);
-                return 0;
-            }
-            if (cnt > 1 && t == t0 + cnt * dt) {
-                l[v->nd + 1] = RN(cnt + 1, dt);
-                return 0;
-            }
+    if (!v->flat && v->nd && v->n && (ref & ONE)) { /* the next chunks of the last run, at the next ticks of its step? */
+        uint64_t *l = v->ents + (v->n - 1) * st, lc = RN_CNT(l[v->nd + 1]), lt0 = l[v->nd] & ~ONE, t0 = ref & ~ONE;
+        uint64_t step = lc == 1 ? t0 - lt0 : RN_DT(l[v->nd + 1]); /* a record of one chunk takes the new step */
+        if ((l[v->nd] & ONE) && coord[0] == l[0] + lc && !coord_cmp(l + 1, coord + 1, v->nd - 1) &&
+            lc + cnt < UINT32_MAX && (lc > 1 || t0 > lt0) && step <= UINT32_MAX && t0 == lt0 + lc * step &&
+            (cnt == 1 || dt == step)) {
+            l[v->nd + 1] = RN(lc + cnt, step);
+            return 0;
         }
     }
     if (v->hashed && 2 * (v->n + 1) > v->nslots && cm_rehash(v, 2 * v->nslots)) return H5L_ENOMEM;
@@ -1276,7 +1274,7 @@ static int cm_insert(cmvar_t *v, const uint64_t *coord, uint64_t ref)
     uint64_t *e = v->ents + v->n * st;
     for (uint32_t d = 0; d < v->nd; d++) e[d] = coord[d]; /* (a memcpy call of 16 bytes a chunk was 7%) */
     e[v->nd] = ref;
-    e[v->nd + 1] = RN(1, 0);
+    e[v->nd + 1] = RN(cnt, cnt > 1 ? dt : 0);
     v->n++;
     if (v->hashed) v->slots[cm_slot(v, coord)] = v->n;
     return 0;
@@ -1425,7 +1423,7 @@ static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t
         return 0;
     }
     uint64_t ref = one ? first | ONE : ar ? cm_run_arith(m, ar->t0, ar->cnt, ar->dt) : cm_run(m, t, nt);
-    if (!ref || cm_insert(v, coord, ref)) return H5L_ENOMEM;
+    if (!ref || cm_append(v, coord, ref, 1, 0)) return H5L_ENOMEM;
     return prog_add(m, first, 1, 0);
 }
 
@@ -1450,25 +1448,8 @@ static int add_row_run(h5l_ckmap_t *m, const h5l_ckchunk_run_t *r)
     if (v->n && (v->nd != r->nd || v->flat || v->hashed || !after_last(v, r->coord))) return 0;
     if (r->dt > UINT32_MAX || r->t0 + (r->cnt - 1) * r->dt > UINT32_MAX) return 0;
     if (!v->n) v->nd = r->nd;
-    size_t st = v->nd + 2;
-    if (v->n) {
-        uint64_t *l = v->ents + (v->n - 1) * st, lc = RN_CNT(l[v->nd + 1]), ldt = RN_DT(l[v->nd + 1]);
-        uint64_t lt0 = l[v->nd] & ~ONE;
-        if ((l[v->nd] & ONE) && r->coord[0] == l[0] + lc && !coord_cmp(l + 1, r->coord + 1, v->nd - 1) &&
-            lc + r->cnt < UINT32_MAX &&
-            (lc == 1 ? r->t0 > lt0 && r->t0 - lt0 == r->dt : ldt == r->dt && r->t0 == lt0 + lc * ldt)) {
-            l[v->nd + 1] = RN(lc + r->cnt, r->dt);
-            int rc = prog_add(m, r->t0, r->cnt, r->dt);
-            return rc ? rc : 1;
-        }
-    }
-    if (h5l_grow_raw((void **)&v->ents, &v->cap, (v->n + 1) * st, sizeof *v->ents)) return H5L_ENOMEM;
-    uint64_t *e = v->ents + v->n * st;
-    for (uint32_t d = 0; d < v->nd; d++) e[d] = r->coord[d];
-    e[v->nd] = r->t0 | ONE;
-    e[v->nd + 1] = RN(r->cnt, r->dt);
-    v->n++;
-    int rc = prog_add(m, r->t0, r->cnt, r->dt);
+    int rc = cm_append(v, r->coord, r->t0 | ONE, r->cnt, r->dt);
+    if (!rc) rc = prog_add(m, r->t0, r->cnt, r->dt);
     return rc ? rc : 1;
 }
 
