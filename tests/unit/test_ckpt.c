@@ -520,11 +520,8 @@ static void ssample(ssample_t *s)
         s->ticks[i].opslen = s->ops[i].len;
     }
     size_t nl = 0;
-    for (int i = 0; i < 5; i++) { /* variable 1: chunk (i, 2) at tick 5 + i */
-        s->coords[i] = (uint64_t)i; /* (coords below: pairs) */
-    }
     static uint64_t pairs[5][2];
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 5; i++) { /* variable 1: chunk (i, 2) at tick 5 + i */
         pairs[i][0] = (uint64_t)i;
         pairs[i][1] = 2;
         s->lists[nl] = 5 + (uint64_t)i;
