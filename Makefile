@@ -45,7 +45,7 @@ LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
 TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump $(BUILD)/bin/h5logtail $(BUILD)/bin/h5logrecover
-FUSED_MODS := memvfd btidx skel cache tbuf badlog lfile inode ticks fs main
+FUSED_MODS := memvfd btidx skel cache tbuf badlog watch lfile inode ticks fs main
 FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
 DAEMON := $(BUILD)/bin/h5logfs
 FUSED_TESTS := $(patsubst tests/fused/%.c,$(BUILD)/tests/%,$(wildcard tests/fused/test_*.c))
@@ -205,13 +205,17 @@ $(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) \
 		$(OOM_WRAP) $(HDF5_LIBS)
 
+$(BUILD)/tests/test_watch: tests/fused/test_watch.c $(BUILD)/fused/watch.o fused/watch.h tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/watch.o -o $@ $(LDFLAGS)
+
 $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fused/badlog.h tests/unit/tharness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/badlog.o -o $@ $(LDFLAGS) -lpthread
 
 # the daemon's read path without FUSE; the log file is written by libh5log
 # on one rank (MPI singleton)
-LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf.o $(BUILD)/fused/btidx.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
+LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/watch.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf.o $(BUILD)/fused/btidx.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
 $(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_LIB)

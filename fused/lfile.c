@@ -39,6 +39,7 @@
 #include "grow.h"
 #include "journal.h"
 #include "tbuf.h"
+#include "watch.h"
 #include <xxhash.h>
 
 /* Blocks larger than this are never assembled whole (nor cached): a read
@@ -65,8 +66,10 @@ struct hfs_lfile {
     h5l_err_t derr;
     uint64_t parent;
     char *name;
-    double last_use;
+    _Atomic double last_use; /* set by lookups under mu or reg_mu, read by the ticker */
     int closed_seen; /* ticker: the CLOSE record was announced */
+    atomic_int wd;      /* inotify watch on the sidecar (watch.h), or -1 */
+    atomic_int changed; /* the watch saw a write, or a poll was skipped: refresh soon */
     hfs_cds_t **cds; /* per object id: this file's cache index */
     size_t ncds;
     _Atomic uint64_t st_reads, st_hits, st_misses, st_skipped, st_assembled, st_evictions;
@@ -119,6 +122,11 @@ static pthread_t bq_thread;
 static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
 static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns, st_patched;
 static _Atomic uint64_t st_own_idx, st_own_chunks; /* chunk indexes the daemon wrote (btidx.h) */
+static _Atomic uint64_t st_rounds, st_woken; /* ticker rounds: every tick / on a change or a landed build */
+
+/* Wakes the ticker (hfs_lfile_set_kick); NULL: it wakes every tick only. */
+static void (*g_kick)(void);
+void hfs_lfile_set_kick(void (*kick)(void)) { g_kick = kick; }
 
 /* Live files whose newest skeleton stays open for patching, at most
  * LIVE_MAX at once (each holds its libhdf5 file: metadata cache and
@@ -171,6 +179,7 @@ static void lfile_free(hfs_lfile_t *lf)
     for (size_t i = 0; i < lf->ncds; i++)
         if (lf->cds[i]) hfs_cds_close(lf->cds[i]);
     free(lf->cds);
+    hfs_watch_rm(atomic_load(&lf->wd));
     hfs_snap_unref(lf->snap);
     hfs_skel_unref(lf->skel);
     if (lf->live) {
@@ -219,6 +228,8 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->ino = ino;
     lf->reader = r;
     lf->closed_seen = h5l_reader_closed(r); /* already closed: nothing to announce */
+    atomic_init(&lf->wd, -1);
+    atomic_init(&lf->changed, 0);
     if (h5l_reader_damage(r, &lf->damaged_tick, &lf->derr)) {
         lf->damaged = 1; /* logged once, when the registry takes it */
     }
@@ -235,9 +246,17 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
             return H5L_OK;
         }
     }
+    int watch = !lf->closed_seen && h5l_reader_live(r); /* (the ticker owns closed_seen once lf is listed) */
     lf->next = reg_head;
     reg_head = lf;
     pthread_mutex_unlock(&reg_mu);
+    if (watch) { /* its ticks are appended to the sidecar */
+        char *j;
+        if (asprintf(&j, "%s%s", path, H5L_SIDECAR_SUFFIX) >= 0) {
+            atomic_store(&lf->wd, hfs_watch_add(j));
+            free(j);
+        }
+    }
     if (lf->damaged) report_damage(lf);
     *out = lf;
     return H5L_OK;
@@ -620,12 +639,17 @@ static void build_one(hfs_lfile_t *lf)
             if (new_snap_locked(lf, tick, closed, &e) == H5L_OK && had) lf->announce = 1;
         }
     }
+    int wake = lf->announce || atomic_load(&lf->changed);
     lf->building = 0;
     pthread_cond_broadcast(&lf->built);
     pthread_mutex_unlock(&lf->mu);
     pthread_mutex_lock(&bq_mu);
     int stopping = bq_stop; /* a cancelled build is no news */
     pthread_mutex_unlock(&bq_mu);
+    /* the ticker sends the invalidation now, not up to a tick later (not
+     * from here: an invalidation can wait for a lookup that waits for
+     * this thread) */
+    if (wake && g_kick && !stopping) g_kick();
     if (log && !stopping) hfs_log("%s (the last tick built stays served; retried when the file changes)", e.msg);
 }
 
@@ -964,6 +988,10 @@ char *hfs_lfile_stats_text(void)
                  (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks),
                  (unsigned long long)hfs_skel_own_appends(), (unsigned long long)atomic_load(&st_fallbacks));
     h5l_buf_put(&b, line, (size_t)n);
+    n = snprintf(line, sizeof line, "ticker: rounds %llu on the tick, %llu woken by a change; journals watched %zu (watches refused %zu)\n",
+                 (unsigned long long)atomic_load(&st_rounds), (unsigned long long)atomic_load(&st_woken),
+                 hfs_watch_count(), hfs_watch_failed());
+    h5l_buf_put(&b, line, (size_t)n);
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         uint64_t th, tl, te;
@@ -1032,20 +1060,23 @@ static void note_name_locked(notes_t *ns, hfs_lfile_t *lf)
  * that file) happens outside it, so a slow build never holds up
  * hfs_lfile_get of other files. A file being built is not refreshed this
  * round (its build holds the reader's read lock; waiting would delay the
- * other files' ticks). */
-void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
+ * other files' ticks): it is marked changed, and refreshed in the round
+ * its build's landing wakes. all: every live file (the tick's round; also
+ * drops idle files); else only those marked changed. */
+static void tick_files(hfs_newtick_fn fn, void *ctx, double idle_s, int all)
 {
     notes_t ns = {0};
     hfs_lfile_t **live = NULL;
     size_t nlive = 0, cap = 0;
     double now = now_s();
+    atomic_fetch_add(all ? &st_rounds : &st_woken, 1);
     pthread_mutex_lock(&reg_mu);
     hfs_lfile_t **pp = &reg_head;
     while (*pp) {
         hfs_lfile_t *lf = *pp;
         /* drop files unused for a while that nobody holds but the registry
          * and the file's own newest snapshot (which points back at it) */
-        if (now - lf->last_use > idle_s && release_if_idle(lf)) {
+        if (all && now - lf->last_use > idle_s && release_if_idle(lf)) {
             *pp = lf->next;
             hfs_lfile_unref(lf);
             continue;
@@ -1058,10 +1089,11 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
         }
         pthread_mutex_unlock(&lf->mu);
         if (lf->closed_seen) continue;
+        if (!atomic_exchange(&lf->changed, 0) && !all) continue;
         if (nlive == cap) {
             size_t c2 = cap ? cap * 2 : 16;
             hfs_lfile_t **v = realloc(live, c2 * sizeof *v);
-            if (!v) continue; /* refreshed next round */
+            if (!v) continue; /* refreshed at the next tick */
             live = v;
             cap = c2;
         }
@@ -1074,13 +1106,17 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
         pthread_mutex_lock(&lf->mu);
         int busy = lf->building;
         pthread_mutex_unlock(&lf->mu);
-        if (busy) continue;
+        if (busy) { /* refreshed when its build lands */
+            atomic_store(&lf->changed, 1);
+            continue;
+        }
         int nnew = 0;
         h5l_err_t e = {0};
         int rc = h5l_reader_refresh(lf->reader, &nnew, &e);
         pthread_mutex_lock(&lf->mu);
         if (h5l_reader_closed(lf->reader) && !lf->closed_seen) { /* the name's snapshot changes: closed */
             lf->closed_seen = 1;
+            hfs_watch_rm(atomic_exchange(&lf->wd, -1)); /* no more ticks */
             if (!nnew) nnew = -1;
         }
         if (rc && rc != H5L_EIO && rc != H5L_ENOMEM && !lf->damaged) {
@@ -1104,6 +1140,24 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s)
         free(ns.v[i].name);
     }
     free(ns.v);
+}
+
+void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s) { tick_files(fn, ctx, idle_s, 1); }
+
+void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx) { tick_files(fn, ctx, 0.0, 0); }
+
+void hfs_lfile_watch_events(void)
+{
+    int wds[256];
+    size_t n = hfs_watch_drain(wds, sizeof wds / sizeof wds[0]);
+    if (!n) return;
+    pthread_mutex_lock(&reg_mu);
+    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+        int wd = atomic_load(&lf->wd);
+        for (size_t i = 0; wd >= 0 && i < n; i++)
+            if (wds[i] == wd) atomic_store(&lf->changed, 1);
+    }
+    pthread_mutex_unlock(&reg_mu);
 }
 
 /* Stop the builder thread (queued files are released, their waiters get

@@ -86,6 +86,16 @@ long hfs_snap_read(hfs_snap_t *s, uint64_t off, size_t len, void *buf, h5l_err_t
  * hfs_lfile_report does: once). */
 typedef void (*hfs_newtick_fn)(void *ctx, uint64_t parent, const char *name);
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
+/* The same for the files marked changed only (their inotify watch saw a
+ * write, or their poll was skipped during a build), and the names of
+ * builds that landed since: what the ticker does when woken between
+ * ticks. */
+void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx);
+/* Read the inotify events (watch.h) and mark the files they were for. */
+void hfs_lfile_watch_events(void);
+/* kick() is called (from the builder thread) when a build lands whose
+ * news the ticker should send now, rather than at its next tick. */
+void hfs_lfile_set_kick(void (*kick)(void));
 
 /* A readable statistics report (cache and per file); caller frees. */
 char *hfs_lfile_stats_text(void);

@@ -8,26 +8,33 @@
  * The ticker thread polls every live log-layout file's journal once per
  * tick and invalidates the kernel's entry for each file that gained a tick,
  * from outside any request handler (a new tick is a new inode: see fs.c
- * and docs/architecture.md, Snapshots). */
+ * and docs/architecture.md, Snapshots). Between ticks it wakes when an
+ * inotify watch sees a journal written (watch.h) or a skeleton build lands
+ * (lfile.c), so a new tick shows within milliseconds where the file system
+ * reports writes, and within a tick everywhere. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "ticks.h"
+#include "watch.h"
 #include "h5log_common.h"
 #include "lfile.h"
 
@@ -158,11 +165,18 @@ static int parse_tick(const char *s, double *out)
 }
 
 static struct fuse_session *g_se;
-/* The ticker waits on a condition, not in nanosleep: at unmount it must end
- * at once, not after up to a whole tick (an hour at tick=3600). */
-static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
-static int g_stop; /* under stop_mu */
+/* The ticker waits in poll(), not in nanosleep: at unmount it must end at
+ * once, not after up to a whole tick (an hour at tick=3600), and it wakes
+ * early for journal writes and landed builds. g_wake (an eventfd) is
+ * written to stop it (g_stop set first) and by the builder's kick. */
+static atomic_int g_stop;
+static int g_wake = -1;
+
+static void wake_ticker(void)
+{
+    uint64_t one = 1;
+    if (g_wake >= 0 && write(g_wake, &one, sizeof one) < 0) {} /* EAGAIN: already pending */
+}
 static volatile sig_atomic_t g_dump;
 
 static void on_usr1(int sig)
@@ -296,29 +310,45 @@ static int refuse_live_mount(const char *mnt)
     return refuse ? -1 : 0;
 }
 
-/* Wait one tick. 0 once the daemon is stopping. */
-static int wait_tick(void)
+static double mono_s(void)
 {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)g_tick;
-    dl.tv_nsec += (long)((g_tick - (double)(time_t)g_tick) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&stop_mu);
-    while (!g_stop && pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT) {}
-    int go = !g_stop;
-    pthread_mutex_unlock(&stop_mu);
-    return go;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* A writer committing many ticks a second would wake the ticker as often:
+ * rounds woken by a change are at least this far apart (the changes in
+ * between are merged into the next round). */
+#define WAKE_GAP_S 0.005
+
+/* Every tick: a round over all live files (hfs_lfile_tick_all). Between
+ * ticks: a round over the files whose journal was written, and the news of
+ * landed builds (hfs_lfile_tick_changed). */
 static void *ticker(void *arg)
 {
     (void)arg;
     int first = 1;
-    while (wait_tick()) {
+    double next = mono_s() + g_tick, last_woken = 0;
+    while (!atomic_load(&g_stop)) {
+        double now = mono_s();
+        int gap = now - last_woken < WAKE_GAP_S; /* leave the watch's events queued a moment */
+        double until = gap && last_woken + WAKE_GAP_S < next ? last_woken + WAKE_GAP_S : next;
+        int ms = until <= now ? 0 : (int)ceil((until - now) * 1e3);
+        struct pollfd p[2] = {{.fd = g_wake, .events = POLLIN}, {.fd = hfs_watch_fd(), .events = POLLIN}};
+        int np = p[1].fd >= 0 && !gap ? 2 : 1;
+        int r = poll(p, (nfds_t)np, ms);
+        if (atomic_load(&g_stop)) break;
+        if (r > 0) {
+            if (p[0].revents & POLLIN) {
+                uint64_t v;
+                if (read(g_wake, &v, sizeof v) < 0) {} /* EAGAIN: raced with another read */
+            }
+            if (np == 2 && (p[1].revents & POLLIN)) hfs_lfile_watch_events();
+            hfs_lfile_tick_changed(on_new_tick, NULL);
+            last_woken = mono_s();
+        }
+        if (mono_s() < next) continue;
         if (first) {
             raise_readahead();
             first = 0;
@@ -328,6 +358,7 @@ static void *ticker(void *arg)
             g_dump = 0;
             dump_stats();
         }
+        next = mono_s() + g_tick;
     }
     return NULL;
 }
@@ -407,7 +438,11 @@ int main(int argc, char **argv)
     sd_notify(0, "READY=1");                  /* systemd Type=notify; a no-op elsewhere */
     signal(SIGUSR1, on_usr1);
     pthread_t tk;
-    int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
+    g_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (hfs_watch_init() != 0) hfs_log("inotify unavailable (%s): new ticks are seen at the next tick", strerror(errno));
+    hfs_lfile_set_kick(wake_ticker);
+    int have_ticker = g_wake >= 0 && pthread_create(&tk, NULL, ticker, NULL) == 0;
+    if (!have_ticker) hfs_log("cannot start the ticker: live files are not refreshed");
     if (cmd.singlethread) {
         ret = fuse_session_loop(se);
     } else {
@@ -420,11 +455,9 @@ int main(int argc, char **argv)
     /* the loop returns the signal that ended it: a requested stop is success */
     if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ret = 0;
     sd_notify(0, "STOPPING=1");
-    pthread_mutex_lock(&stop_mu);
-    g_stop = 1;
-    pthread_cond_signal(&stop_cv);
-    pthread_mutex_unlock(&stop_mu);
-    if (have_ticker) pthread_join(tk, NULL);
+    atomic_store(&g_stop, 1);
+    wake_ticker();
+    if (have_ticker) pthread_join(tk, NULL); /* (the builder may still kick: g_wake stays open) */
     if (o.stats) dump_stats();
     fuse_session_unmount(se);
 out_signals:
@@ -434,7 +467,9 @@ out_destroy:
 out:
     hfs_fs_free(fs);      /* the inodes hold snapshots: before the files and the cache */
     hfs_ticks_shutdown(); /* its snapshot too */
-    hfs_lfile_shutdown();
+    hfs_lfile_shutdown(); /* the builder has stopped: no more kicks */
+    hfs_watch_shutdown();
+    if (g_wake >= 0) close(g_wake);
     ret = ret ? 1 : 0;
 done:
     free(cmd.mountpoint);

@@ -48,7 +48,7 @@ void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }
 #include <errno.h>
 #include <stdio.h>
 /* Test builds only (build/tests/h5logfs_hooks, tests/e2e/test_scale.py):
- * a build of a file whose path contains $H5LOGFS_TEST_SLOW_BUILD sleeps
+ * a build (or patch) of a file whose path contains $H5LOGFS_TEST_SLOW_BUILD sleeps
  * $H5LOGFS_TEST_SLOW_SECONDS (default 3) holding the libhdf5 lock, as a
  * huge schema would; one whose path contains $H5LOGFS_TEST_FAIL_BUILD
  * fails. Counted in a file $H5LOGFS_TEST_BUILD_COUNT (one line per build)
@@ -1308,6 +1308,9 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         const h5l_schema_t *s = h5l_reader_schema(r);
         if (!rc && !(k->vars = calloc(l->k->nvars + 1, sizeof *k->vars))) rc = H5L_ENOMEM;
         hfs_hdf5_lock();
+#ifdef HFS_TEST_HOOKS
+        if (!rc) rc = test_hook(r, &pe);
+#endif
         if (!rc) rc = patch_locked(l, r, s, tick, k, &pe);
         /* (an own index that grew reserved room libhdf5's superblock does
          * not know of: fix_super_eoa) */

@@ -499,6 +499,77 @@ def test_live_snapshots_are_consistent(tmp_path, h5logfs):
     m.assert_alive()
 
 
+def seen_times(m, name, w, settle=3.0):
+    """Open m's name with a fresh h5py.File in a loop while the writer runs
+    (and `settle` s after) and check each snapshot; {stamp: monotonic time
+    it was first seen}."""
+    seen, end = {}, None
+    while end is None or time.monotonic() < end:
+        if end is None and not w.running():
+            end = time.monotonic() + settle
+        try:
+            s, wv, vv = read_snapshot(m.path(name))
+        except (OSError, KeyError):  # not created, or no tick yet
+            time.sleep(0.01)
+            continue
+        assert snapshot_problems(s, wv, vv) == [], s
+        seen.setdefault(s, time.monotonic())
+        time.sleep(0.01)
+    assert w.wait() == 0, w.output()
+    return seen
+
+
+def late_ticks(w, seen, bound):
+    """(tick, seconds from its commit to the first open that saw it) of
+    every published tick not seen within bound."""
+    return [(k, None if k not in seen else round(seen[k] - t, 2)) for (t, k) in w.published
+            if k not in seen or seen[k] - t > bound]
+
+
+def test_new_tick_seen_without_waiting_for_the_poll(tmp_path, h5logfs):
+    """At tick=30 the daemon polls journals every 30 s and the kernel keeps
+    a name's entry as long, yet each tick must show within a second of its
+    commit: the inotify watch on the journal (fused/watch.c) wakes the
+    ticker, which loads the tick and invalidates the name at once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src, opts="tick=30")
+    w = LiveWriter(src / "live.h5", nranks=1, ticks=6, interval=0.5)
+    try:
+        seen = seen_times(m, "live.h5", w)
+    finally:
+        w.kill()
+    assert len(w.published) == 6, w.output()
+    late = late_ticks(w, seen, 1.0)
+    assert not late, f"ticks seen late or never (tick, s): {late}; seen {sorted(seen)}"
+    stats = open(m.path(".h5logfs-stats")).read()
+    woken = int(re.search(r"(\d+) woken by a change", stats).group(1))
+    assert woken >= 6, [ln for ln in stats.splitlines() if ln.startswith("ticker")]
+    m.assert_alive()
+
+
+def test_slow_build_announced_when_it_lands(tmp_path, h5logfs, monkeypatch):
+    """Every build of this file takes 0.4 s (the test-hook daemon), longer
+    than a lookup waits for one: lookups meanwhile get the previous tick.
+    The name must be invalidated when the build lands, not at the next
+    tick (30 s here) or the next commit (1.5 s later)."""
+    monkeypatch.setattr(h5ltest, "DAEMON", os.path.join(BUILD, "tests", "h5logfs_hooks"))
+    monkeypatch.setenv("H5LOGFS_TEST_SLOW_BUILD", "/SLOWFILE")
+    monkeypatch.setenv("H5LOGFS_TEST_SLOW_SECONDS", "0.4")
+    src = tmp_path / "src"
+    src.mkdir()
+    m = h5logfs(src, opts="tick=30")
+    w = LiveWriter(src / "SLOWFILE.h5", nranks=1, ticks=4, interval=1.5)
+    try:
+        seen = seen_times(m, "SLOWFILE.h5", w)
+    finally:
+        w.kill()
+    assert len(w.published) == 4, w.output()
+    late = late_ticks(w, seen, 1.2)
+    assert not late, f"ticks seen late or never (tick, s): {late}; seen {sorted(seen)}"
+    m.assert_alive()
+
+
 def wait_stamp(path, at_least, timeout):
     """Poll fresh opens until stamp >= at_least; returns the snapshot."""
     deadline = time.monotonic() + timeout
