@@ -250,7 +250,7 @@ static int reserve(build_t *b, uint64_t size, uint64_t *addr)
 static int add_region(build_t *b, uint64_t addr, uint64_t len, uint32_t var, uint64_t blk)
 {
     hfs_skel_t *k = b->k;
-    if (h5l_grow((void **)&k->regions, &b->cap_regions, k->nregions + 1, sizeof *k->regions)) return H5L_ENOMEM;
+    if (h5l_grow_raw((void **)&k->regions, &b->cap_regions, k->nregions + 1, sizeof *k->regions)) return H5L_ENOMEM;
     k->regions[k->nregions++] = (hfs_region_t){.addr = addr, .len = len, .var = var, .blk = blk};
     return H5L_OK;
 }
@@ -565,7 +565,7 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
         rc = H5L_ECORRUPT;
     else if (n > 1) /* (one chunk: the root is the tree, nothing to reserve) */
         rc = reserve(b, bt.nodes_len + (n - 1) * block_bytes, &base);
-    if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
+    if (!rc && h5l_grow_raw((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (rc) {
         hfs_bt_free(&bt);
         return rc;
@@ -608,7 +608,7 @@ static int own_root(build_t *b, uint32_t vi)
         rc = H5L_ECORRUPT;
     else
         rc = reserve(b, nodes + n * cb, &base);
-    if (!rc && h5l_grow((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
+    if (!rc && h5l_grow_raw((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (!rc && hfs_bt_place(&bt, base, base + bt.node_size, base + nodes, base + nodes + cb)) rc = H5L_ENOMEM;
     if (rc) {
         hfs_bt_free(&bt);
