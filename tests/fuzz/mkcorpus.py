@@ -209,6 +209,10 @@ def main():
         for path in files:
             lf = LogFile(path)
             jscan_seeds(lf, os.path.join(out, 'jscan'), made)
+            first = len(file_input(lf, 15, 1))
+            if first > 4 * MAX_SEED:  # a fuzzer spends its time copying such inputs
+                print('%8s %s: no tick or file seeds (its first tick alone makes %d bytes)' % ('', lf.name, first))
+                continue
             tick_seeds(lf, os.path.join(out, 'tick'), made)
             file_seeds(lf, os.path.join(out, 'file'), made)
     for (p, n) in made:
