@@ -163,6 +163,11 @@ $(BUILD)/tests/test_reader: tests/unit/test_reader.c tests/unit/tharness.h tests
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
 
+# and the checkpoint test (a summary made or checked short of memory)
+$(BUILD)/tests/test_ckpt: tests/unit/test_ckpt.c tests/unit/tharness.h tests/unit/oom.h $(BUILD)/libh5lcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
+
 # the fault test fails the library's allocations on demand too (its oom mode)
 $(BUILD)/tests/test_faults: tests/mpi/test_faults.c tests/mpi/expect.h tests/unit/oom.h $(BUILD)/libh5log_test.a
 	@mkdir -p $(dir $@)

@@ -19,6 +19,7 @@
 #include "ckpt.h"
 #include "codec.h"
 #include "format.h"
+#include "oom.h"
 #include "schema.h"
 #include "tharness.h"
 
@@ -885,6 +886,57 @@ static void test_chunk_map_model(void)
     h5l_ckmap_free(m);
 }
 
+/* Out of memory while a summary is made or checked is that, never damage:
+ * the n-th allocation of encode or decode fails, for every n they make.
+ * An encoder short of memory must say so (a frame without the summary
+ * would pass for a segment that cannot have one); a decoder must say
+ * ENOMEM (ECORRUPT would make a reader give up the file's checkpoints). */
+static void test_summary_oom(void)
+{
+    ssample_t s;
+    ssample(&s);
+    uint64_t seed = h5l_seed(ID), pos = 1000;
+    for (int i = 0; i < 5; i++) pos += h5l_frame_size(H5L_TICK_LEN + s.ops[i].len);
+    s.c.selfpos = pos;
+    h5l_buf_t want = {0};
+    h5l_ckpt_encode(&want, &s.c, seed);
+    CHECK(!want.oom && want.len > 0);
+    int enc_failures = 0, dec_failures = 0;
+    for (long n = 1; n < 1000; n++) {
+        h5l_buf_t b = {0};
+        oom_arm(n);
+        h5l_ckpt_encode(&b, &s.c, seed);
+        int fired = oom_off();
+        if (!fired) {
+            CHECK(!b.oom && b.len == want.len && !memcmp(b.p, want.p, want.len));
+            h5l_buf_free(&b);
+            break;
+        }
+        enc_failures++;
+        CHECK(b.oom);
+        h5l_buf_free(&b);
+    }
+    for (long n = 1; n < 1000; n++) {
+        h5l_ckpt_t d;
+        h5l_err_t e = {0};
+        oom_arm(n);
+        int rc = h5l_ckpt_decode(want.p, want.len, seed, pos, &d, "t.h5", &e);
+        int fired = oom_off();
+        if (!fired) {
+            CHECK_EQ(rc, H5L_OK);
+            h5l_ckpt_clear(&d);
+            break;
+        }
+        dec_failures++;
+        CHECK_EQ(rc, H5L_ENOMEM);
+        if (rc == H5L_OK) h5l_ckpt_clear(&d);
+        if (rc != H5L_ENOMEM) fprintf(stderr, "  allocation %ld failed: decode said %d (%s)\n", n, rc, e.msg);
+    }
+    CHECK(enc_failures >= 2 && dec_failures >= 2); /* the summary's own allocations among them */
+    h5l_buf_free(&want);
+    ssample_free(&s);
+}
+
 int main(void)
 {
     const th_test_t tests[] = {
@@ -895,6 +947,7 @@ int main(void)
         {"builder_large_ops", test_builder_large_ops},
         {"chunk_map_model", test_chunk_map_model},
         {"summary", test_summary},
+        {"summary_out_of_memory", test_summary_oom},
     };
     return th_run(tests, (int)(sizeof tests / sizeof tests[0]));
 }
