@@ -112,8 +112,15 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
         uint64_t t = h5l_schema_dimlen_tick(s, (uint32_t)i, tick);
         if (t > v) v = t;
     }
-    for (size_t i = 0; i < s->nattrs; i++)
-        if (s->attrs[i].tick <= tick && s->attrs[i].tick > v) v = s->attrs[i].tick;
+    size_t lo = 0, hi = s->nattrs; /* the newest attribute set <= tick (the history is in tick order) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->attrs[mid].tick <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo && s->attrs[lo - 1].tick > v) v = s->attrs[lo - 1].tick;
     return v;
 }
 
@@ -1147,14 +1154,34 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     for (size_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].kind && s->objs[i].tick > t0 && s->objs[i].tick <= tick)
             return h5l_err_set(err, H5L_ESTATE, "%s: '%s' was defined", path, s->objs[i].path);
-    for (size_t i = 0; i < s->nattrs; i++)
-        if (s->attrs[i].tick > t0 && s->attrs[i].tick <= tick)
-            return h5l_err_set(err, H5L_ESTATE, "%s: an attribute was set", path);
     for (size_t d = 0; d < s->ndims; d++) {
         if (s->dims[d].tick > t0 && s->dims[d].tick <= tick)
             return h5l_err_set(err, H5L_ESTATE, "%s: dimension '%s' was defined", path, s->dims[d].name);
         if (s->dims[d].tick <= t0 && h5l_schema_dimlen(s, (uint32_t)d, tick) < h5l_schema_dimlen(s, (uint32_t)d, t0))
             return h5l_err_set(err, H5L_ESTATE, "%s: dimension '%s' shrank", path, s->dims[d].name);
+    }
+    /* attributes set since t0: the value each has at tick, written over the
+     * old one in place (same type and shape, so its place and every other
+     * byte stay as a rebuild would have them; else a full build). A model
+     * that stamps its step or time into an attribute at every flush must
+     * not cost a full build per tick. */
+    size_t lo = 0, hi = s->nattrs; /* the first set after t0 (the history is in tick order) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->attrs[mid].tick > t0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (size_t i = lo; i < s->nattrs && s->attrs[i].tick <= tick; i++) {
+        if (!h5l_schema_attr_current(s, i, tick)) continue; /* set again before tick */
+        const h5l_attr_t *a = &s->attrs[i];
+        hid_t o = H5Oopen(l->file, s->objs[a->objid].path, H5P_DEFAULT);
+        if (o < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot open '%s'", path, s->objs[a->objid].path);
+        h5l_err_t ae = {0};
+        int arc = h5l_canon_attr_rewrite(o, a, &ae);
+        H5Oclose(o);
+        if (arc) return h5l_err_set(err, arc, "%s: '%s': %s", path, s->objs[a->objid].path, ae.msg);
     }
     k->nvars = k0->nvars;
     memcpy(k->vars, k0->vars, k0->nvars * sizeof *k->vars);

@@ -81,10 +81,12 @@ int hfs_skel_build(h5l_reader_t *r, uint64_t tick, hfs_skel_t **out, h5l_err_t *
 
 /* A skeleton kept open for patching: the in-memory HDF5 file of a live
  * file's newest skeleton, with its datasets. When the ticks after it only
- * grew dimensions and gave chunks data (no object, attribute or dimension
+ * grew dimensions, gave chunks data and set attributes that exist already
+ * to values of the same type and shape (no object, dimension or attribute
  * defined, nothing shrank), the next skeleton is this file patched in
  * place — H5Dset_extent of the variables and scales that grew, the new
- * chunks of sparse variables written — flushed and its image copied: work
+ * chunks of sparse variables written, the attributes' new values written
+ * over the old — flushed and its image copied: work
  * that follows what changed, not the whole schema (a full build of 1,000
  * variables takes ~150 ms, libhdf5 creating every object again). Patched
  * images have the same objects, values and attributes as a full build of

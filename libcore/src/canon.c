@@ -96,6 +96,37 @@ int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
     return rc;
 }
 
+int h5l_canon_attr_rewrite(hid_t obj, const h5l_attr_t *a, h5l_err_t *err)
+{
+    if (H5Aexists(obj, a->name) <= 0) return h5l_err_set(err, H5L_ESTATE, "attribute '%s' is new", a->name);
+    hid_t t = h5l_type_to_hid(a->type, a->type.cls == H5L_CLASS_STRING ? a->n : 0);
+    if (t < 0) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", a->name);
+    hid_t at = H5Aopen(obj, a->name, H5P_DEFAULT);
+    hid_t at_t = at < 0 ? -1 : H5Aget_type(at), at_s = at < 0 ? -1 : H5Aget_space(at);
+    int rc = H5L_OK;
+    if (at < 0 || at_t < 0 || at_s < 0) {
+        rc = h5l_err_set(err, H5L_EHDF5, "cannot open attribute '%s'", a->name);
+    } else {
+        hsize_t n = 0;
+        int scalar = H5Sget_simple_extent_type(at_s) == H5S_SCALAR;
+        int rank = H5Sget_simple_extent_ndims(at_s);
+        if (rank == 1) H5Sget_simple_extent_dims(at_s, &n, NULL);
+        int same_space = a->type.cls == H5L_CLASS_STRING ? scalar : (rank == 1 && n == a->n);
+        if (H5Tequal(at_t, t) <= 0 || !same_space) {
+            rc = h5l_err_set(err, H5L_ESTATE, "attribute '%s' changed type or shape", a->name);
+        } else {
+            const char *empty = "";
+            const void *val = a->type.cls == H5L_CLASS_STRING && a->n == 0 ? (const void *)empty : a->value;
+            if (H5Awrite(at, t, val) < 0) rc = h5l_err_set(err, H5L_EHDF5, "cannot write attribute '%s'", a->name);
+        }
+    }
+    if (at_s >= 0) H5Sclose(at_s);
+    if (at_t >= 0) H5Tclose(at_t);
+    if (at >= 0) H5Aclose(at);
+    H5Tclose(t);
+    return rc;
+}
+
 /* Chunks of the shape past which a skeleton allocates only the chunks that
  * hold data. Below it every chunk is allocated early, the path libhdf5
  * 1.10.8 is known to handle: with incremental allocation and chunks

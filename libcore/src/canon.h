@@ -38,6 +38,11 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_
 
 /* Set (create or replace) attribute a on object obj. */
 int h5l_canon_attr(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
+/* Give the attribute a->name of obj, which exists with the type and shape
+ * h5l_canon_attr would give a, a's value in place (its place in the
+ * creation order kept, as a rebuild would keep it). H5L_ESTATE when it is
+ * not there or differs in type or shape (then only a rebuild is right). */
+int h5l_canon_attr_rewrite(hid_t obj, const h5l_attr_t *a, h5l_err_t *err);
 
 /* Called for each variable twice: with dset < 0 just before its dataset is
  * created, and with the dataset right after. Non-zero return aborts the

@@ -8,8 +8,11 @@
  * for every tick of a file whose dimensions grow in every way (one
  * dimension, two at once, the leading one or not, a jump to 100,000 that
  * turns variables sparse, an attribute and a new variable in between, a
- * row written before the last chunk of an index the daemon grows),
- *   1. ticks that only grew are patched, the others build in full;
+ * row written before the last chunk of an index the daemon grows, a
+ * global and a variable attribute set again at most ticks with values of
+ * the same type and shape, a text attribute once as long and once longer),
+ *   1. ticks that only grew or set attributes again in place are patched,
+ *      the others build in full;
  *   2. the patched skeleton has the full build's variables, shapes and
  *      set of allocated blocks (var, block, length);
  *   3. its image, opened by libhdf5, has the shapes, the chunk count of
@@ -64,6 +67,10 @@ static int write_file(void)
     rc |= h5l_def_var(f, "/c", H5T_STD_I16LE, 1, &dy, NULL, &vc);
     rc |= h5l_def_var(f, "/e", H5T_STD_I8LE, 2, de, che, &ve);
     rc |= h5l_put_att_text(f, va, "units", "K");
+    double step = 0;
+    int32_t count[3] = {0, 0, 0};
+    rc |= h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_DOUBLE, 1, &step);
+    rc |= h5l_put_att(f, vb, "count", H5T_NATIVE_INT32, 3, count);
     float fa[6] = {0}, fx[64];
     int32_t ib[64];
     double ds[6] = {0};
@@ -95,7 +102,20 @@ static int write_file(void)
             uint64_t sf[2] = {JUMP - 5, 0};
             rc |= h5l_put(f, vs, sf, c2, ds);
         }
-        if (t == ATTR_TICK) rc |= h5l_put_att_text(f, va, "units", "degK");
+        /* attributes set again with values of the same type and shape:
+         * patched (every tick, twice in one tick, at some ticks) */
+        step = t;
+        rc |= h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_DOUBLE, 1, &step);
+        if (t % 4 == 1) {
+            step = 1000 + t;
+            rc |= h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_DOUBLE, 1, &step);
+        }
+        if (t % 2 == 0) {
+            count[t % 3] = t;
+            rc |= h5l_put_att(f, vb, "count", H5T_NATIVE_INT32, 3, count);
+        }
+        if (t == 3) rc |= h5l_put_att_text(f, va, "units", "J"); /* a string of the same length */
+        if (t == ATTR_TICK) rc |= h5l_put_att_text(f, va, "units", "degK"); /* another length: full build */
         if (t == NEWVAR_TICK) rc |= h5l_def_var(f, "/n", H5T_STD_I16LE, 1, &dy, NULL, &vn);
         if (!rc) rc = h5l_flush(f);
     }
@@ -188,17 +208,21 @@ static vb_key_t *blocks_of(const hfs_skel_t *k, size_t *n)
     return v;
 }
 
-/* Write a skeleton's image (metadata; raw bytes zero) to g_img and open it. */
-static hid_t open_image(const hfs_skel_t *k)
+/* Write a skeleton's image (metadata; raw bytes zero) to a file of its own
+ * (slot: two images open at once must be two files, or libhdf5 hands the
+ * second open the first one's file) and open it. */
+static hid_t open_image(const hfs_skel_t *k, int slot)
 {
     uint8_t *buf = malloc((size_t)k->eof);
     CHECK_EQ(hfs_skel_meta_read(k, 0, (size_t)k->eof, buf), 0);
-    FILE *fp = fopen(g_img, "wb");
+    char path[640];
+    snprintf(path, sizeof path, "%s.%d", g_img, slot);
+    FILE *fp = fopen(path, "wb");
     int ok = fp && fwrite(buf, 1, (size_t)k->eof, fp) == (size_t)k->eof;
     if (fp) fclose(fp);
     free(buf);
     CHECK(ok);
-    hid_t f = ok ? H5Fopen(g_img, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    hid_t f = ok ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     CHECK(f >= 0);
     return f;
 }
@@ -244,12 +268,12 @@ static void attrs_of(hid_t f, const char *path, attr_list_t *l)
     H5Oclose(o);
 }
 
-static const char *paths[] = {"/a", "/b", "/x", "/g/s", "/c", "/e", "/time", "/x", "/n"};
+static const char *paths[] = {"/", "/a", "/b", "/x", "/g/s", "/c", "/e", "/time", "/x", "/n"};
 
 /* 3. the patched image through libhdf5, against the full build's image */
 static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_t *r, uint64_t tick)
 {
-    hid_t f = open_image(k);
+    hid_t f = open_image(k, 0);
     if (f < 0) return;
     /* the superblock's end of address space is the image's end: room the
      * daemon reserves (its own chunk indexes) is inside it, else libhdf5
@@ -328,7 +352,7 @@ static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_
     }
     h5l_reader_unlock(r);
     /* attributes as the full build has them */
-    hid_t g = open_image(full);
+    hid_t g = open_image(full, 1);
     for (size_t i = 0; g >= 0 && i < sizeof paths / sizeof *paths; i++) {
         if (H5Lexists(g, paths[i], H5P_DEFAULT) <= 0) {
             CHECK(H5Lexists(f, paths[i], H5P_DEFAULT) <= 0);
@@ -610,7 +634,11 @@ int main(int argc, char **argv)
     int failed = th_run(tests, 4);
     unlink(g_path);
     unlink(g_path2);
-    unlink(g_img);
+    for (int i = 0; i < 2; i++) {
+        char p[640];
+        snprintf(p, sizeof p, "%s.%d", g_img, i);
+        unlink(p);
+    }
     rmdir(dir);
     MPI_Finalize();
     return failed ? 1 : 0;
