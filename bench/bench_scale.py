@@ -102,7 +102,7 @@ def writer_ticks(path):
     return out
 
 
-def live_run(build, nvars, ticks, interval, chunk_rows, poll_rows):
+def live_run(build, nvars, ticks, interval, chunk_rows, poll_rows, extra=()):
     """A live_many writer and a poller through the mount. Returns the
     poller's record, the writer's flush times, daemon CPU and RSS."""
     d, src, mnt = fresh()
@@ -112,7 +112,7 @@ def live_run(build, nvars, ticks, interval, chunk_rows, poll_rows):
         with open(wout, "w") as wo:
             w = subprocess.Popen(mpirun(os.path.join(BUILD, "bench", "live_many"), os.path.join(src, "l.h5"),
                                         "--vars", nvars, "--ticks", ticks, "--interval", interval,
-                                        "--chunk-rows", chunk_rows), env=ENV, stdout=wo)
+                                        "--chunk-rows", chunk_rows, *extra), env=ENV, stdout=wo)
         cpu0, t0 = dm.cpu_s(), time.time()
         seconds = ticks * interval
         poll = subprocess.run([PY, os.path.join(HERE, "poll_live.py"), os.path.join(mnt, "l.h5"), str(seconds),
@@ -129,14 +129,18 @@ def live_run(build, nvars, ticks, interval, chunk_rows, poll_rows):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def bench_live_1000(build):
-    r = live_run(build, 1000, 150, 0.2, 16384, 0)
+def bench_live_1000(build, extra=()):
+    r = live_run(build, 1000, 150, 0.2, 16384, 0, extra)
     seen, flush = r["poll"].get("seen", {}), r["flush"]
     delays = [(seen[k] - flush[int(k)]) / 0.1 for k in seen if int(k) in flush]
     return {"delay_ticks_p50": pct(delays, 50), "delay_ticks_p99": pct(delays, 99), "ticks_seen": len(delays),
             "ticks_written": len(flush), "polls": r["poll"].get("polls"), "bad_rows": r["poll"].get("bad_rows"),
             "daemon_cpu_frac": round(r["cpu_frac"], 4), "daemon_rss_bytes": r["rss"],
             "builds": re.search(r"skeletons: .*", r["stats"]).group(0) if "skeletons:" in r["stats"] else None}
+
+
+def bench_live_1000_attr(build):
+    return bench_live_1000(build, ("--step-attr", 1))
 
 
 def bench_poll_100(build):
@@ -265,6 +269,7 @@ def bench_lookup_during_build(build):
 
 BENCHES = [("many_20000", bench_many_20000), ("sparse_2e40", bench_sparse),
            ("lookup_during_build", bench_lookup_during_build), ("live_1000", bench_live_1000),
+           ("live_1000_attr", bench_live_1000_attr),
            ("poll_100", bench_poll_100)]
 
 

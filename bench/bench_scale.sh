@@ -5,6 +5,8 @@
 #   live_1000      1000 live variables flushed every 200 ms, -o tick=0.1: how
 #                  late the newest tick is seen (p50/p99, in daemon ticks) and
 #                  the daemon's CPU (% of one core)
+#   live_1000_attr the same, the writer also setting a global attribute
+#                  ("step") at every tick
 #   many_20000     the skeleton build of 20,000 variables (first lookup), and
 #                  libhdf5 alone creating the same datasets (bench/h5floor)
 #   sparse_2e40    one row at t = 2^40: time to serve it, daemon peak RSS

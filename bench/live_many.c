@@ -2,7 +2,7 @@
  * scale benchmark (bench/bench_scale.sh) and tests/e2e/test_scale.py.
  *
  * Usage: mpirun -np 1 live_many FILE --vars N --ticks T --interval SECONDS
- *                                    [--chunk-rows R]
+ *                                    [--chunk-rows R] [--step-attr 1]
  *
  * Dimensions: time (unlimited), x = 16. Variables /v00000.. float32
  * [time, x], chunk [R, 16] (R = 16384 by default: 1 MiB chunks, so the
@@ -10,6 +10,9 @@
  * one row per chunk), and /stamp int64 [time], chunk [R]. At tick k (1-based) row k-1 of every variable is written, element
  * j of /vI = I * 1000 + k + j / 100, and /stamp[k-1] = k: 64-byte rows, the
  * case where a poller must not make the daemon assemble whole chunks.
+ * --step-attr 1: each tick also sets the global int64 attribute "step" to
+ * k, as models stamp their step or time (the attribute is set again with a
+ * value of the same type and shape at every tick).
  * Rank 0 prints "tick K <seconds since the epoch>" after each flush
  * (stdout, flushed), so a reader can measure how late it sees a tick.
  * Exit status 0 on success, 1 on a failed call, 2 on usage errors. */
@@ -54,7 +57,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    long nvars = -1, ticks = -1, crows = 16384;
+    long nvars = -1, ticks = -1, crows = 16384, step_attr = 0;
     double interval = -1;
     if (argc < 2 || argv[1][0] == '-') goto usage;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
             interval = strtod(argv[i + 1], &end);
         else if (!strcmp(argv[i], "--chunk-rows"))
             crows = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--step-attr"))
+            step_attr = strtol(argv[i + 1], &end, 10);
         else
             goto usage;
         if (!end || *end) goto usage;
@@ -100,6 +105,10 @@ int main(int argc, char **argv)
             uint64_t st = (uint64_t)k - 1, ct = 1;
             CHECK(h5l_put(f, sid, &st, &ct, &s));
         }
+        if (step_attr) {
+            int64_t s = k;
+            CHECK(h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_INT64, 1, &s));
+        }
         CHECK(h5l_flush(f));
         if (rank == 0) {
             struct timespec now;
@@ -114,7 +123,7 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return 0;
 usage:
-    fprintf(stderr, "usage: live_many FILE --vars N --ticks T --interval SECONDS [--chunk-rows R]\n");
+    fprintf(stderr, "usage: live_many FILE --vars N --ticks T --interval SECONDS [--chunk-rows R] [--step-attr 1]\n");
     MPI_Finalize();
     return 2;
 }
