@@ -18,12 +18,14 @@
 
 /* Name indexes, so that no op costs a scan of everything defined before it
  * (a frame of a few megabytes holds 10^5 DIM or ATTR ops; a scan each made
- * loading it take minutes). One block at s->index (its w[]), nb chain
- * heads per table (a power of two, at least twice every count):
+ * loading it take minutes). One block at s->index (its w[]), chain heads
+ * per table a power of two, at least twice the count: nb for objects and
+ * dimensions, nba for attributes (sized apart: a model that sets an
+ * attribute at every tick has a million versions and a few objects):
  *   [0], [1], [2] the dims, attrs and objs capacities it was built for
  *   obj[nb]       objects by path (links: onext)
  *   dim[nb]       dimensions by name (links: dnext)
- *   attr[nb]      attributes by (object, name) (links: anext)
+ *   attr[nba]     attributes by (object, name) (links: anext)
  *   dnext[dcap], anext[acap]
  *   later[acap]   the next version of attribute i (same object and name), or PNONE
  *   earlier[acap] the previous one
@@ -31,7 +33,7 @@
  * first and the newest definition (the one rollback removes) heads its
  * chain. */
 struct h5l_schema_ix { /* opaque in h5log_reader.h */
-    size_t nb;
+    size_t nb, nba;
     uint32_t w[];
 };
 
@@ -47,7 +49,7 @@ static ix_t ix_of(const h5l_schema_t *s)
     x.obj = b + IX_HDR;
     x.dim = x.obj + nb;
     x.attr = x.dim + nb;
-    x.dnext = x.attr + nb;
+    x.dnext = x.attr + s->index->nba;
     x.anext = x.dnext + b[0];
     x.later = x.anext + b[1];
     x.earlier = x.later + b[1];
@@ -69,7 +71,7 @@ static size_t dslot(const h5l_schema_t *s, const char *name)
 
 static size_t aslot(const h5l_schema_t *s, uint32_t objid, const char *name)
 {
-    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 2 + (uint64_t)objid) & (nbuckets(s) - 1);
+    return (size_t)XXH3_64bits_withSeed(name, strlen(name), 2 + (uint64_t)objid) & (s->index->nba - 1);
 }
 
 /* The newest attribute of (objid, name), or PNONE. */
@@ -79,6 +81,10 @@ static uint32_t attr_latest(const h5l_schema_t *s, const ix_t *x, uint32_t objid
         if (s->attrs[i].objid == objid && strcmp(s->attrs[i].name, name) == 0) return i;
     return PNONE;
 }
+
+/* Version i of an attribute owns its name if it is the first of its
+ * (object, name): the later ones point at the same string. */
+static int attr_owns_name(const h5l_schema_t *s, size_t i) { return ix_of(s).earlier[i] == PNONE; }
 
 static void ix_add_obj(h5l_schema_t *s, const ix_t *x, size_t id)
 {
@@ -112,16 +118,17 @@ static void ix_add_attr(h5l_schema_t *s, const ix_t *x, size_t id)
 static int ix_fit(h5l_schema_t *s)
 {
     size_t most = s->nobjs > s->ndims ? s->nobjs : s->ndims;
-    if (s->nattrs > most) most = s->nattrs;
     const struct h5l_schema_ix *old = s->index;
-    if (old && 2 * (most + 1) <= old->nb && old->w[0] == s->cap_dims && old->w[1] == s->cap_attrs &&
-        old->w[2] == s->cap_objs)
+    if (old && 2 * (most + 1) <= old->nb && 2 * (s->nattrs + 1) <= old->nba && old->w[0] == s->cap_dims &&
+        old->w[1] == s->cap_attrs && old->w[2] == s->cap_objs)
         return 0;
-    if (most >= PNONE / 4 || s->cap_dims >= PNONE / 4 || s->cap_attrs >= PNONE / 4 || s->cap_objs >= PNONE / 4)
+    if (most >= PNONE / 4 || s->nattrs >= PNONE / 4 || s->cap_dims >= PNONE / 4 || s->cap_attrs >= PNONE / 4 ||
+        s->cap_objs >= PNONE / 4)
         return -1;
-    size_t nb = old ? old->nb : 64;
+    size_t nb = old ? old->nb : 64, nba = old ? old->nba : 64;
     while (nb < 2 * (most + 1)) nb *= 2;
-    size_t n = IX_HDR + 3 * nb + s->cap_dims + 3 * s->cap_attrs + s->cap_objs;
+    while (nba < 2 * (s->nattrs + 1)) nba *= 2;
+    size_t n = IX_HDR + 2 * nb + nba + s->cap_dims + 3 * s->cap_attrs + s->cap_objs;
     struct h5l_schema_ix *ix = malloc(sizeof *ix + n * sizeof(uint32_t));
     if (!ix) return -1;
     uint32_t *b = ix->w;
@@ -130,6 +137,7 @@ static int ix_fit(h5l_schema_t *s)
     b[1] = (uint32_t)s->cap_attrs;
     b[2] = (uint32_t)s->cap_objs;
     ix->nb = nb;
+    ix->nba = nba;
     free(s->index);
     s->index = ix;
     ix_t x = ix_of(s);
@@ -177,7 +185,7 @@ void h5l_schema_free(h5l_schema_t *s)
         free(s->dims[i].runs);
     }
     for (size_t i = 0; i < s->nattrs; i++) {
-        free(s->attrs[i].name);
+        if (attr_owns_name(s, i)) free(s->attrs[i].name);
         free(s->attrs[i].value);
     }
     free(s->objs);
@@ -580,17 +588,22 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     int nrc = h5l_schema_attr_name_ok(op->name, err);
     if (nrc) return nrc;
     if (!h5l_type_valid(op->type)) return h5l_err_set(err, H5L_ETYPE, "attribute '%s': unsupported type", op->name);
-    if (h5l_grow((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs) || ix_fit(s))
+    /* (appended whole: the array grows without clearing) */
+    if (h5l_grow_raw((void **)&s->attrs, &s->cap_attrs, s->nattrs + 1, sizeof *s->attrs) || ix_fit(s))
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
+    ix_t x = ix_of(s);
+    uint32_t prev = attr_latest(s, &x, op->id, op->name);
     h5l_attr_t a = {0};
     a.objid = op->id;
     a.type = op->type;
     a.n = op->len;
     a.tick = tick;
-    a.name = strdup(op->name);
+    /* a key's versions share its first version's name (attr_owns_name): a
+     * model that sets an attribute at every tick keeps one copy of it */
+    a.name = prev != PNONE ? s->attrs[prev].name : strdup(op->name);
     a.value = malloc(op->data_len + 1);
     if (!a.name || !a.value) {
-        free(a.name);
+        if (prev == PNONE) free(a.name);
         free(a.value);
         return h5l_err_set(err, H5L_ENOMEM, "out of memory");
     }
@@ -598,12 +611,10 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     ((char *)a.value)[op->data_len] = 0;
     /* A replacement made in the same tick overwrites in place, so the
      * history keeps one value per (object, name, tick). */
-    ix_t x = ix_of(s);
-    uint32_t prev = attr_latest(s, &x, a.objid, a.name);
     if (prev != PNONE && s->attrs[prev].tick == tick) {
         h5l_attr_t *b = &s->attrs[prev];
-        free(b->name);
         free(b->value);
+        a.name = b->name; /* (the same, owned or shared as before) */
         *b = a;
         return H5L_OK;
     }
@@ -645,8 +656,9 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
         size_t i = s->nattrs - 1, k = aslot(s, s->attrs[i].objid, s->attrs[i].name);
         if (x.attr[k] == i) x.attr[k] = x.anext[i];
         if (x.earlier[i] != PNONE) x.later[x.earlier[i]] = PNONE;
+        int owns = x.earlier[i] == PNONE; /* (its later versions went first) */
         h5l_attr_t *a = &s->attrs[--s->nattrs];
-        free(a->name);
+        if (owns) free(a->name);
         free(a->value);
         memset(a, 0, sizeof *a);
     }
