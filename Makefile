@@ -238,6 +238,11 @@ $(BUILD)/tests/test_livemax: tests/fused/test_livemax.c $(LFILE_OBJS) $(BUILD)/l
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
 
+# the ticker's rounds woken between ticks (inotify), one live file
+$(BUILD)/tests/test_ticker: tests/fused/test_ticker.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(LINK_LIB)
+
 # (with skel.c's test hooks: a patch made to fail half way)
 $(BUILD)/tests/test_skelpatch: tests/fused/test_skelpatch.c $(subst skel.o,skel_hooks.o,$(LFILE_OBJS)) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)

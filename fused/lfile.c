@@ -256,6 +256,10 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
             atomic_store(&lf->wd, hfs_watch_add(j));
             free(j);
         }
+        /* a commit between the reader's open and the watch (or whose event
+         * came before wd was stored) made no mark: one refresh soon */
+        atomic_store(&lf->changed, 1);
+        if (g_kick) g_kick();
     }
     if (lf->damaged) report_damage(lf);
     *out = lf;
@@ -1093,7 +1097,10 @@ static void tick_files(hfs_newtick_fn fn, void *ctx, double idle_s, int all)
         if (nlive == cap) {
             size_t c2 = cap ? cap * 2 : 16;
             hfs_lfile_t **v = realloc(live, c2 * sizeof *v);
-            if (!v) continue; /* refreshed at the next tick */
+            if (!v) { /* refreshed in a later round */
+                atomic_store(&lf->changed, 1);
+                continue;
+            }
             live = v;
             cap = c2;
         }
@@ -1105,11 +1112,11 @@ static void tick_files(hfs_newtick_fn fn, void *ctx, double idle_s, int all)
         hfs_lfile_t *lf = live[i];
         pthread_mutex_lock(&lf->mu);
         int busy = lf->building;
+        /* refreshed when its build lands: set under mu, where the builder
+         * reads it to decide whether to wake the ticker */
+        if (busy) atomic_store(&lf->changed, 1);
         pthread_mutex_unlock(&lf->mu);
-        if (busy) { /* refreshed when its build lands */
-            atomic_store(&lf->changed, 1);
-            continue;
-        }
+        if (busy) continue;
         int nnew = 0;
         h5l_err_t e = {0};
         int rc = h5l_reader_refresh(lf->reader, &nnew, &e);
@@ -1144,16 +1151,18 @@ static void tick_files(hfs_newtick_fn fn, void *ctx, double idle_s, int all)
 
 void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s) { tick_files(fn, ctx, idle_s, 1); }
 
-void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx) { tick_files(fn, ctx, 0.0, 0); }
+void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx, double idle_s) { tick_files(fn, ctx, idle_s, 0); }
 
 void hfs_lfile_watch_events(void)
 {
-    int wds[256];
-    size_t n = hfs_watch_drain(wds, sizeof wds / sizeof wds[0]);
-    if (!n) return;
+    int wds[256], lost = 0;
+    size_t n = hfs_watch_drain(wds, sizeof wds / sizeof wds[0], &lost);
+    if (!n && !lost) return;
     pthread_mutex_lock(&reg_mu);
     for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
         int wd = atomic_load(&lf->wd);
+        if (wd >= 0 && lost) /* events not named (too many, or the queue overflowed): every watched file */
+            atomic_store(&lf->changed, 1);
         for (size_t i = 0; wd >= 0 && i < n; i++)
             if (wds[i] == wd) atomic_store(&lf->changed, 1);
     }

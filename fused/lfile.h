@@ -90,7 +90,7 @@ void hfs_lfile_tick_all(hfs_newtick_fn fn, void *ctx, double idle_s);
  * write, or their poll was skipped during a build), and the names of
  * builds that landed since: what the ticker does when woken between
  * ticks. */
-void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx);
+void hfs_lfile_tick_changed(hfs_newtick_fn fn, void *ctx, double idle_s);
 /* Read the inotify events (watch.h) and mark the files they were for. */
 void hfs_lfile_watch_events(void);
 /* kick() is called (from the builder thread) when a build lands whose

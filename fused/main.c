@@ -322,6 +322,9 @@ static double mono_s(void)
  * between are merged into the next round). */
 #define WAKE_GAP_S 0.005
 
+/* A file unused this long is dropped (and not built ahead for). */
+#define IDLE_S 30.0
+
 /* Every tick: a round over all live files (hfs_lfile_tick_all). Between
  * ticks: a round over the files whose journal was written, and the news of
  * landed builds (hfs_lfile_tick_changed). */
@@ -335,17 +338,18 @@ static void *ticker(void *arg)
         int gap = now - last_woken < WAKE_GAP_S; /* leave the watch's events queued a moment */
         double until = gap && last_woken + WAKE_GAP_S < next ? last_woken + WAKE_GAP_S : next;
         int ms = until <= now ? 0 : (int)ceil((until - now) * 1e3);
-        struct pollfd p[2] = {{.fd = g_wake, .events = POLLIN}, {.fd = hfs_watch_fd(), .events = POLLIN}};
-        int np = p[1].fd >= 0 && !gap ? 2 : 1;
-        int r = poll(p, (nfds_t)np, ms);
+        if (g_wake < 0 && ms > 100) ms = 100; /* no eventfd: see g_stop within 100 ms */
+        /* (a negative fd is ignored by poll) */
+        struct pollfd p[2] = {{.fd = g_wake, .events = POLLIN}, {.fd = gap ? -1 : hfs_watch_fd(), .events = POLLIN}};
+        int r = poll(p, 2, ms);
         if (atomic_load(&g_stop)) break;
-        if (r > 0) {
+        if (r > 0 || g_wake < 0) { /* (no eventfd: a landed build's news is looked for each time) */
             if (p[0].revents & POLLIN) {
                 uint64_t v;
                 if (read(g_wake, &v, sizeof v) < 0) {} /* EAGAIN: raced with another read */
             }
-            if (np == 2 && (p[1].revents & POLLIN)) hfs_lfile_watch_events();
-            hfs_lfile_tick_changed(on_new_tick, NULL);
+            hfs_lfile_watch_events(); /* (non-blocking: also in a round a landed build woke) */
+            hfs_lfile_tick_changed(on_new_tick, NULL, IDLE_S);
             last_woken = mono_s();
         }
         if (mono_s() < next) continue;
@@ -353,7 +357,7 @@ static void *ticker(void *arg)
             raise_readahead();
             first = 0;
         }
-        hfs_lfile_tick_all(on_new_tick, NULL, 30.0);
+        hfs_lfile_tick_all(on_new_tick, NULL, IDLE_S);
         if (g_dump) { /* SIGUSR1: statistics to the log */
             g_dump = 0;
             dump_stats();
@@ -439,9 +443,10 @@ int main(int argc, char **argv)
     signal(SIGUSR1, on_usr1);
     pthread_t tk;
     g_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (g_wake < 0) hfs_log("eventfd: %s: the ticker looks for news every 100 ms instead", strerror(errno));
     if (hfs_watch_init() != 0) hfs_log("inotify unavailable (%s): new ticks are seen at the next tick", strerror(errno));
     hfs_lfile_set_kick(wake_ticker);
-    int have_ticker = g_wake >= 0 && pthread_create(&tk, NULL, ticker, NULL) == 0;
+    int have_ticker = pthread_create(&tk, NULL, ticker, NULL) == 0;
     if (!have_ticker) hfs_log("cannot start the ticker: live files are not refreshed");
     if (cmd.singlethread) {
         ret = fuse_session_loop(se);

@@ -59,10 +59,11 @@ void hfs_watch_rm(int wd)
     while (c && !atomic_compare_exchange_weak(&g_count, &c, c - 1)) {}
 }
 
-size_t hfs_watch_drain(int *wds, size_t cap)
+size_t hfs_watch_drain(int *wds, size_t cap, int *lost)
 {
     int fd = atomic_load(&g_fd);
     size_t n = 0;
+    *lost = 0;
     if (fd < 0) return 0;
     /* aligned as the kernel's records are */
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -72,10 +73,18 @@ size_t hfs_watch_drain(int *wds, size_t cap)
         for (char *p = buf; p < buf + got;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof *ev + ev->len;
-            if (ev->wd < 0 || (ev->mask & IN_Q_OVERFLOW)) continue; /* overflow: the tick's poll covers it */
+            if (ev->wd < 0 || (ev->mask & IN_Q_OVERFLOW)) { /* events were dropped */
+                *lost = 1;
+                continue;
+            }
             size_t i = 0;
             while (i < n && wds[i] != ev->wd) i++;
-            if (i == n && n < cap) wds[n++] = ev->wd;
+            if (i == n) {
+                if (n < cap)
+                    wds[n++] = ev->wd;
+                else
+                    *lost = 1;
+            }
         }
     }
     return n;

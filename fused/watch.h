@@ -30,9 +30,11 @@ int hfs_watch_add(const char *path);
 void hfs_watch_rm(int wd);
 
 /* Read the pending events without blocking; writes the distinct watch
- * descriptors they were for into wds (at most cap; more are dropped, the
- * tick's poll covers them). The count. */
-size_t hfs_watch_drain(int *wds, size_t cap);
+ * descriptors they were for into wds (at most cap). The count. *lost is
+ * set to 1 when some events named no descriptor here (more than cap, or
+ * the kernel's queue overflowed): the caller must then treat every watch
+ * as written. */
+size_t hfs_watch_drain(int *wds, size_t cap, int *lost);
 
 /* Watches held now, and hfs_watch_add calls that failed, since init. */
 size_t hfs_watch_count(void);

@@ -44,8 +44,9 @@ static void test_disabled(void)
     append("a", 1);
     CHECK_EQ(hfs_watch_add(file("a")), -1);
     hfs_watch_rm(3);
-    int wds[4];
-    CHECK_EQ(hfs_watch_drain(wds, 4), 0);
+    int wds[4], lost = 1;
+    CHECK_EQ(hfs_watch_drain(wds, 4, &lost), 0);
+    CHECK_EQ(lost, 0);
 }
 
 static void test_writes_named_once(void)
@@ -59,42 +60,48 @@ static void test_writes_named_once(void)
     CHECK(wa >= 0 && wb >= 0 && wc >= 0 && wa != wb && wb != wc);
     CHECK_EQ(hfs_watch_count(), 3);
     int wds[8];
-    CHECK_EQ(hfs_watch_drain(wds, 8), 0); /* nothing written since */
+    int lost = 0;
+    CHECK_EQ(hfs_watch_drain(wds, 8, &lost), 0); /* nothing written since */
+    CHECK_EQ(lost, 0);
     CHECK(!readable(0));
     append("a", 50); /* many writes: one name */
     append("c", 3);
     CHECK(readable(1000));
-    size_t n = hfs_watch_drain(wds, 8);
+    size_t n = hfs_watch_drain(wds, 8, &lost);
     CHECK_EQ(n, 2);
+    CHECK_EQ(lost, 0);
     int sa = 0, sc = 0;
     for (size_t i = 0; i < n; i++) {
         sa += wds[i] == wa;
         sc += wds[i] == wc;
     }
     CHECK(sa == 1 && sc == 1);
-    CHECK_EQ(hfs_watch_drain(wds, 8), 0); /* drained */
-    /* more names than room: some are dropped, none is made up */
+    CHECK_EQ(hfs_watch_drain(wds, 8, &lost), 0); /* drained */
+    /* more names than room: the rest are said to be lost (the caller then
+     * refreshes every watched file), none is made up */
     append("a", 1);
     append("b", 1);
     append("c", 1);
     CHECK(readable(1000));
-    CHECK_EQ(hfs_watch_drain(wds, 1), 1);
+    CHECK_EQ(hfs_watch_drain(wds, 1, &lost), 1);
+    CHECK_EQ(lost, 1);
     CHECK(wds[0] == wa || wds[0] == wb || wds[0] == wc);
-    CHECK_EQ(hfs_watch_drain(wds, 8), 0);
+    CHECK_EQ(hfs_watch_drain(wds, 8, &lost), 0);
+    CHECK_EQ(lost, 0);
     /* no longer watched: its writes name nothing (the removal's own
      * IN_IGNORED event may name it once) */
     hfs_watch_rm(wb);
     CHECK_EQ(hfs_watch_count(), 2);
-    hfs_watch_drain(wds, 8);
+    hfs_watch_drain(wds, 8, &lost);
     append("b", 5);
     usleep(20000);
-    n = hfs_watch_drain(wds, 8);
+    n = hfs_watch_drain(wds, 8, &lost);
     for (size_t i = 0; i < n; i++) CHECK(wds[i] != wb);
     hfs_watch_rm(wb); /* twice: harmless */
     /* a removed file (the sidecar at the writer's close) names its watch */
     CHECK_EQ(unlink(file("c")), 0);
     CHECK(readable(1000));
-    n = hfs_watch_drain(wds, 8);
+    n = hfs_watch_drain(wds, 8, &lost);
     CHECK(n >= 1 && wds[0] == wc);
     hfs_watch_rm(wc); /* the kernel dropped it already: harmless */
     /* a path that is not there */
