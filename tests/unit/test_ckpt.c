@@ -901,7 +901,7 @@ static void test_summary_oom(void)
     h5l_buf_t want = {0};
     h5l_ckpt_encode(&want, &s.c, seed);
     CHECK(!want.oom && want.len > 0);
-    int enc_failures = 0, dec_failures = 0;
+    int enc_failures = 0, dec_failures = 0, enc_done = 0, dec_done = 0;
     for (long n = 1; n < 1000; n++) {
         h5l_buf_t b = {0};
         oom_arm(n);
@@ -910,6 +910,7 @@ static void test_summary_oom(void)
         if (!fired) {
             CHECK(!b.oom && b.len == want.len && !memcmp(b.p, want.p, want.len));
             h5l_buf_free(&b);
+            enc_done = 1;
             break;
         }
         enc_failures++;
@@ -925,6 +926,7 @@ static void test_summary_oom(void)
         if (!fired) {
             CHECK_EQ(rc, H5L_OK);
             h5l_ckpt_clear(&d);
+            dec_done = 1;
             break;
         }
         dec_failures++;
@@ -932,6 +934,7 @@ static void test_summary_oom(void)
         if (rc == H5L_OK) h5l_ckpt_clear(&d);
         if (rc != H5L_ENOMEM) fprintf(stderr, "  allocation %ld failed: decode said %d (%s)\n", n, rc, e.msg);
     }
+    CHECK(enc_done && dec_done); /* every allocation was failed once */
     CHECK(enc_failures >= 2 && dec_failures >= 2); /* the summary's own allocations among them */
     h5l_buf_free(&want);
     ssample_free(&s);
