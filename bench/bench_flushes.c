@@ -2,7 +2,10 @@
  * tick: N flushes of one row each of a [time, 64] float32 variable, every
  * rank writing its share of the row.
  *
- * Usage: mpirun -np P bench_flushes FILE [N] [--no-finalize]
+ * Usage: mpirun -np P bench_flushes FILE [N] [--no-finalize] [--step-attr]
+ * --step-attr: every flush also sets the global attribute "step" (a double,
+ * the row's index), as models stamp their step: a log whose checkpoint
+ * segments are not simple (docs/performance.md, "Opening from summaries").
  * --no-finalize: h5l_close does not finalize (make bench-write's default,
  * like its other runs: finalizing stores the data a second time, in 100,000
  * one-row chunks here, which is make bench-standalone's subject).
@@ -35,14 +38,20 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2) {
-        if (!rank) fprintf(stderr, "usage: bench_flushes FILE [N]\n");
+        if (!rank) fprintf(stderr, "usage: bench_flushes FILE [N] [--no-finalize] [--step-attr]\n");
         MPI_Finalize();
         return 2;
     }
     long n = argc > 2 ? atol(argv[2]) : 100000;
     h5l_opts_t o;
     h5l_opts_init(&o);
-    o.no_finalize = argc > 3 && strcmp(argv[3], "--no-finalize") == 0;
+    int step_attr = 0;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--no-finalize") == 0)
+            o.no_finalize = 1;
+        else if (strcmp(argv[i], "--step-attr") == 0)
+            step_attr = 1;
+    }
     h5l_file_t *f;
     if (h5l_create(argv[1], MPI_COMM_WORLD, &o, &f)) {
         fprintf(stderr, "%s\n", h5l_errmsg(NULL));
@@ -60,6 +69,10 @@ int main(int argc, char **argv)
         for (uint64_t k = 0; k < share; k++) row[k] = (float)i + (float)(lo + k) * 1e-3f;
         uint64_t st[2] = {(uint64_t)i, lo}, ct[2] = {1, share};
         h5l_put(f, v, st, ct, row);
+        if (step_attr) {
+            double step = (double)i;
+            h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_DOUBLE, 1, &step);
+        }
         double t0 = now();
         if (h5l_flush(f)) {
             fprintf(stderr, "%s\n", h5l_errmsg(f));

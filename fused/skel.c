@@ -40,6 +40,7 @@
 #include "canon.h"
 #include "codec.h"
 #include "grow.h"
+#include "schema.h"
 
 static atomic_int g_cancel;
 void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }
@@ -112,15 +113,8 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
         uint64_t t = h5l_schema_dimlen_tick(s, (uint32_t)i, tick);
         if (t > v) v = t;
     }
-    size_t lo = 0, hi = s->nattrs; /* the newest attribute set <= tick (the history is in tick order) */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->attrs[mid].tick <= tick)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo && s->attrs[lo - 1].tick > v) v = s->attrs[lo - 1].tick;
+    size_t na = h5l_schema_attrs_after(s, tick); /* the newest attribute set <= tick is na - 1 */
+    if (na && s->attrs[na - 1].tick > v) v = s->attrs[na - 1].tick;
     return v;
 }
 
@@ -1165,15 +1159,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
      * byte stay as a rebuild would have them; else a full build). A model
      * that stamps its step or time into an attribute at every flush must
      * not cost a full build per tick. */
-    size_t lo = 0, hi = s->nattrs; /* the first set after t0 (the history is in tick order) */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->attrs[mid].tick > t0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    for (size_t i = lo; i < s->nattrs && s->attrs[i].tick <= tick; i++) {
+    for (size_t i = h5l_schema_attrs_after(s, t0); i < s->nattrs && s->attrs[i].tick <= tick; i++) {
         if (!h5l_schema_attr_current(s, i, tick)) continue; /* set again before tick */
         const h5l_attr_t *a = &s->attrs[i];
         hid_t o = H5Oopen(l->file, s->objs[a->objid].path, H5P_DEFAULT);

@@ -264,6 +264,19 @@ int h5l_schema_shape(const h5l_schema_t *s, uint32_t objid, uint64_t tick, uint6
     return H5L_OK;
 }
 
+size_t h5l_schema_attrs_after(const h5l_schema_t *s, uint64_t tick)
+{
+    size_t lo = 0, hi = s->nattrs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->attrs[mid].tick <= tick)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int h5l_schema_attr_current(const h5l_schema_t *s, size_t i, uint64_t tick)
 {
     const h5l_attr_t *a = &s->attrs[i];

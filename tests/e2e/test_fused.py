@@ -526,6 +526,20 @@ def late_ticks(w, seen, bound):
             if k not in seen or seen[k] - t > bound]
 
 
+def check_ticks_seen_within(m, src, name, ticks, interval, bound):
+    """A one-rank live_writer of `ticks` ticks `interval` s apart writes
+    src/name; a reader polls m's name; every tick must be seen within
+    `bound` s of its commit."""
+    w = LiveWriter(src / name, nranks=1, ticks=ticks, interval=interval)
+    try:
+        seen = seen_times(m, name, w)
+    finally:
+        w.kill()
+    assert len(w.published) == ticks, w.output()
+    late = late_ticks(w, seen, bound)
+    assert not late, f"ticks seen late or never (tick, s): {late}; seen {sorted(seen)}"
+
+
 def test_new_tick_seen_without_waiting_for_the_poll(tmp_path, h5logfs):
     """At tick=30 the daemon polls journals every 30 s and the kernel keeps
     a name's entry as long, yet each tick must show within a second of its
@@ -534,14 +548,7 @@ def test_new_tick_seen_without_waiting_for_the_poll(tmp_path, h5logfs):
     src = tmp_path / "src"
     src.mkdir()
     m = h5logfs(src, opts="tick=30")
-    w = LiveWriter(src / "live.h5", nranks=1, ticks=6, interval=0.5)
-    try:
-        seen = seen_times(m, "live.h5", w)
-    finally:
-        w.kill()
-    assert len(w.published) == 6, w.output()
-    late = late_ticks(w, seen, 1.0)
-    assert not late, f"ticks seen late or never (tick, s): {late}; seen {sorted(seen)}"
+    check_ticks_seen_within(m, src, "live.h5", 6, 0.5, 1.0)
     stats = open(m.path(".h5logfs-stats")).read()
     woken = int(re.search(r"(\d+) woken by a change", stats).group(1))
     assert woken >= 6, [ln for ln in stats.splitlines() if ln.startswith("ticker")]
@@ -559,14 +566,7 @@ def test_slow_build_announced_when_it_lands(tmp_path, h5logfs, monkeypatch):
     src = tmp_path / "src"
     src.mkdir()
     m = h5logfs(src, opts="tick=30")
-    w = LiveWriter(src / "SLOWFILE.h5", nranks=1, ticks=4, interval=1.5)
-    try:
-        seen = seen_times(m, "SLOWFILE.h5", w)
-    finally:
-        w.kill()
-    assert len(w.published) == 4, w.output()
-    late = late_ticks(w, seen, 1.2)
-    assert not late, f"ticks seen late or never (tick, s): {late}; seen {sorted(seen)}"
+    check_ticks_seen_within(m, src, "SLOWFILE.h5", 4, 1.5, 1.2)
     m.assert_alive()
 
 

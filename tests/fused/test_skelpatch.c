@@ -354,7 +354,7 @@ static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_
     /* attributes as the full build has them */
     hid_t g = open_image(full, 1);
     for (size_t i = 0; g >= 0 && i < sizeof paths / sizeof *paths; i++) {
-        if (H5Lexists(g, paths[i], H5P_DEFAULT) <= 0) {
+        if (strcmp(paths[i], "/") != 0 && H5Lexists(g, paths[i], H5P_DEFAULT) <= 0) { /* (the root is no link) */
             CHECK(H5Lexists(f, paths[i], H5P_DEFAULT) <= 0);
             continue;
         }

@@ -536,6 +536,8 @@ static void ssample(ssample_t *s)
     s->lists[nl++] = 7;
     s->lists[nl++] = 9;
     s->c = (h5l_ckpt_t){5, 9, 1000, 0, 600, s->ticks, NULL, 0, s->chunks, 7, NULL};
+    s->c.selfpos = 1000; /* right after the five TICK frames from journal offset 1000 */
+    for (int i = 0; i < 5; i++) s->c.selfpos += h5l_frame_size(H5L_TICK_LEN + s->ops[i].len);
 }
 
 static void ssample_free(ssample_t *s)
@@ -578,9 +580,7 @@ static void test_summary(void)
     h5l_cksum_free(&sm);
     /* the frame: decodes, and a summary changed (checksums made right
      * again) is refused for not being what the entries say */
-    uint64_t seed = h5l_seed(ID), pos = 1000;
-    for (int i = 0; i < 5; i++) pos += h5l_frame_size(H5L_TICK_LEN + s.ops[i].len);
-    s.c.selfpos = pos;
+    uint64_t seed = h5l_seed(ID), pos = s.c.selfpos;
     h5l_buf_t b = {0};
     h5l_ckpt_encode(&b, &s.c, seed);
     h5l_ckpt_t d;
@@ -895,9 +895,7 @@ static void test_summary_oom(void)
 {
     ssample_t s;
     ssample(&s);
-    uint64_t seed = h5l_seed(ID), pos = 1000;
-    for (int i = 0; i < 5; i++) pos += h5l_frame_size(H5L_TICK_LEN + s.ops[i].len);
-    s.c.selfpos = pos;
+    uint64_t seed = h5l_seed(ID), pos = s.c.selfpos;
     h5l_buf_t want = {0};
     h5l_ckpt_encode(&want, &s.c, seed);
     CHECK(!want.oom && want.len > 0);

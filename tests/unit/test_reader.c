@@ -2267,18 +2267,31 @@ static void test_checkpoint_verify(void)
  * fails the calls needing its ticks (saying which checkpoint, and that it
  * verified at open), not the ticks of other segments or the ticks read
  * from frames, and once repaired the same reader serves them. */
+/* The file at fx's path opened twice: from its checkpoints (*r) and
+ * reading the whole journal (*f). 0; or -1, both closed and the reason
+ * printed. */
+static int open_ckpt_and_full(const fx_t *fx, h5l_reader_t **r, h5l_reader_t **f)
+{
+    h5l_err_t e = {0};
+    *r = *f = NULL;
+    CHECK_EQ(h5l_reader_open(fx->path, r, &e), H5L_OK);
+    CHECK_EQ(h5l_reader_open_flags(fx->path, H5L_READER_FULL, f, &e), H5L_OK);
+    if (*r && *f) return 0;
+    fprintf(stderr, "  open: %s\n", e.msg);
+    h5l_reader_close(*r);
+    h5l_reader_close(*f);
+    *r = *f = NULL;
+    return -1;
+}
+
 static void test_checkpoint_segments_filled_on_need(void)
 {
     fx_t fx;
     size_t first = fx_first_ckpt(&fx); /* ticks 1..2 and 3..4 checkpointed, 5 from its frame */
     fx_save_live(&fx, fx.jr.len);
-    h5l_reader_t *r = NULL, *f = NULL;
+    h5l_reader_t *r, *f;
     h5l_err_t e = {0};
-    CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
-    CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &f, &e), H5L_OK);
-    if (!r || !f) {
-        h5l_reader_close(r);
-        h5l_reader_close(f);
+    if (open_ckpt_and_full(&fx, &r, &f)) {
         fx_free(&fx);
         return;
     }
@@ -2493,14 +2506,9 @@ static void test_checkpoint_summaries(void)
         } else {
             fx_save_live(&fx, fx.jr.len);
         }
-        h5l_reader_t *r = NULL, *f = NULL;
+        h5l_reader_t *r, *f;
         h5l_err_t e = {0};
-        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
-        CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &f, &e), H5L_OK);
-        if (!r || !f) {
-            fprintf(stderr, "  open: %s\n", e.msg);
-            h5l_reader_close(r);
-            h5l_reader_close(f);
+        if (open_ckpt_and_full(&fx, &r, &f)) {
             fx_free(&fx);
             continue;
         }

@@ -412,6 +412,13 @@ static void test_attr_current(void)
         APPLY(&s, defs[i].tick, attr(defs[i].obj, defs[i].name, STR, strlen(defs[i].val), defs[i].val), H5L_OK);
     /* the same-tick replacement of units@3 ("km" -> "cm") overwrote in place */
     CHECK_EQ(s.nattrs, ndefs - 1);
+    /* the versions set at or before T are a prefix of the history, found
+     * by h5l_schema_attrs_after (ticks 5 and 7 set nothing) */
+    for (uint64_t T = 0; T <= 7; T++) {
+        size_t n = 0;
+        for (size_t k = 0; k < s.nattrs; k++) n += s.attrs[k].tick <= T;
+        CHECK_EQ(h5l_schema_attrs_after(&s, T), n);
+    }
     for (uint64_t T = 0; T <= 7; T++) {
         for (size_t i = 0; i < ndefs; i++) {
             /* reference: the last def of this (obj, name) with tick <= T */
