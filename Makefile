@@ -87,7 +87,7 @@ help:
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
 	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build, libhdf5's own time for the 20,000 datasets (bench/h5floor)"
-	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick, from index checkpoints vs the whole journal vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_CKPT, BENCH_DAEMON)"
+	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick, from index checkpoints (as libraries and as the daemon open them) vs the whole journal vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_CKPT, BENCH_DAEMON, BENCH_STEP_ATTR=1: an attribute set every tick)"
 	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
 	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
 	@echo "                plots in $(BUILD)/bench-seed/ (SETUP=quick|x256|x512|many ITERATIONS=3 RANKS=1,2)"

@@ -65,6 +65,8 @@ int main(int argc, char **argv)
     double w0 = clk(CLOCK_MONOTONIC), c0 = clk(CLOCK_PROCESS_CPUTIME_ID);
 #ifdef BENCH_FULL
     int orc = h5l_reader_open_flags(argv[1], H5L_READER_FULL, &r, &e);
+#elif defined BENCH_LAZY
+    int orc = h5l_reader_open_flags(argv[1], H5L_READER_LAZY_ATTRS, &r, &e); /* as the daemon opens */
 #else
     int orc = h5l_reader_open(argv[1], &r, &e);
 #endif

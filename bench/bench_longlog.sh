@@ -13,7 +13,11 @@
 # ratios new/base and new/full. The machine is shared, so CPU time is the
 # steadier number. With BENCH_DAEMON=1 (default) it also mounts each log's
 # directory with h5logfs and times the first lookup plus a read of one value
-# (h5py, under the mount), and the daemon's RSS growth per tick.
+# (h5py, under the mount), and the daemon's RSS growth per tick. With
+# BENCH_STEP_ATTR=1 every tick also sets a global attribute (bench_flushes
+# --step-attr, as models stamp their step); "lazy" is this tree's reader
+# opened as the daemon opens it (H5L_READER_LAZY_ATTRS: such segments from
+# their summaries' last values), "new" reads them at open.
 # Files go to BENCH_DIR (default /tmp: the base reader looks for holes once
 # per tick, which on tmpfs is quadratic).
 set -euo pipefail
@@ -22,6 +26,7 @@ TICKS=${BENCH_TICKS:-"10000 100000 1000000"}
 ROUNDS=${BENCH_ROUNDS:-5}
 BASE=${BENCH_BASE:-3bc6f65}
 DAEMON=${BENCH_DAEMON:-1}
+STEP_ATTR=$([ "${BENCH_STEP_ATTR:-0}" = 1 ] && echo 1 || true)
 PY=${PY:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dir=$(mktemp -d ${BENCH_DIR:-/tmp}/h5log-longlog.XXXXXX)
@@ -34,6 +39,8 @@ cflags="-O2 -g -std=c11 -D_GNU_SOURCE"
 $CC $cflags -DBENCH_CKPT -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm -o "$dir/new"
 $CC $cflags -DBENCH_CKPT -DBENCH_FULL -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm \
     -o "$dir/full"
+$CC $cflags -DBENCH_CKPT -DBENCH_LAZY -Ilibcore/include bench/bench_longlog.c "$BUILD/libh5lcore.a" -lxxhash -lpthread -lm \
+    -o "$dir/lazy"
 if [ "$BASE" != none ]; then
     mkdir -p "$dir/base"
     git archive "$BASE" libcore | tar -x -C "$dir/base"
@@ -44,7 +51,7 @@ fi
 for n in $TICKS; do
     mkdir -p "$dir/src$n"
     ${BENCH_CKPT:+env H5L_CKPT_TICKS=$BENCH_CKPT} mpirun --oversubscribe -np 1 "$BUILD/bench/bench_flushes" \
-        "$dir/src$n/t.h5" "$n" >/dev/null
+        "$dir/src$n/t.h5" "$n" ${STEP_ATTR:+--step-attr} >/dev/null
 done
 out="$dir/runs.jsonl"
 : > "$out"
@@ -73,20 +80,21 @@ for r in $(seq "$ROUNDS"); do
         # drop nothing from the page cache: every round measures a warm open
         echo "{\"which\": \"new\", $(tail -c +2 <<< "$("$dir/new" "$dir/src$n/t.h5")")" >> "$out"
         echo "{\"which\": \"full\", $(tail -c +2 <<< "$("$dir/full" "$dir/src$n/t.h5")")" >> "$out"
+        echo "{\"which\": \"lazy\", $(tail -c +2 <<< "$("$dir/lazy" "$dir/src$n/t.h5")")" >> "$out"
         if [ "$BASE" != none ]; then
             echo "{\"which\": \"base\", $(tail -c +2 <<< "$("$dir/base/bl" "$dir/src$n/t.h5")")" >> "$out"
         fi
         if [ "$DAEMON" = 1 ]; then daemon_round "$n" >> "$out"; fi
     done
 done
-$PY - "$out" "$BASE" "$ROUNDS" <<'PY'
+$PY - "$out" "$BASE" "$ROUNDS" "${STEP_ATTR:-0}" <<'PY'
 import json, sys, statistics as st
 rows = [json.loads(l) for l in open(sys.argv[1])]
 base, rounds = sys.argv[2], int(sys.argv[3])
-res = {"benchmark": "longlog", "rounds": rounds, "base": base, "sizes": []}
+res = {"benchmark": "longlog", "rounds": rounds, "base": base, "step_attr": sys.argv[4] == "1", "sizes": []}
 for n in sorted({r["ticks"] for r in rows}):
     e = {"ticks": n}
-    for which in ("new", "full", "base"):
+    for which in ("new", "lazy", "full", "base"):
         rs = [r for r in rows if r.get("which") == which and r["ticks"] == n]
         if not rs:
             continue
@@ -95,6 +103,8 @@ for n in sorted({r["ticks"] for r in rows}):
                     for k in ("open_ms", "open_cpu_ms", "first_read_ms", "bytes_per_tick", "ckpt_last")
                     if k in rs[0]}
     e["ratio_new_full"] = {k: round(e["new"][k] / e["full"][k], 3) if e["full"][k] else None
+                           for k in ("open_ms", "open_cpu_ms", "bytes_per_tick")}
+    e["ratio_lazy_new"] = {k: round(e["lazy"][k] / e["new"][k], 3) if e["new"][k] else None
                            for k in ("open_ms", "open_cpu_ms", "bytes_per_tick")}
     if "base" in e:
         e["ratio_new_base"] = {k: round(e["new"][k] / e["base"][k], 3) if e["base"][k] else None

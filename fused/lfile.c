@@ -215,7 +215,10 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     pthread_mutex_unlock(&reg_mu);
     /* open outside the registry lock: loading a big file takes a while */
     h5l_reader_t *r;
-    int rc = h5l_reader_open(path, &r, err);
+    /* lazy attributes: a log setting an attribute at every tick opens from
+     * its checkpoints' summaries too (skeletons of old ticks inside a
+     * segment ask h5l_reader_schema_at) */
+    int rc = h5l_reader_open_flags(path, H5L_READER_LAZY_ATTRS, &r, err);
     if (rc) return rc;
     hfs_lfile_t *lf = calloc(1, sizeof *lf);
     if (!lf || !(lf->path = strdup(path))) {

@@ -115,6 +115,11 @@ uint64_t hfs_skel_version(h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick)
     }
     size_t na = h5l_schema_attrs_after(s, tick); /* the newest attribute set <= tick is na - 1 */
     if (na && s->attrs[na - 1].tick > v) v = s->attrs[na - 1].tick;
+    /* inside a segment the reader opened from its last attribute values
+     * (H5L_READER_LAZY_ATTRS): which of its ticks set attributes is not
+     * known without reading it, so the tick is its own version (no skeleton
+     * shared with another tick of it; only old ticks, never the newest) */
+    if (!h5l_reader_attrs_exact(r, tick) && tick > v) v = tick;
     return v;
 }
 
@@ -875,8 +880,11 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
     k->version = hfs_skel_version(r, s, tick);
-    k->vars = calloc(s->nobjs + 1, sizeof *k->vars);
-    if (!k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+    /* the attributes of tick: a view when the reader has only its
+     * segment's last values (objects and dimensions are the same) */
+    rc = h5l_reader_schema_at(r, tick, &s, err);
+    k->vars = rc ? NULL : calloc(s->nobjs + 1, sizeof *k->vars);
+    if (!rc && !k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     if (!rc && keep) {
         l = calloc(1, sizeof *l);
         if (l) {
@@ -985,6 +993,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         l = NULL;
     }
     hfs_hdf5_unlock();
+    h5l_reader_schema_release(r, s);
     h5l_reader_unlock(r);
     if (!rc) {
         k->eof = k->img->eof;
@@ -1144,6 +1153,12 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     const char *path = h5l_reader_path(r);
     if (tick <= t0)
         return h5l_err_set(err, H5L_ESTATE, "%s: tick %llu is not after the live skeleton's", path,
+                           (unsigned long long)tick);
+    /* (from t0 the history has every key set since, but inside a segment
+     * opened from its last values only those values: from one of its
+     * ticks the patch is right, to one of them it would not be) */
+    if (!h5l_reader_attrs_exact(r, tick))
+        return h5l_err_set(err, H5L_ESTATE, "%s: tick %llu lies inside a segment of attribute ops not read", path,
                            (unsigned long long)tick);
     for (size_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].kind && s->objs[i].tick > t0 && s->objs[i].tick <= tick)

@@ -95,6 +95,10 @@ typedef struct h5l_schema {
     h5l_attr_t *attrs;
     size_t nattrs, cap_attrs;    /* definition order */
     struct h5l_schema_ix *index; /* names to ids (opaque) */
+    /* A view (h5l_reader_schema_at): its objects and dimensions are
+     * base's, and so are the names and values of attrs[0, nborrow). */
+    const struct h5l_schema *base;
+    size_t nborrow;
 } h5l_schema_t;
 
 /* Length of dimension dimid as of tick (0 if defined later). */
@@ -135,8 +139,14 @@ H5L_API int h5l_reader_open(const char *path, h5l_reader_t **out, h5l_err_t *err
  * not read at open, and a record table is decoded and verified the first
  * time a read needs it, so damage in it is reported by that read.
  * H5L_READER_FULL: ignore checkpoints, read the whole journal and verify
- * every record table at open (h5logdump --check). */
-enum { H5L_READER_FULL = 1 };
+ * every record table at open (h5logdump --check).
+ * H5L_READER_LAZY_ATTRS: a checkpointed segment whose ticks set attributes
+ * is opened from its summary too (format.md 3.5): h5l_reader_schema then
+ * holds each such segment's last values as of its last tick, and the
+ * attributes of a tick inside it are h5l_reader_schema_at's. Without the
+ * flag, h5l_reader_schema is exact for every tick (such segments are read
+ * at open: a log setting an attribute at every tick opens 50x slower). */
+enum { H5L_READER_FULL = 1, H5L_READER_LAZY_ATTRS = 2 };
 H5L_API int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, h5l_err_t *err);
 /* The newest tick the reader took from index checkpoints at open, 0 if it
  * read the whole journal (none, unusable ones, or H5L_READER_FULL). */
@@ -180,6 +190,20 @@ H5L_API const char *h5l_reader_path(h5l_reader_t *r);
 H5L_API void h5l_reader_rdlock(h5l_reader_t *r);
 H5L_API void h5l_reader_unlock(h5l_reader_t *r);
 H5L_API const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r);
+/* 1 if h5l_reader_schema's attributes are those of tick (always, unless
+ * the reader was opened with H5L_READER_LAZY_ATTRS and tick lies inside a
+ * segment it opened from its attribute list, before the segment's last
+ * tick). Under the read lock. */
+H5L_API int h5l_reader_attrs_exact(h5l_reader_t *r, uint64_t tick);
+/* *out: a schema exact as of tick: h5l_reader_schema's, or (when
+ * h5l_reader_attrs_exact says no) a view sharing its objects and
+ * dimensions with the attribute versions of tick read from the segment's
+ * checkpoint (the frame read and decoded again). Under the read lock,
+ * until h5l_reader_schema_release(r, *out). 0, or H5L_ENOMEM, H5L_EIO,
+ * H5L_ECORRUPT with err naming the file and tick (*out is then
+ * h5l_reader_schema's, which the caller must not use for tick). */
+H5L_API int h5l_reader_schema_at(h5l_reader_t *r, uint64_t tick, const h5l_schema_t **out, h5l_err_t *err);
+H5L_API void h5l_reader_schema_release(h5l_reader_t *r, const h5l_schema_t *s);
 
 /* Read box (start, count) of variable objid as of tick into buf (row-major,
  * the variable's type). The box must lie inside the shape at that tick.

@@ -39,17 +39,54 @@ static void put_ticks(h5l_buf_t *b, uint64_t base, const uint64_t *t, size_t n)
 
 /* ---- the summary (format.md 3.5) ---- */
 
-/* The DIMLEN op at o (8-aligned op encoding, format.md 3.3) of dimension
- * *dimid setting *len? 1, 0 (another kind), -1 (malformed). */
-static int dimlen_op_at(h5l_cur_t *c, uint32_t *dimid, uint64_t *len)
+/* One ATTR op of a segment (the summary's attribute list): its key, its
+ * bytes as encoded in its tick, and its place among the segment's ATTR ops
+ * (seq); grouped by key, first is the seq of the key's first op. */
+typedef struct at_ent {
+    uint32_t objid;
+    char *name; /* owned */
+    const uint8_t *raw;
+    size_t len, seq, first;
+} at_ent_t;
+
+static int at_key_cmp(const void *a, const void *b)
 {
-    h5l_op_t op;
-    if (h5l_op_decode(c, &op)) return -1;
-    int is = op.kind == H5L_OP_DIMLEN;
-    *dimid = op.id;
-    *len = op.len;
-    h5l_op_clear(&op);
-    return is;
+    const at_ent_t *x = a, *y = b;
+    if (x->objid != y->objid) return x->objid < y->objid ? -1 : 1;
+    int c = strcmp(x->name, y->name);
+    if (c) return c;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int at_first_cmp(const void *a, const void *b)
+{
+    const at_ent_t *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The attribute list (format.md 3.5) of the segment's n ATTR ops e[] (in
+ * segment order), appended to out: each key's last op, in the order of
+ * the keys' first ops. Sorts e. */
+static void put_attr_list(h5l_buf_t *out, at_ent_t *e, size_t n)
+{
+    at_ent_t *g = malloc(n * sizeof *g); /* a key each: its last op, with its first op's seq */
+    if (!g) {
+        out->oom = 1;
+        return;
+    }
+    qsort(e, n, sizeof *e, at_key_cmp);
+    size_t ng = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && e[j].objid == e[i].objid && !strcmp(e[j].name, e[i].name)) j++;
+        g[ng] = e[j - 1];
+        g[ng++].first = e[i].seq;
+        i = j;
+    }
+    qsort(g, ng, sizeof *g, at_first_cmp);
+    h5l_buf_varint(out, ng);
+    for (size_t i = 0; i < ng; i++) h5l_buf_put(out, g[i].raw, g[i].len);
+    free(g);
 }
 
 typedef struct dl_ent {
@@ -83,21 +120,39 @@ void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
     }
     int simple = c->neager == 0;
     dl_ent_t *dl = simple ? malloc((nops ? nops : 1) * sizeof *dl) : NULL;
-    size_t ndl = 0;
-    if (simple && !dl) { /* out of memory is no summary: the caller's buffer says so */
+    at_ent_t *at = simple ? malloc((nops ? nops : 1) * sizeof *at) : NULL;
+    size_t ndl = 0, nat = 0;
+    int oom = 0;
+    if (simple && (!dl || !at)) { /* out of memory is no summary: the caller's buffer says so */
+        free(dl);
+        free(at);
         out->oom = 1;
         return;
     }
     for (uint64_t i = 0; i < nt && simple; i++) {
         h5l_cur_t cur = h5l_cur(c->ticks[i].ops, c->ticks[i].opslen);
         for (uint32_t j = 0; j < c->ticks[i].nops && simple; j++) {
-            uint32_t dimid;
-            uint64_t len;
-            if (dimlen_op_at(&cur, &dimid, &len) != 1) {
+            size_t at0 = cur.pos;
+            h5l_op_t op;
+            int orc = h5l_op_decode(&cur, &op); /* (failing, it freed what it took) */
+            if (orc) {
+                oom |= orc == H5L_ENOMEM; /* not "not simple": a decoder comparing would call that damage */
                 simple = 0;
                 break;
             }
-            dl[ndl++] = (dl_ent_t){dimid, c->ticks[i].info.tick, len};
+            if (op.kind != H5L_OP_DIMLEN && op.kind != H5L_OP_ATTR) {
+                h5l_op_clear(&op);
+                simple = 0;
+                break;
+            }
+            if (op.kind == H5L_OP_DIMLEN) {
+                dl[ndl++] = (dl_ent_t){op.id, c->ticks[i].info.tick, op.len};
+            } else {
+                at[nat] = (at_ent_t){op.id, op.name, c->ticks[i].ops + at0, cur.pos - at0, nat, 0};
+                op.name = NULL;
+                nat++;
+            }
+            h5l_op_clear(&op);
         }
         if (cur.pos != cur.len) simple = 0; /* bytes after its ops: a reader refuses the tick */
     }
@@ -161,26 +216,35 @@ void h5l_cksum_of(const h5l_ckpt_t *c, h5l_buf_t *out)
         ncr++;
         i = j;
     }
-    if (runs.oom || cr.oom) {
+    h5l_buf_t al = {0};
+    if (simple && nat) put_attr_list(&al, at, nat);
+    for (size_t i = 0; i < nat; i++) free(at[i].name);
+    free(at);
+    if (oom || runs.oom || cr.oom || al.oom) {
         out->oom = 1;
         h5l_buf_free(&runs);
         h5l_buf_free(&cr);
+        h5l_buf_free(&al);
         return;
     }
-    h5l_buf_varint(out, (uint64_t)simple);
+    h5l_buf_varint(out, (uint64_t)simple | (simple && nat ? 2u : 0u));
     h5l_buf_varint(out, nrec);
     h5l_buf_varint(out, simple ? nruns : 0);
     if (simple) h5l_buf_put(out, runs.p, runs.len);
     h5l_buf_varint(out, simple ? ncr : 0);
     if (simple) h5l_buf_put(out, cr.p, cr.len);
+    if (simple && nat) h5l_buf_put(out, al.p, al.len);
     h5l_buf_free(&runs);
     h5l_buf_free(&cr);
+    h5l_buf_free(&al);
 }
 
 void h5l_cksum_free(h5l_cksum_t *s)
 {
     free(s->dr);
     free(s->cr);
+    for (size_t i = 0; i < s->nat; i++) h5l_op_clear(&s->at[i]);
+    free(s->at);
     memset(s, 0, sizeof *s);
 }
 
@@ -197,8 +261,9 @@ int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, 
     uint64_t budget = avail - (span + 1) * 9;
     s->nrec = h5l_cur_varint(&c);
     uint64_t ndr = h5l_cur_varint(&c);
-    if (c.bad || flags > 1 || ndr > (c.len - c.pos) / 6 || (!flags && ndr)) return H5L_ECORRUPT;
-    s->simple = (int)flags;
+    if (c.bad || flags > 3 || flags == 2 || ndr > (c.len - c.pos) / 6 || (!flags && ndr)) return H5L_ECORRUPT;
+    s->simple = (int)(flags & 1);
+    s->attrs = (int)(flags >> 1);
     s->dr = malloc((ndr ? (size_t)ndr : 1) * sizeof *s->dr);
     if (!s->dr) return H5L_ENOMEM;
     for (size_t i = 0; i < ndr; i++) {
@@ -251,6 +316,20 @@ int h5l_cksum_decode(const uint8_t *p, size_t n, uint64_t first, uint64_t last, 
         }
         r->t0 = first + t;
         s->ncr++;
+    }
+    if (s->attrs) { /* the last values: ATTR ops of 32 bytes at least (8 of header, a body of 20 padded) */
+        uint64_t nat = h5l_cur_varint(&c);
+        if (c.bad || nat == 0 || nat > (c.len - c.pos) / 32) return H5L_ECORRUPT;
+        if (!(s->at = calloc((size_t)nat, sizeof *s->at))) return H5L_ENOMEM;
+        for (size_t i = 0; i < nat; i++) {
+            int rc = h5l_op_decode(&c, &s->at[i]);
+            if (rc == H5L_OK && s->at[i].kind != H5L_OP_ATTR) {
+                h5l_op_clear(&s->at[i]);
+                rc = H5L_ECORRUPT;
+            }
+            if (rc) return rc;
+            s->nat++;
+        }
     }
     return c.pos == c.len ? H5L_OK : H5L_ECORRUPT;
 }

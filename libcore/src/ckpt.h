@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "codec.h"
 #include "error.h"
+#include "format.h"
 #include "h5log_reader.h"
 
 #define H5L_REC_CKPT 0x8003u                 /* frame type: optional (bit 15), kind 3 */
@@ -73,11 +74,14 @@ typedef struct h5l_ckchunk_run {
 } h5l_ckchunk_run_t;
 typedef struct h5l_cksum {
     int simple;
+    int attrs; /* flags bit 1: at[] holds the segment's last attribute values */
     uint64_t nrec;
     h5l_ckdim_run_t *dr;
     size_t ndr;
     h5l_ckchunk_run_t *cr;
     size_t ncr;
+    h5l_op_t *at; /* nat ATTR ops, decoded (owned) */
+    size_t nat;
 } h5l_cksum_t;
 
 /* The summary bytes of segment c (format.md 3.5), appended to out. */

@@ -72,6 +72,8 @@ typedef struct ckseg {
     uint64_t pos;         /* journal offset of its CHECKPOINT frame */
     size_t len;           /* the frame's bytes */
     int summary;          /* opened from its summary alone (its entries read at the first need) */
+    int attrs;            /* ... with its attribute list: the schema has its last values as of tick last
+                           * and its ATTR ops are read again for a tick inside it (h5l_reader_schema_at) */
     uint32_t slen;        /* ... that summary's bytes and checksum: the frame read then must hold it */
     uint64_t ssum;
     _Atomic int filled;   /* its ticks' records are in r->ticks (release store, acquire load) */
@@ -79,6 +81,7 @@ typedef struct ckseg {
 typedef _Atomic(lztick_t *) lzslot_t;
 
 struct h5l_reader {
+    int lazy_attrs; /* H5L_READER_LAZY_ATTRS */
     int unshared; /* 1 while h5l_reader_open loads it: no other thread can reach it, so loading a tick
                    * takes no lock (10^6 lock pairs were a tenth of opening a long log) */
     char *path, *jpath;
@@ -297,6 +300,7 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     r->fd = r->jfd = -1;
     r->serial = atomic_fetch_add(&reader_serial, 1) + 1;
     r->unshared = 1;
+    r->lazy_attrs = (flags & H5L_READER_LAZY_ATTRS) != 0;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     /* writer preference: a stream of reads must not starve tick loading */
@@ -437,21 +441,28 @@ static int seg_fill(h5l_reader_t *r, ckseg_t *sg, h5l_err_t *err)
     return rc;
 }
 
+/* The checkpointed segment holding tick t, or NULL (t after them). */
+static ckseg_t *ckseg_of(const h5l_reader_t *r, uint64_t t)
+{
+    if (t > r->ck_last || !r->nsegs) return NULL;
+    size_t lo = 0, hi = r->nsegs; /* the first whose last tick is >= t */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r->segs[mid].last < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return &r->segs[lo < r->nsegs ? lo : r->nsegs - 1];
+}
+
 /* *out: tick t's record (1 <= t <= r->nticks), its segment filled first if
  * it is checkpointed. 0, or seg_fill's error. Under the read lock. */
 static int tick_rec(h5l_reader_t *r, uint64_t t, const tickrec_t **out, h5l_err_t *err)
 {
     *out = NULL;
-    if (t <= r->ck_last && r->nsegs) {
-        size_t lo = 0, hi = r->nsegs; /* the segment holding t: the first whose last tick is >= t */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (r->segs[mid].last < t)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        ckseg_t *sg = &r->segs[lo < r->nsegs ? lo : r->nsegs - 1];
+    ckseg_t *sg = ckseg_of(r, t);
+    if (sg) {
         if (!atomic_load_explicit(&sg->filled, memory_order_acquire)) {
             int rc = seg_fill(r, sg, err);
             if (rc) return rc;
@@ -1157,6 +1168,10 @@ static int apply_summary(h5l_reader_t *r, const h5l_cksum_t *sm, uint64_t first,
         const h5l_ckdim_run_t *d = &sm->dr[i];
         if (h5l_schema_dimlen_run(&r->schema, d->dimid, d->tick, d->len, d->n, d->dt, d->dl, NULL)) return 0;
     }
+    /* the last values, as of the last tick: exact from it on; a tick inside
+     * the segment gets its own (h5l_reader_schema_at) */
+    for (size_t i = 0; i < sm->nat; i++)
+        if (h5l_schema_apply(&r->schema, last, &sm->at[i], NULL)) return 0;
     r->nticks = (size_t)last;
     r->lazy_nrec += sm->nrec;
     return ck_runs_fit(r, sm, last) && h5l_ckmap_add_runs(r->ckmap, sm) == H5L_OK;
@@ -1188,8 +1203,9 @@ static int start_from_checkpoints(h5l_reader_t *r)
         h5l_cksum_t sm = {0};
         uint64_t avail = ch.lens[i] - H5L_FRAME_LEN - H5L_CKPT_HDR - 8 - ch.slen[i]; /* (frames_fixed: it fits) */
         if (ch.sum[i] && h5l_cksum_decode(ch.sum[i], ch.slen[i], ch.firsts[i], ch.lasts[i], avail, &sm) == H5L_OK &&
-            sm.simple) { /* its summary is all the open needs */
+            sm.simple && (!sm.attrs || r->lazy_attrs)) { /* its summary is all the open needs */
             ok = apply_summary(r, &sm, ch.firsts[i], ch.lasts[i]);
+            int attrs = sm.attrs;
             h5l_cksum_free(&sm);
             if (ok)
                 r->segs[i] = (ckseg_t){.first = ch.firsts[i],
@@ -1197,6 +1213,7 @@ static int start_from_checkpoints(h5l_reader_t *r)
                                        .pos = ch.pos[i],
                                        .len = ch.lens[i],
                                        .summary = 1,
+                                       .attrs = attrs,
                                        .slen = (uint32_t)ch.slen[i],
                                        .ssum = h5l_hash(ch.sum[i], ch.slen[i], r->seed)};
             continue;
@@ -1389,6 +1406,84 @@ int h5l_reader_tick_info(h5l_reader_t *r, uint64_t t, h5l_tick_info_t *out)
 void h5l_reader_rdlock(h5l_reader_t *r) { rd_lock(r); }
 void h5l_reader_unlock(h5l_reader_t *r) { rd_unlock(r); }
 const h5l_schema_t *h5l_reader_schema(h5l_reader_t *r) { return &r->schema; }
+
+/* The lazy attribute segment holding tick t strictly inside, or NULL. */
+static const ckseg_t *attr_seg_of(const h5l_reader_t *r, uint64_t t)
+{
+    const ckseg_t *sg = ckseg_of(r, t);
+    return sg && sg->attrs && t >= sg->first && t < sg->last ? sg : NULL;
+}
+
+int h5l_reader_attrs_exact(h5l_reader_t *r, uint64_t tick) { return attr_seg_of(r, tick) == NULL; }
+
+/* A view (h5l_schema_view) of the schema as of tick, inside the lazy
+ * attribute segment sg: the versions set before it, then its ATTR ops of
+ * ticks first..tick, read from its checkpoint frame (read, verified and
+ * decoded again: it must be the frame whose summary the open applied). */
+static int attrs_view(h5l_reader_t *r, const ckseg_t *sg, uint64_t tick, h5l_schema_t *v, h5l_err_t *err)
+{
+    uint8_t *fb = malloc(sg->len);
+    h5l_ckpt_t c = {0};
+    h5l_err_t e = {0};
+    int rc = H5L_OK;
+    if (!fb)
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    else if (h5l_fd_read_all(r->jfd, fb, sg->len, r->jbase + sg->pos, r->scan.what, &e))
+        rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
+    else if ((rc = h5l_ckpt_decode(fb, sg->len, r->seed, sg->pos, &c, r->scan.what, &e)))
+        h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
+    else if (c.first != sg->first || c.last != sg->last ||
+             (uint32_t)h5l_get_le64(fb + H5L_FRAME_LEN + 40) != sg->slen ||
+             h5l_get_le64(fb + H5L_FRAME_LEN + 48) != sg->ssum)
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
+                         r->scan.what, (unsigned long long)sg->pos);
+    else if (h5l_schema_view(v, &r->schema, sg->first - 1))
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    for (uint64_t j = 0; !rc && j <= tick - sg->first; j++) {
+        const h5l_ckpt_tick_t *t = &c.ticks[j];
+        h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
+        for (uint32_t k = 0; !rc && k < t->nops; k++) {
+            h5l_op_t op;
+            int drc = h5l_op_decode(&cur, &op), arc = H5L_OK; /* (a failed decode freed what it took) */
+            if (!drc && op.kind == H5L_OP_ATTR) arc = h5l_schema_apply(v, t->info.tick, &op, &e);
+            if (!drc) h5l_op_clear(&op);
+            if (drc == H5L_ENOMEM || arc == H5L_ENOMEM)
+                rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+            else if (drc || arc) /* (the open applied the same ops' last values: a writer bug or damage) */
+                rc = h5l_err_set(err, H5L_ECORRUPT, "%s: tick %llu: %s", r->scan.what,
+                                 (unsigned long long)t->info.tick, drc ? "malformed schema op" : e.msg);
+        }
+    }
+    if (rc && v->base) h5l_schema_free(v);
+    h5l_ckpt_clear(&c);
+    free(fb);
+    return rc;
+}
+
+int h5l_reader_schema_at(h5l_reader_t *r, uint64_t tick, const h5l_schema_t **out, h5l_err_t *err)
+{
+    *out = &r->schema;
+    const ckseg_t *sg = attr_seg_of(r, tick);
+    if (!sg) return H5L_OK;
+    h5l_schema_t *v = malloc(sizeof *v);
+    if (!v) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    memset(v, 0, sizeof *v);
+    int rc = attrs_view(r, sg, tick, v, err);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    return H5L_OK;
+}
+
+void h5l_reader_schema_release(h5l_reader_t *r, const h5l_schema_t *s)
+{
+    if (!s || s == &r->schema) return;
+    h5l_schema_t *v = (h5l_schema_t *)s; /* (made by h5l_reader_schema_at, owned by its caller) */
+    h5l_schema_free(v);
+    free(v);
+}
 
 void h5l_reader_stats(h5l_reader_t *r, uint64_t *bytes, uint64_t *records)
 {

@@ -84,7 +84,10 @@ static uint32_t attr_latest(const h5l_schema_t *s, const ix_t *x, uint32_t objid
 
 /* Version i of an attribute owns its name if it is the first of its
  * (object, name): the later ones point at the same string. */
-static int attr_owns_name(const h5l_schema_t *s, size_t i) { return ix_of(s).earlier[i] == PNONE; }
+static int attr_owns_name(const h5l_schema_t *s, size_t i)
+{
+    return ix_of(s).earlier[i] == PNONE && i >= s->nborrow;
+}
 
 static void ix_add_obj(h5l_schema_t *s, const ix_t *x, size_t id)
 {
@@ -171,9 +174,42 @@ int h5l_schema_init(h5l_schema_t *s)
     return H5L_OK;
 }
 
+int h5l_schema_view(h5l_schema_t *v, const h5l_schema_t *s, uint64_t before)
+{
+    memset(v, 0, sizeof *v);
+    size_t n = h5l_schema_attrs_after(s, before);
+    v->objs = s->objs;
+    v->nobjs = s->nobjs;
+    v->cap_objs = s->cap_objs;
+    v->dims = s->dims;
+    v->ndims = s->ndims;
+    v->cap_dims = s->cap_dims;
+    v->base = s;
+    v->nborrow = n;
+    if (h5l_grow_raw((void **)&v->attrs, &v->cap_attrs, n ? n : 1, sizeof *v->attrs)) return H5L_ENOMEM;
+    if (n) memcpy(v->attrs, s->attrs, n * sizeof *v->attrs);
+    v->nattrs = n;
+    if (ix_fit(v)) { /* (the index of a view is its own: its attribute versions differ) */
+        free(v->attrs);
+        memset(v, 0, sizeof *v);
+        return H5L_ENOMEM;
+    }
+    return H5L_OK;
+}
+
 void h5l_schema_free(h5l_schema_t *s)
 {
     if (!s) return;
+    if (s->base) { /* a view: its own attribute versions, arrays and index */
+        for (size_t i = s->nborrow; i < s->nattrs; i++) {
+            if (attr_owns_name(s, i)) free(s->attrs[i].name);
+            free(s->attrs[i].value);
+        }
+        free(s->attrs);
+        free(s->index);
+        memset(s, 0, sizeof *s);
+        return;
+    }
     for (size_t i = 0; i < s->nobjs; i++) {
         free(s->objs[i].path);
         free(s->objs[i].dimids);
@@ -641,7 +677,7 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
 {
     /* Everything is appended in tick order and stamped: drop the tail. */
     ix_t x = ix_of(s);
-    while (s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
+    while (!s->base && s->nobjs > 1 && s->objs[s->nobjs - 1].tick >= tick) {
         size_t k = pslot(s, s->objs[s->nobjs - 1].path); /* the newest heads its chain */
         if (x.obj[k] == s->nobjs - 1) x.obj[k] = x.onext[s->nobjs - 1];
         h5l_obj_t *o = &s->objs[--s->nobjs];
@@ -651,7 +687,7 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
         free(o->fill);
         memset(o, 0, sizeof *o);
     }
-    while (s->ndims > 0 && s->dims[s->ndims - 1].tick >= tick) {
+    while (!s->base && s->ndims > 0 && s->dims[s->ndims - 1].tick >= tick) {
         size_t k = dslot(s, s->dims[s->ndims - 1].name);
         if (x.dim[k] == s->ndims - 1) x.dim[k] = x.dnext[s->ndims - 1];
         h5l_dim_t *d = &s->dims[--s->ndims];
@@ -659,17 +695,17 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
         free(d->runs);
         memset(d, 0, sizeof *d);
     }
-    for (size_t i = 0; i < s->ndims; i++) { /* entries from tick on go (the first, its definition, is older) */
+    for (size_t i = 0; !s->base && i < s->ndims; i++) { /* entries from tick on go (the first, its definition, is older) */
         h5l_dim_t *d = &s->dims[i];
         while (d->nruns > 1 && d->runs[d->nruns - 1].tick >= tick) d->nruns--;
         h5l_dimlen_t *r = &d->runs[d->nruns - 1];
         if (r->n > 1 && r->tick < tick && r->tick + (r->n - 1) * r->dt >= tick) r->n = (tick - 1 - r->tick) / r->dt + 1;
     }
-    while (s->nattrs > 0 && s->attrs[s->nattrs - 1].tick >= tick) {
+    while (s->nattrs > s->nborrow && s->attrs[s->nattrs - 1].tick >= tick) {
         size_t i = s->nattrs - 1, k = aslot(s, s->attrs[i].objid, s->attrs[i].name);
         if (x.attr[k] == i) x.attr[k] = x.anext[i];
         if (x.earlier[i] != PNONE) x.later[x.earlier[i]] = PNONE;
-        int owns = x.earlier[i] == PNONE; /* (its later versions went first) */
+        int owns = x.earlier[i] == PNONE && i >= s->nborrow; /* (its later versions went first) */
         h5l_attr_t *a = &s->attrs[--s->nattrs];
         if (owns) free(a->name);
         free(a->value);
@@ -679,6 +715,8 @@ void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick)
 
 int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err)
 {
+    if (s->base && op->kind != H5L_OP_ATTR) /* its objects and dimensions are another schema's */
+        return h5l_err_set(err, H5L_EINVAL, "a schema view takes attribute ops only");
     switch (op->kind) {
     case H5L_OP_GROUP: {
         int rc = check_new_obj(s, op, err);

@@ -16,8 +16,16 @@ void h5l_schema_free(h5l_schema_t *s);
  * pointers (the schema copies what it keeps). */
 int h5l_schema_apply(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_err_t *err);
 
+/* A view of s as of tick `before` for attributes set later (the lazy
+ * attribute segments of a checkpointed log, format.md 3.5): it shares s's
+ * objects and dimensions and the attribute versions set at or before
+ * `before`, and takes ATTR ops only (h5l_schema_apply refuses others).
+ * s must not change while v is used; h5l_schema_free(v) frees only what v
+ * owns. 0 or H5L_ENOMEM (v then needs no free). */
+int h5l_schema_view(h5l_schema_t *v, const h5l_schema_t *s, uint64_t before);
+
 /* Remove every definition stamped with a tick >= tick (a tick that failed
- * to load). */
+ * to load); of a view, only its own attribute versions. */
 void h5l_schema_rollback(h5l_schema_t *s, uint64_t tick);
 /* Object id with this path, or -1. */
 long h5l_schema_find(const h5l_schema_t *s, const char *path);

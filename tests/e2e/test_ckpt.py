@@ -250,3 +250,66 @@ def test_check_of_a_file_being_written_reports_nothing(tmp_path):
     assert live_checks >= 5, checks
     p = subprocess.run([os.path.join(BIN, "h5logdump"), "--check", "--quiet", h5], capture_output=True, text=True)
     assert p.returncode == 0 and "240 ticks" in p.stdout and "120 index checkpoints" in p.stdout, p.stdout
+
+
+def _attr_log_spec(nticks):
+    """A [time, x] variable that grows a row a tick; every tick also stamps
+    the root's "step" (as models do), and now and then other attributes
+    are set: /v's "units" every fifth tick, its "note" twice in tick 13,
+    "alpha" at 14 and "note" again at 15 (so "note" stays first), the
+    root's "zeta" at 22 and "beta" with "zeta" again at 23. Ticks 17..20
+    write nothing: only their attributes tell them apart (their skeletons
+    must not be shared)."""
+    def text(path, name, s):
+        return f"text {path} {name} {s.encode().hex()}"
+    lines = ["create", "dim time U", "dim x 4", "var /v f8 - 2 0 1"]
+    for k in range(1, nticks + 1):
+        if not 17 <= k <= 20:
+            lines.append(f"put 0 /v {k} {k - 1} 0 1 4")
+        lines.append("att / step f8 1 " + struct.pack("<d", float(k)).hex())
+        if k % 5 == 2:
+            lines.append(text("/v", "units", f"K/{k}"))
+        lines += {13: [text("/v", "note", "first"), text("/v", "note", "second, same tick")],
+                  14: [text("/v", "alpha", "a")], 15: [text("/v", "note", "third")],
+                  22: [text("/", "zeta", "z1")], 23: [text("/", "beta", "b"), text("/", "zeta", "z2")]}.get(k, [])
+        lines.append("flush")
+    lines.append("close")
+    return "\n".join(lines) + "\n"
+
+
+def _summary_flags(h5):
+    """The flags varint of each checkpoint's summary (format.md 3.5), read
+    from the journal bytes here, not by the library."""
+    path, base, _ = journal(h5)
+    out = []
+    with open(path, "rb") as f:
+        for t, pos, _ in frames(h5):
+            if t != CKPT:
+                continue
+            f.seek(base + pos + 24 + 40)
+            slen = struct.unpack("<I", f.read(4))[0]
+            f.seek(base + pos + 24 + 56)
+            out.append(f.read(1)[0] if slen else None)
+    return out
+
+
+def test_attribute_segments_through_the_ticks_tree(tmp_path, h5logfs):
+    """A log setting attributes at every tick, checkpointed every 8 ticks:
+    its segments after the first are simple with an attribute list (flags
+    3), which the daemon opens from their last values alone; every tick
+    through the ticks tree (old ticks inside those segments read their ATTR
+    ops again) equals the numpy model, attributes and their order
+    included, as does the whole-journal replay."""
+    spec = _attr_log_spec(37)
+    states = difftest.run_model(spec, 1)
+    h5, prob = write(spec, 1, str(tmp_path / "src"), 8)
+    assert prob is None, prob
+    assert _summary_flags(h5) == [0, 3, 3, 3]  # 1..8 defines /v: not simple
+    diffs = difftest.check_replay(h5, states, str(tmp_path))
+    m = h5logfs(tmp_path / "src")
+    d = m.path(".h5logfs-ticks", os.path.basename(h5))
+    for st in reversed(states):  # the newest first, then back into the segments
+        diffs += difftest.check_h5py(os.path.join(d, f"{st.tick}.h5"), st, f"ticks/{st.tick}")
+    diffs += difftest.check_mount(m.path(os.path.basename(h5)), states[-1])
+    m.assert_alive()
+    assert not diffs, diffs[:20]

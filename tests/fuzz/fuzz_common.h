@@ -293,6 +293,27 @@ static FZ_UNUSED void fz_exercise(const char *path)
     int nnew;
     (void)h5l_reader_refresh(r, &nnew, &e);
     h5l_reader_close(r);
+    /* as the daemon opens it: segments setting attributes from their
+     * summaries' last values, each tick's attributes through
+     * h5l_reader_schema_at (a view read from the segment's frame) */
+    if (h5l_reader_open_flags(path, H5L_READER_LAZY_ATTRS, &r, &e) != H5L_OK) return;
+    nt = h5l_reader_ntick(r);
+    uint64_t sum = 0;
+    for (uint64_t T = 1; T <= nt; T++) {
+        if (nt > 12 && T > 4 && T + 4 <= nt && T % 97) continue;
+        h5l_reader_rdlock(r);
+        const h5l_schema_t *s = NULL;
+        if (h5l_reader_schema_at(r, T, &s, &e) == H5L_OK) {
+            for (size_t i = 0; i < s->nattrs; i++)
+                if (h5l_schema_attr_current(s, i, T)) sum += s->attrs[i].n + (uint8_t)s->attrs[i].name[0];
+            h5l_reader_schema_release(r, s);
+        } else if (s != h5l_reader_schema(r)) {
+            abort(); /* a failed view leaves the reader's own */
+        }
+        h5l_reader_unlock(r);
+    }
+    if (getenv("H5L_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: lazy attributes %llu\n", (unsigned long long)sum);
+    h5l_reader_close(r);
 }
 
 #endif

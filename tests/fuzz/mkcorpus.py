@@ -2,13 +2,15 @@
 """mkcorpus.py — seed corpora for the libFuzzer harnesses of tests/fuzz, cut
 from real files: test_writer (twice: the second run with an index
 checkpoint every 2 ticks, seeds named seed-ck-*) and test_frames write
-log-layout files at one rank, and each harness gets the pieces it takes (the input layouts are at
-the top of fuzz_jscan.c, fuzz_tick.c and fuzz_file.c).
+log-layout files at one rank, and bench_flushes --step-attr one whose
+checkpoints carry attribute lists (seed-a-*); each harness gets the pieces
+it takes (the input layouts are at the top of fuzz_jscan.c, fuzz_tick.c and
+fuzz_file.c).
 
     mkcorpus.py BUILD_DIR [OUT_DIR]     (OUT_DIR: tests/fuzz/corpus)
 
 Writes OUT_DIR/{jscan,tick,file}/seed-* and says what it wrote. Needs the
-MPI test programs built (make all). Regression inputs (crash-*, slow-*,
+MPI test programs built (make all) and build/bench/bench_flushes. Regression inputs (crash-*, slow-*,
 oom-*) in OUT_DIR are kept; only seed-* files are replaced."""
 import glob
 import os
@@ -201,6 +203,13 @@ def main():
             os.makedirs(d)
             subprocess.run(['mpirun', '--oversubscribe', '-np', '1', os.path.join(build, 'tests', prog), d] + args[1:],
                            env=dict(env, H5L_CKPT_TICKS=ck), check=True, stdout=subprocess.DEVNULL)
+        # a global attribute set at every tick, checkpoints every 8 ticks:
+        # summaries with attribute lists (format.md 3.5), seeds named seed-a-*
+        d = os.path.join(tmp, 'a')
+        os.makedirs(d)
+        subprocess.run(['mpirun', '--oversubscribe', '-np', '1', os.path.join(build, 'bench', 'bench_flushes'),
+                        os.path.join(d, 'a.h5'), '24', '--step-attr'],
+                       env=dict(env, H5L_CKPT_TICKS='8'), check=True, stdout=subprocess.DEVNULL)
         files = sorted(glob.glob(os.path.join(tmp, '*', '*.h5')))
         for h in ('jscan', 'tick', 'file'):
             for old in glob.glob(os.path.join(out, h, 'seed-*')):

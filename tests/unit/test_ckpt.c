@@ -673,6 +673,62 @@ static void test_summary(void)
         h5l_buf_free(&extra);
         ssample_free(&t);
     }
+    /* ATTR ops among the DIMLEN ops: still simple, with the attribute
+     * list: each (object, name)'s last op byte for byte, in the order of
+     * the keys' first ops */
+    {
+        ssample_t t;
+        ssample(&t);
+        h5l_type_t st = {H5L_CLASS_STRING, 1, 0, 0};
+        h5l_buf_t x2 = {0}, x3 = {0}, want = {0};
+        h5l_op_t b1 = {.kind = H5L_OP_ATTR, .id = 0, .name = "b", .type = st, .len = 1, .data = "1", .data_len = 1};
+        h5l_op_t a1 = {.kind = H5L_OP_ATTR, .id = 0, .name = "a", .type = st, .len = 1, .data = "1", .data_len = 1};
+        h5l_op_t b2 = {.kind = H5L_OP_ATTR, .id = 0, .name = "b", .type = st, .len = 2, .data = "22", .data_len = 2};
+        h5l_op_t a3 = {.kind = H5L_OP_ATTR, .id = 1, .name = "a", .type = st, .len = 3, .data = "333", .data_len = 3};
+        h5l_buf_put(&x2, t.ops[2].p, t.ops[2].len); /* tick 2: b, a (root); tick 3: b again, then a of object 1 */
+        h5l_op_encode(&x2, &b1);
+        h5l_op_encode(&x2, &a1);
+        h5l_op_encode(&x3, &b2);
+        h5l_op_encode(&x3, &a3);
+        h5l_buf_put(&x3, t.ops[3].p, t.ops[3].len);
+        t.ticks[2].ops = x2.p;
+        t.ticks[2].opslen = x2.len;
+        t.ticks[2].nops += 2;
+        t.ticks[3].ops = x3.p;
+        t.ticks[3].opslen = x3.len;
+        t.ticks[3].nops += 2;
+        h5l_op_encode(&want, &b2);
+        h5l_op_encode(&want, &a1);
+        h5l_op_encode(&want, &a3);
+        h5l_buf_t sb = {0};
+        h5l_cksum_of(&t.c, &sb);
+        CHECK_EQ(h5l_cksum_decode(sb.p, sb.len, t.c.first, t.c.last, UINT32_MAX, &sm), H5L_OK);
+        CHECK(sm.simple && sm.attrs && sm.nat == 3 && sm.nrec == 15);
+        CHECK(sb.len > want.len && !memcmp(sb.p + sb.len - want.len, want.p, want.len));
+        if (sm.nat == 3)
+            CHECK(!strcmp(sm.at[0].name, "b") && sm.at[0].len == 2 && !strcmp(sm.at[1].name, "a") && sm.at[1].id == 0 &&
+                  !strcmp(sm.at[2].name, "a") && sm.at[2].id == 1);
+        h5l_cksum_free(&sm);
+        /* refused: flags 2 (attributes without simple), no attributes
+         * after bit 1, an op of the list that is not an ATTR */
+        size_t lstart = sb.len - want.len - 1; /* the varint 3 before the list */
+        CHECK_EQ(sb.p[lstart], 3);
+        for (int bad = 0; bad < 3; bad++) {
+            h5l_buf_t c2 = {0};
+            h5l_buf_put(&c2, sb.p, sb.len);
+            if (bad == 0) c2.p[0] = 2;
+            if (bad == 1) c2.len = lstart; /* the list cut off */
+            if (bad == 2) c2.p[lstart + 1] = H5L_OP_DIMLEN; /* its first op's kind */
+            CHECK_EQ(h5l_cksum_decode(c2.p, c2.len, t.c.first, t.c.last, UINT32_MAX, &sm), H5L_ECORRUPT);
+            h5l_cksum_free(&sm);
+            h5l_buf_free(&c2);
+        }
+        h5l_buf_free(&sb);
+        h5l_buf_free(&x2);
+        h5l_buf_free(&x3);
+        h5l_buf_free(&want);
+        ssample_free(&t);
+    }
     ssample_free(&s);
 }
 

@@ -99,7 +99,7 @@ typedef struct {
     mdim_t dims[MAXDIM];
     mvar_t vars[MAXOBJ];
     const char *paths[MAXOBJ];
-    mattr_t attrs[32];
+    mattr_t attrs[128];
     int nattrs;
 } fx_t;
 
@@ -593,6 +593,49 @@ static int check_reads(h5l_reader_t *r, const fx_t *fx, int nbox)
     return bad == 0;
 }
 
+/* How many of the model's attributes schema s has wrong as of tick t: the
+ * value of each (object, name), one current version each, and each
+ * object's names in the order of their first definition (as the
+ * canonical file lists them). */
+static int attrs_wrong(const h5l_schema_t *s, const fx_t *fx, uint64_t t)
+{
+    int bad = 0;
+    for (int i = 0; i < fx->nattrs; i++) {
+        const char *want = NULL;
+        for (int j = 0; j < fx->nattrs; j++)
+            if (fx->attrs[j].obj == fx->attrs[i].obj && strcmp(fx->attrs[j].name, fx->attrs[i].name) == 0 &&
+                fx->attrs[j].tick <= t)
+                want = fx->attrs[j].val;
+        int ncur = 0;
+        for (size_t k = 0; k < s->nattrs; k++)
+            if (s->attrs[k].objid == fx->attrs[i].obj && strcmp(s->attrs[k].name, fx->attrs[i].name) == 0 &&
+                h5l_schema_attr_current(s, k, t)) {
+                ncur++;
+                bad += !(want && s->attrs[k].n == strlen(want) && memcmp(s->attrs[k].value, want, strlen(want)) == 0);
+            }
+        bad += ncur != (want ? 1 : 0);
+    }
+    for (uint32_t o = 0; o < MAXOBJ; o++) { /* first definitions <= t, in order: model and schema */
+        const char *m[128], *g[128];
+        int nm = 0, ng = 0;
+        for (int i = 0; i < fx->nattrs; i++) {
+            if (fx->attrs[i].obj != o || fx->attrs[i].tick > t) continue;
+            int seen = 0;
+            for (int j = 0; j < nm; j++) seen |= !strcmp(m[j], fx->attrs[i].name);
+            if (!seen) m[nm++] = fx->attrs[i].name;
+        }
+        for (size_t k = 0; k < s->nattrs && ng < 128; k++) {
+            if (s->attrs[k].objid != o || s->attrs[k].tick > t) continue;
+            int seen = 0;
+            for (int j = 0; j < ng; j++) seen |= !strcmp(g[j], s->attrs[k].name);
+            if (!seen) g[ng++] = s->attrs[k].name;
+        }
+        bad += nm != ng;
+        for (int j = 0; j < nm && j < ng; j++) bad += strcmp(m[j], g[j]) != 0;
+    }
+    return bad;
+}
+
 /* Ticks, tick info, record count, schema and attributes against the model. */
 static void check_meta(h5l_reader_t *r, const fx_t *fx)
 {
@@ -641,22 +684,15 @@ static void check_meta(h5l_reader_t *r, const fx_t *fx)
         for (uint64_t t = 1; t <= fx->ntick; t++) CHECK_EQ(h5l_schema_dimlen(s, d, t), fx->dims[d].len[t]);
     }
     /* attributes: the current value of each (obj, name) at each tick */
-    for (uint64_t t = 1; t <= fx->ntick; t++)
-        for (int i = 0; i < fx->nattrs; i++) {
-            const char *want = NULL;
-            for (int j = 0; j < fx->nattrs; j++)
-                if (fx->attrs[j].obj == fx->attrs[i].obj && strcmp(fx->attrs[j].name, fx->attrs[i].name) == 0 &&
-                    fx->attrs[j].tick <= t)
-                    want = fx->attrs[j].val;
-            int ncur = 0;
-            for (size_t k = 0; k < s->nattrs; k++)
-                if (s->attrs[k].objid == fx->attrs[i].obj && strcmp(s->attrs[k].name, fx->attrs[i].name) == 0 &&
-                    h5l_schema_attr_current(s, k, t)) {
-                    ncur++;
-                    CHECK(want && s->attrs[k].n == strlen(want) && memcmp(s->attrs[k].value, want, strlen(want)) == 0);
-                }
-            CHECK_EQ(ncur, want ? 1 : 0);
-        }
+    for (uint64_t t = 1; t <= fx->ntick; t++) {
+        const h5l_schema_t *st = NULL;
+        h5l_err_t e = {0};
+        int rc = h5l_reader_schema_at(r, t, &st, &e);
+        CHECK_EQ(rc, H5L_OK);
+        if (rc) fprintf(stderr, "  tick %llu: %s\n", (unsigned long long)t, e.msg);
+        CHECK_EQ(rc ? 1 : attrs_wrong(st, fx, t), 0);
+        h5l_reader_schema_release(r, st);
+    }
     h5l_reader_unlock(r);
 }
 
@@ -2387,6 +2423,147 @@ static void build_rows(fx_t *fx, int nticks)
     }
 }
 
+/* build_rows with attributes set along the way (fx_commit takes the ops
+ * made before it): the root's "step" at every tick (its text grows a digit
+ * at tick 10); /rows' "units" every fifth tick from tick 2; /half's "note"
+ * twice in tick 13, "alpha" at 14, "note" again at 15 (so "note" stays
+ * first); the root's "zeta" at 22, then "beta" and "zeta" again at 23;
+ * /s's "time" every seventh tick. Its segments of four after the first
+ * are simple with an attribute list (format.md 3.5). */
+static void build_rows_attrs(fx_t *fx, int nticks)
+{
+    fx_t *f = fx;
+    srand(4242);
+    fx_init(f);
+    uint32_t di[2] = {0, 1};
+    uint64_t ch[2] = {1, 5};
+    int32_t fill = -3;
+    double fs = 0.25;
+    char v[32];
+    for (int k = 1; k <= nticks; k++) {
+        if (k == 1) {
+            fx_dim(f, 0, "t", 1, 1);
+            fx_dim(f, 1, "x", 5, 0);
+            fx_var(f, 1, "/rows", I32, 1, 2, di, ch, &fill);
+            fx_var(f, 2, "/half", I32, 1, 2, di, ch, &fill);
+            fx_var(f, 3, "/s", F64, 0, 0, di, ch, &fs);
+        } else {
+            fx_dimlen(f, 0, (uint64_t)k);
+        }
+        snprintf(v, sizeof v, "s%d", k);
+        fx_attr_str(f, 0, "step", v);
+        if (k % 5 == 2) {
+            snprintf(v, sizeof v, "K/%d", k);
+            fx_attr_str(f, 1, "units", v);
+        }
+        if (k == 13) {
+            fx_attr_str(f, 2, "note", "first");
+            fx_attr_str(f, 2, "note", "second, same tick");
+        }
+        if (k == 14) fx_attr_str(f, 2, "alpha", "a");
+        if (k == 15) fx_attr_str(f, 2, "note", "third");
+        if (k == 22) fx_attr_str(f, 0, "zeta", "z1");
+        if (k == 23) {
+            fx_attr_str(f, 0, "beta", "b");
+            fx_attr_str(f, 0, "zeta", "z2");
+        }
+        if (k % 7 == 0) {
+            snprintf(v, sizeof v, "t=%d", k);
+            fx_attr_str(f, 3, "time", v);
+        }
+        wr_t *w = fx_add_write(f, (uint32_t)(k % 2), 1, 1);
+        w->s[0][0] = (uint64_t)k - 1;
+        w->c[0][0] = 1;
+        w->c[0][1] = 5;
+        fx_write_data(f, w, NULL);
+        fx_commit(f, 2, NULL);
+    }
+}
+
+/* Is tick t inside (before the last tick of) a segment of four that a
+ * lazy-attribute reader opens from its summary (build_rows_attrs with
+ * checkpoints every 4: segments 5..8, .., 33..36)? */
+static int lazy_inside(uint64_t t) { return t > 4 && t <= 36 && t % 4 != 0; }
+
+/* A log whose ticks set attributes, checkpointed: a reader opened with
+ * H5L_READER_LAZY_ATTRS opens its segments from their summaries (their
+ * attribute lists) and still gives, through h5l_reader_schema_at, every
+ * tick's attributes as the model says (values, one current version each,
+ * first-definition order), as do the default and whole-journal readers;
+ * its main schema is exact exactly outside the segments' insides. Damage
+ * to a segment's frame after the open fails the attributes of ticks inside
+ * it, naming the file, and nothing else. */
+static void test_lazy_attribute_segments(void)
+{
+    for (int run = 0; run < 2; run++) {
+        fx_t fx;
+        build_rows_attrs(&fx, 37);
+        CHECK_EQ(fx_add_ckpts(&fx, 4), 9);
+        if (run) {
+            fx_close_frame(&fx);
+            fx_save_closed(&fx, fx.jr.len);
+        } else {
+            fx_save_live(&fx, fx.jr.len);
+        }
+        static const unsigned flags[3] = {H5L_READER_LAZY_ATTRS, 0, H5L_READER_FULL};
+        for (int fi = 0; fi < 3; fi++) {
+            h5l_reader_t *r = NULL;
+            h5l_err_t e = {0};
+            int rc = h5l_reader_open_flags(fx.path, flags[fi], &r, &e);
+            CHECK_EQ(rc, H5L_OK);
+            if (rc) {
+                fprintf(stderr, "  open: %s\n", e.msg);
+                continue;
+            }
+            uint64_t nseg = 0, nsum = 0;
+            h5l_reader_ckpt_segments(r, &nseg, &nsum);
+            CHECK_EQ(nseg, fi == 2 ? 0 : 9);
+            CHECK_EQ(nsum, fi == 0 ? 8 : 0); /* the default reader reads attribute segments at open */
+            check_meta(r, &fx);
+            CHECK(reads_from_threads(r, &fx));
+            h5l_reader_rdlock(r);
+            int wrong_exact = 0, wrong_main = 0;
+            for (uint64_t t = 1; t <= fx.ntick; t++) {
+                int exact = h5l_reader_attrs_exact(r, t);
+                wrong_exact += exact != (fi == 0 ? !lazy_inside(t) : 1);
+                if (exact) wrong_main += attrs_wrong(h5l_reader_schema(r), &fx, t) != 0;
+            }
+            CHECK_EQ(wrong_exact, 0);
+            CHECK_EQ(wrong_main, 0);
+            h5l_reader_unlock(r);
+            if (fi == 0 && !run) { /* damage in the frame of segment 9..12 after the open */
+                size_t at = fx.fr_end[11];
+                CHECK_EQ(h5l_get_le32(fx.jr.p + at + 4) & 0xFFFF, H5L_REC_CKPT);
+                size_t last = at + H5L_FRAME_LEN + h5l_get_le32(fx.jr.p + at) - 1;
+                fx.jr.p[last] ^= 0x40;
+                write_file(fx.jpath, fx.jr.p, fx.jr.len);
+                h5l_reader_rdlock(r);
+                const h5l_schema_t *st = NULL;
+                rc = h5l_reader_schema_at(r, 10, &st, &e);
+                CHECK_EQ(rc, H5L_ECORRUPT);
+                CHECK(rc && strstr(e.msg, fx.path) && strstr(e.msg, "verified when the file was opened"));
+                CHECK(st == h5l_reader_schema(r));
+                h5l_reader_schema_release(r, st);
+                CHECK_EQ(h5l_reader_schema_at(r, 12, &st, &e), H5L_OK); /* its last tick: the summary's */
+                CHECK(st == h5l_reader_schema(r));
+                CHECK_EQ(h5l_reader_schema_at(r, 14, &st, &e), H5L_OK); /* another segment */
+                CHECK(st != h5l_reader_schema(r) && attrs_wrong(st, &fx, 14) == 0);
+                h5l_reader_schema_release(r, st);
+                h5l_reader_unlock(r);
+                fx.jr.p[last] ^= 0x40; /* repaired: served again */
+                write_file(fx.jpath, fx.jr.p, fx.jr.len);
+                h5l_reader_rdlock(r);
+                CHECK_EQ(h5l_reader_schema_at(r, 10, &st, &e), H5L_OK);
+                CHECK(attrs_wrong(st, &fx, 10) == 0);
+                h5l_reader_schema_release(r, st);
+                h5l_reader_unlock(r);
+            }
+            h5l_reader_close(r);
+        }
+        fx_free(&fx);
+    }
+}
+
 /* Re-encode fx's checkpoints without summaries (the layout of earlier
  * writers): every frame after the first changed one moves, so each
  * checkpoint's offsets are made again. Returns the checkpoints. */
@@ -2769,5 +2946,5 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries),
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries), T(test_lazy_attribute_segments),
           T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))

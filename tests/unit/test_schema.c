@@ -450,6 +450,64 @@ static void test_attr_current(void)
     h5l_schema_free(&s);
 }
 
+/* A view as of tick 2 (h5l_schema_view) given the attribute ops of ticks
+ * 3..6 answers like the schema that applied them all (value and currency
+ * of each name at each tick), takes ATTR ops only, rolls back only its
+ * own versions, and frees only what it owns (ASan: no double free of the
+ * shared names and values, no leak); the schema is unchanged by it. */
+static void test_attr_view(void)
+{
+    h5l_schema_t s, full;
+    h5l_schema_init(&s);
+    h5l_schema_init(&full);
+    const char *late[][3] = {{"3", "units", "km"}, {"3", "title", "T3"}, {"4", "units", "cm"}, {"6", "title", "T6"}};
+    for (int pass = 0; pass < 2; pass++) {
+        h5l_schema_t *x = pass ? &full : &s;
+        APPLY(x, 1, group(1, "/a"), H5L_OK);
+        APPLY(x, 1, attr(1, "units", STR, 1, "m"), H5L_OK);
+        APPLY(x, 2, attr(1, "scale", STR, 1, "1"), H5L_OK);
+        APPLY(x, 2, attr(0, "title", STR, 2, "T2"), H5L_OK);
+    }
+    APPLY(&s, 6, attr(1, "units", STR, 5, "stale"), H5L_OK); /* after the view's tick: not in it */
+    for (size_t i = 0; i < 4; i++)
+        APPLY(&full, strtoull(late[i][0], NULL, 10), attr(late[i][1][0] == 'u' ? 1 : 0, late[i][1], STR, strlen(late[i][2]), late[i][2]), H5L_OK);
+    size_t before = s.nattrs;
+    h5l_schema_t v;
+    CHECK_EQ(h5l_schema_view(&v, &s, 2), H5L_OK);
+    CHECK_EQ(v.nattrs, 3);
+    for (size_t i = 0; i < 4; i++)
+        APPLY(&v, strtoull(late[i][0], NULL, 10), attr(late[i][1][0] == 'u' ? 1 : 0, late[i][1], STR, strlen(late[i][2]), late[i][2]), H5L_OK);
+    APPLY(&v, 6, group(2, "/b"), H5L_EINVAL);
+    CHECK_EQ(v.nobjs, s.nobjs);
+    for (uint64_t T = 0; T <= 6; T++) {
+        const char *names[] = {"units", "scale", "title"};
+        for (int n = 0; n < 3; n++) {
+            uint32_t o = n == 2 ? 0 : 1;
+            const char *want = NULL, *got = NULL;
+            int ncur = 0;
+            for (size_t k = 0; k < full.nattrs; k++)
+                if (full.attrs[k].objid == o && !strcmp(full.attrs[k].name, names[n]) && h5l_schema_attr_current(&full, k, T))
+                    want = full.attrs[k].value;
+            for (size_t k = 0; k < v.nattrs; k++)
+                if (v.attrs[k].objid == o && !strcmp(v.attrs[k].name, names[n]) && h5l_schema_attr_current(&v, k, T)) {
+                    ncur++;
+                    got = v.attrs[k].value;
+                }
+            CHECK_EQ(ncur, want ? 1 : 0);
+            CHECK(!want || (got && !strcmp(got, want)));
+        }
+    }
+    h5l_schema_rollback(&v, 4); /* units@4 and title@6 go; the borrowed versions stay */
+    CHECK_EQ(v.nattrs, 5);
+    CHECK_EQ(v.nobjs, s.nobjs);
+    h5l_schema_free(&v);
+    CHECK_EQ(s.nattrs, before);
+    CHECK(!strcmp(s.attrs[0].name, "units") && !strcmp(s.attrs[0].value, "m") && s.objs[1].path && !strcmp(s.objs[1].path, "/a"));
+    CHECK_EQ(h5l_schema_find(&s, "/a"), 1);
+    h5l_schema_free(&s);
+    h5l_schema_free(&full);
+}
+
 /* A random history of groups, dimensions and attributes (few names, many
  * versions) with ticks rolled back now and then, against a model: every
  * path and dimension name found (and absent ones not), every attribute's
@@ -780,5 +838,5 @@ static void test_reserved_attr_names(void)
 }
 
 TEST_MAIN(T(test_every_kind), T(test_chunk_bounds), T(test_fill_modes), T(test_default_fill),
-          T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_dimlen_runs), T(test_attr_current),
+          T(test_reserved_attr_names), T(test_errors), T(test_dimlen_history), T(test_dimlen_runs), T(test_attr_current), T(test_attr_view),
           T(test_names_history_rollback), T(test_many_names), T(test_slab_shape), T(test_slab_shape_overflow))
