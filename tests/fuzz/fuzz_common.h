@@ -226,7 +226,12 @@ static FZ_UNUSED void fz_exercise(const char *path)
     for (uint64_t T = 1; T <= nt; T++) {
         if (nt > 12 && T > 4 && T + 4 <= nt) continue;
         h5l_tick_info_t ti;
-        if (h5l_reader_tick_info(r, T, &ti) != H5L_OK) abort(); /* loaded ticks have info */
+        /* loaded ticks have info; a tick of a segment opened from its
+         * summary is checked when first needed, and may then be found
+         * damaged (format.md 3.5: that fails the calls needing it) */
+        int irc = h5l_reader_tick_info(r, T, &ti);
+        if (irc == H5L_ECORRUPT && T <= h5l_reader_ckpt_last(r)) continue;
+        if (irc != H5L_OK) abort();
         if (ti.data_size <= (4u << 20)) {
             uint64_t bad;
             (void)h5l_reader_verify(r, T, &bad, &e);
