@@ -21,7 +21,7 @@ static void put64(uint8_t *p, uint64_t v)
 }
 
 /* Lay out the levels for bt->n chunks: counts, first indices, node area
- * length. H5L_EINVAL if too deep. */
+ * length. H5L_EINVAL if too deep, H5L_ENOMEM (bt unchanged either way). */
 static int layout(hfs_bt_t *bt)
 {
     uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
@@ -37,6 +37,13 @@ static int layout(hfs_bt_t *bt)
     }
     count[l] = 1;
     first[l] = 0;
+    if (!bt->count || l != bt->root_level) {
+        uint64_t *lv = malloc(2 * ((size_t)l + 1) * sizeof *lv);
+        if (!lv) return H5L_ENOMEM;
+        free(bt->count);
+        bt->count = lv;
+        bt->first = lv + l + 1;
+    }
     memcpy(bt->count, count, (l + 1) * sizeof *count);
     memcpy(bt->first, first, (l + 1) * sizeof *first);
     bt->root_level = l;
@@ -80,11 +87,9 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
         if (blks[i] != blks[i - 1] + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){i, blks[i]};
     bt->key_size = 4 + 4 + 8 * ((uint64_t)ndims + 1);
     bt->node_size = 8 + 2 * 8 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * bt->key_size;
-    if (layout(bt)) {
-        hfs_bt_free(bt);
-        return H5L_EINVAL;
-    }
-    return H5L_OK;
+    int rc = layout(bt);
+    if (rc) hfs_bt_free(bt);
+    return rc;
 }
 
 int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
@@ -149,16 +154,21 @@ void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap)
 int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
 {
     *dst = *src;
-    size_t nd = 2 * (size_t)src->ndims + 1;
+    size_t nd = 2 * (size_t)src->ndims + 1, nl = 2 * ((size_t)src->root_level + 1);
     dst->runs = malloc((src->nruns ? src->nruns : 1) * sizeof *dst->runs);
     dst->pl = malloc((src->npl ? src->npl : 1) * sizeof *dst->pl);
     dst->nblk = malloc(nd * sizeof *dst->nblk);
-    if (!dst->runs || !dst->pl || !dst->nblk) {
+    dst->count = src->count ? malloc(nl * sizeof *dst->count) : NULL;
+    if (!dst->runs || !dst->pl || !dst->nblk || (src->count && !dst->count)) {
         hfs_bt_free(dst);
         return H5L_ENOMEM;
     }
     memcpy(dst->nblk, src->nblk, nd * sizeof *dst->nblk);
     dst->dim = dst->nblk + src->ndims;
+    if (dst->count) {
+        memcpy(dst->count, src->count, nl * sizeof *dst->count);
+        dst->first = dst->count + src->root_level + 1;
+    }
     memcpy(dst->runs, src->runs, src->nruns * sizeof *dst->runs);
     memcpy(dst->pl, src->pl, src->npl * sizeof *dst->pl);
     return H5L_OK;
@@ -399,8 +409,10 @@ void hfs_bt_free(hfs_bt_t *bt)
     free(bt->runs);
     free(bt->pl);
     free(bt->nblk);
+    free(bt->count);
     bt->runs = NULL;
     bt->pl = NULL;
     bt->nblk = bt->dim = NULL;
+    bt->count = bt->first = NULL;
     bt->nruns = bt->npl = 0;
 }

@@ -137,6 +137,7 @@ void hfs_skel_unref(hfs_skel_t *k)
     for (size_t i = 0; i < k->nbts; i++) hfs_bt_free(&k->bts[i]);
     free(k->bts);
     free(k->vars);
+    free(k->dimv);
     free(k->regions);
     free(k->fallback);
     free(k);
@@ -382,6 +383,10 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
     size_t now = hfs_memvfd_raw_end(b->cap), first = b->raw_seen;
     hfs_svar_t *v = &k->vars[k->nvars];
     memset(v, 0, sizeof *v);
+    v->shape = k->dimv + k->ndimv; /* (build_full sized dimv for every variable) */
+    v->block = v->shape + o->ndims;
+    v->nblk = v->block + o->ndims;
+    k->ndimv += 3 * (size_t)o->ndims;
     v->objid = objid;
     v->ndims = o->ndims;
     v->esize = o->type.size;
@@ -883,8 +888,11 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
     /* the attributes of tick: a view when the reader has only its
      * segment's last values (objects and dimensions are the same) */
     rc = h5l_reader_schema_at(r, tick, &s, err);
-    k->vars = rc ? NULL : calloc(s->nobjs + 1, sizeof *k->vars);
-    if (!rc && !k->vars) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+    size_t ndimv = 1;
+    for (size_t i = 0; !rc && i < s->nobjs; i++) ndimv += 3 * (size_t)s->objs[i].ndims;
+    k->vars = rc ? NULL : malloc((s->nobjs + 1) * sizeof *k->vars); /* (on_var sets each) */
+    k->dimv = rc ? NULL : malloc(ndimv * sizeof *k->dimv);
+    if (!rc && (!k->vars || !k->dimv)) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     if (!rc && keep) {
         l = calloc(1, sizeof *l);
         if (l) {
@@ -1186,6 +1194,15 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     }
     k->nvars = k0->nvars;
     memcpy(k->vars, k0->vars, k0->nvars * sizeof *k->vars);
+    if (!(k->dimv = malloc((k0->ndimv + 1) * sizeof *k->dimv))) return H5L_ENOMEM;
+    memcpy(k->dimv, k0->dimv, k0->ndimv * sizeof *k->dimv);
+    k->ndimv = k0->ndimv;
+    for (size_t i = 0; i < k->nvars; i++) { /* the same places in this skeleton's dimv */
+        hfs_svar_t *v = &k->vars[i];
+        v->shape = k->dimv + (k0->vars[i].shape - k0->dimv);
+        v->block = v->shape + v->ndims;
+        v->nblk = v->block + v->ndims;
+    }
     build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = l->cap, .err = err};
     if (k0->nregions) {
         if (h5l_grow((void **)&k->regions, &b.cap_regions, k0->nregions, sizeof *k->regions)) return H5L_ENOMEM;

@@ -25,9 +25,11 @@ typedef struct hfs_svar {
     uint32_t objid, ndims;
     size_t esize;
     int chunked;
-    uint64_t shape[H5L_MAX_DIMS];
-    uint64_t block[H5L_MAX_DIMS]; /* chunk or slab shape */
-    uint64_t nblk[H5L_MAX_DIMS];  /* blocks per dimension */
+    /* ndims each, in the skeleton's dimv (fixed arrays of H5L_MAX_DIMS were
+     * 816 bytes a variable: 16 MB, fresh pages, for 20,000 variables) */
+    uint64_t *shape;
+    uint64_t *block; /* chunk or slab shape */
+    uint64_t *nblk;  /* blocks per dimension */
     uint64_t nblocks;
     int sparse;          /* chunked, only the chunks holding data allocated */
     uint32_t own;        /* 0, or 1 + the index in bts of the chunk index the daemon writes for it */
@@ -58,6 +60,8 @@ typedef struct hfs_skel {
     hfs_memvfd_image_t *img;
     hfs_svar_t *vars;
     size_t nvars;
+    uint64_t *dimv; /* the vars' shape, block and nblk arrays, back to back */
+    size_t ndimv;
     hfs_region_t *regions; /* sorted by addr, disjoint */
     size_t nregions;
     hfs_bt_t *bts; /* chunk indexes written by the daemon (sparse variables of full builds) */

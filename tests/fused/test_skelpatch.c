@@ -402,8 +402,9 @@ static void check_same_as_full(const hfs_skel_t *k, h5l_reader_t *r, int t)
         CHECK_EQ(a->objid, b->objid);
         CHECK_EQ(a->sparse, b->sparse);
         CHECK_EQ(a->nblocks, b->nblocks);
-        CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
-        CHECK(memcmp(a->nblk, b->nblk, sizeof a->nblk) == 0);
+        CHECK(a->ndims == b->ndims && memcmp(a->shape, b->shape, a->ndims * sizeof *a->shape) == 0);
+        CHECK(memcmp(a->nblk, b->nblk, a->ndims * sizeof *a->nblk) == 0);
+        CHECK(memcmp(a->block, b->block, a->ndims * sizeof *a->block) == 0);
     }
     /* neither keeps the build's allocation records (memvfd.h), both count
      * the same raw bytes */
