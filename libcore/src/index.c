@@ -68,10 +68,10 @@ typedef struct grid {
 
 typedef struct varidx {
     uint32_t ndims;
-    uint64_t chunk[H5L_MAX_DIMS];
     grid_t fine;
     grid_t *coarse[GRIDS_MAX];
     uint32_t ncoarse;
+    uint64_t chunk[]; /* ndims (a file of 20,000 variables: 256 bytes each were 5 MB) */
 } varidx_t;
 
 typedef struct arena_blk {
@@ -159,13 +159,13 @@ int h5l_index_add_var(h5l_index_t *x, uint32_t objid, uint32_t ndims, const uint
         return x->vars[objid]->ndims == ndims && !memcmp(x->vars[objid]->chunk, chunk, ndims * sizeof *chunk)
                    ? H5L_OK
                    : H5L_EINVAL;
-    varidx_t *v = calloc(1, sizeof *v);
+    varidx_t *v = calloc(1, sizeof *v + ndims * sizeof *chunk);
     if (!v) return H5L_ENOMEM;
     v->ndims = ndims;
     memcpy(v->chunk, chunk, ndims * sizeof *chunk);
     v->fine.esize = sizeof(h5l_rec_t *);
     x->vars[objid] = v;
-    x->mem += sizeof *v;
+    x->mem += sizeof *v + ndims * sizeof *chunk;
     return H5L_OK;
 }
 
@@ -204,7 +204,9 @@ static const bucket_t *find_bucket(const grid_t *g, uint32_t nd, const uint64_t 
 
 static int rehash(h5l_index_t *x, grid_t *g, uint32_t nd)
 {
-    size_t n = g->nslots ? g->nslots * 2 : 64;
+    /* from 4: most variables of a file of thousands hold a chunk or two
+     * (64 slots a variable were 10 MB of fresh pages at 20,000) */
+    size_t n = g->nslots ? g->nslots * 2 : 4;
     bucket_t **old = g->slots;
     size_t oldn = g->nslots;
     g->slots = calloc(n, sizeof *g->slots);
