@@ -354,8 +354,18 @@ static void check_image(const hfs_skel_t *k, const hfs_skel_t *full, h5l_reader_
     /* attributes as the full build has them */
     hid_t g = open_image(full, 1);
     for (size_t i = 0; g >= 0 && i < sizeof paths / sizeof *paths; i++) {
-        if (strcmp(paths[i], "/") != 0 && H5Lexists(g, paths[i], H5P_DEFAULT) <= 0) { /* (the root is no link) */
-            CHECK(H5Lexists(f, paths[i], H5P_DEFAULT) <= 0);
+        htri_t in_g = 1, in_f = 0;
+        if (strcmp(paths[i], "/") != 0) { /* (the root is no link; a path under a group not made yet is an
+                                           * error to libhdf5, which would print its stack at every tick) */
+            H5E_BEGIN_TRY
+            {
+                in_g = H5Lexists(g, paths[i], H5P_DEFAULT);
+                in_f = H5Lexists(f, paths[i], H5P_DEFAULT);
+            }
+            H5E_END_TRY;
+        }
+        if (in_g <= 0) {
+            CHECK(in_f <= 0);
             continue;
         }
         attr_list_t *x = malloc(sizeof *x), *y = malloc(sizeof *y);
