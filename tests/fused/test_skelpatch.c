@@ -620,6 +620,87 @@ static void test_failed_patch_builds_in_full(void)
     h5l_reader_close(r);
 }
 
+/* The third file: checkpoints every 4 ticks (H5L_CKPT_TICKS); tick 1
+ * defines /v and writes a row, ticks 2..10 only set the global "step" to
+ * the tick. Segment 5..8 is then simple with an attribute list (format.md
+ * 3.5), which a reader opened as the daemon opens it (lazy attributes)
+ * takes as of tick 8 alone. */
+static char g_path3[512];
+#define LAZY_TICKS 10
+
+static int write_attr_file(void)
+{
+    setenv("H5L_CKPT_TICKS", "4", 1);
+    h5l_file_t *f;
+    int rc = h5l_create(g_path3, MPI_COMM_WORLD, NULL, &f);
+    unsetenv("H5L_CKPT_TICKS");
+    if (rc) return rc;
+    int dt, dx, v;
+    rc |= h5l_def_dim(f, "time", H5L_UNLIMITED, &dt);
+    rc |= h5l_def_dim(f, "x", 4, &dx);
+    int dims[2] = {dt, dx};
+    rc |= h5l_def_var(f, "/v", H5T_IEEE_F32LE, 2, dims, NULL, &v);
+    float row[4] = {1, 2, 3, 4};
+    uint64_t st[2] = {0, 0}, ct[2] = {1, 4};
+    rc |= h5l_put(f, v, st, ct, row);
+    for (int t = 1; t <= LAZY_TICKS && !rc; t++) {
+        double step = t;
+        rc |= h5l_put_att(f, H5L_GLOBAL, "step", H5T_NATIVE_DOUBLE, 1, &step);
+        if (!rc) rc = h5l_flush(f);
+    }
+    if (rc) fprintf(stderr, "writer: %s\n", h5l_errmsg(f));
+    int crc = h5l_close(f);
+    return rc ? rc : crc;
+}
+
+/* The global "step" of skeleton k's image. */
+static double step_of(const hfs_skel_t *k)
+{
+    hid_t f = open_image(k, 0);
+    double v = -1;
+    hid_t a = f >= 0 ? H5Aopen(f, "step", H5P_DEFAULT) : -1;
+    CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0);
+    if (a >= 0) H5Aclose(a);
+    if (f >= 0) H5Fclose(f);
+    return v;
+}
+
+/* Skeletons of ticks inside a segment opened from its last attribute
+ * values: each has its own tick's attributes (built from the schema view)
+ * and its own version, though nothing else told those ticks apart (a
+ * shared version would let one tick's skeleton serve another's). */
+static void test_lazy_attribute_ticks(void)
+{
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open_flags(g_path3, H5L_READER_LAZY_ATTRS, &r, &e), H5L_OK);
+    if (!r) return;
+    uint64_t nseg = 0, nsum = 0;
+    h5l_reader_ckpt_segments(r, &nseg, &nsum);
+    CHECK(nseg == 2 && nsum == 1); /* 1..4 defines /v: read at open; 5..8 from its summary */
+    uint64_t ver[LAZY_TICKS + 1];
+    h5l_reader_rdlock(r);
+    for (uint64_t t = 1; t <= LAZY_TICKS; t++) {
+        ver[t] = hfs_skel_version(r, h5l_reader_schema(r), t);
+        CHECK_EQ(h5l_reader_attrs_exact(r, t), !(t >= 5 && t < 8));
+    }
+    h5l_reader_unlock(r);
+    for (uint64_t t = 2; t <= LAZY_TICKS; t++) CHECK(ver[t] > ver[t - 1]); /* a step each tick */
+    for (uint64_t t = 4; t <= 9; t++) {
+        hfs_skel_t *k = NULL;
+        int rc = hfs_skel_build(r, t, &k, &e);
+        CHECK_EQ(rc, H5L_OK);
+        if (rc) {
+            fprintf(stderr, "  tick %llu: %s\n", (unsigned long long)t, e.msg);
+            continue;
+        }
+        CHECK_EQ(k->version, ver[t]);
+        CHECK_EQ(step_of(k), (double)t);
+        hfs_skel_unref(k);
+    }
+    h5l_reader_close(r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -631,8 +712,10 @@ int main(int argc, char **argv)
     snprintf(g_path, sizeof g_path, "%s/f.h5", dir);
     snprintf(g_img, sizeof g_img, "%s/img.h5", dir);
     snprintf(g_path2, sizeof g_path2, "%s/g.h5", dir);
+    snprintf(g_path3, sizeof g_path3, "%s/a.h5", dir);
     int rc = write_file();
     if (!rc) rc = write_grow_file();
+    if (!rc) rc = write_attr_file();
     if (rc) {
         fprintf(stderr, "cannot write %s\n0 passed, 1 failed\n", g_path);
         MPI_Finalize();
@@ -641,10 +724,12 @@ int main(int argc, char **argv)
     static const th_test_t tests[] = {{"test_patch_equals_full_build", test_patch_equals_full_build},
                                       {"test_failed_patch_builds_in_full", test_failed_patch_builds_in_full},
                                       {"test_own_index_grows_alone", test_own_index_grows_alone},
-                                      {"test_patch_out_of_memory", test_patch_out_of_memory}};
-    int failed = th_run(tests, 4);
+                                      {"test_patch_out_of_memory", test_patch_out_of_memory},
+                                      {"test_lazy_attribute_ticks", test_lazy_attribute_ticks}};
+    int failed = th_run(tests, 5);
     unlink(g_path);
     unlink(g_path2);
+    unlink(g_path3);
     for (int i = 0; i < 2; i++) {
         char p[640];
         snprintf(p, sizeof p, "%s.%d", g_img, i);
