@@ -1254,7 +1254,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
                 k->regions[i].blk = blk;
             }
         uint64_t old_nblk[H5L_MAX_DIMS];
-        memcpy(old_nblk, v->nblk, sizeof old_nblk);
+        memcpy(old_nblk, v->nblk, v->ndims * sizeof *old_nblk);
         memcpy(v->shape, shape, v->ndims * sizeof *shape);
         memcpy(v->nblk, nblk, v->ndims * sizeof *nblk);
         v->nblocks = nblocks;
