@@ -659,8 +659,9 @@ static int apply_attr(h5l_schema_t *s, uint64_t tick, const h5l_op_t *op, h5l_er
     if (op->data_len) memcpy(a.value, op->data, op->data_len);
     ((char *)a.value)[op->data_len] = 0;
     /* A replacement made in the same tick overwrites in place, so the
-     * history keeps one value per (object, name, tick). */
-    if (prev != PNONE && s->attrs[prev].tick == tick) {
+     * history keeps one value per (object, name, tick); not a version a
+     * view borrowed (its base owns it): that one gets a later version. */
+    if (prev != PNONE && s->attrs[prev].tick == tick && prev >= s->nborrow) {
         h5l_attr_t *b = &s->attrs[prev];
         free(b->value);
         a.name = b->name; /* (the same, owned or shared as before) */

@@ -500,6 +500,15 @@ static void test_attr_view(void)
     h5l_schema_rollback(&v, 4); /* units@4 and title@6 go; the borrowed versions stay */
     CHECK_EQ(v.nattrs, 5);
     CHECK_EQ(v.nobjs, s.nobjs);
+    /* an op at the tick of a borrowed version is a version of the view's
+     * own, later in its history: the base's value stays (ASan: no double
+     * free when both are freed) */
+    APPLY(&v, 2, attr(1, "scale", STR, 1, "9"), H5L_OK);
+    CHECK_EQ(v.nattrs, 6);
+    for (size_t k = 0; k < v.nattrs; k++)
+        if (v.attrs[k].objid == 1 && !strcmp(v.attrs[k].name, "scale"))
+            CHECK_EQ(h5l_schema_attr_current(&v, k, 2), k == 5);
+    CHECK(!strcmp(s.attrs[1].name, "scale") && !strcmp(s.attrs[1].value, "1"));
     h5l_schema_free(&v);
     CHECK_EQ(s.nattrs, before);
     CHECK(!strcmp(s.attrs[0].name, "units") && !strcmp(s.attrs[0].value, "m") && s.objs[1].path && !strcmp(s.objs[1].path, "/a"));
