@@ -399,6 +399,28 @@ static int lazy_get(h5l_reader_t *r, uint64_t tick, const lztick_t **out, h5l_er
 
 static int tick_check(const h5l_reader_t *r, const h5l_tick_info_t *tp, uint64_t *fsize_seen, h5l_err_t *err);
 
+/* Read segment sg's checkpoint frame again into *fb (the caller frees it)
+ * and decode it into *c (h5l_ckpt_clear): it must verify and be the frame
+ * the open used (its segment, and its summary as applied then). 0, or
+ * H5L_ENOMEM, H5L_EIO, H5L_ECORRUPT with err set. */
+static int seg_reread(h5l_reader_t *r, const ckseg_t *sg, uint8_t **fb, h5l_ckpt_t *c, h5l_err_t *err)
+{
+    h5l_err_t e = {0};
+    int rc = H5L_OK;
+    if (!(*fb = malloc(sg->len)))
+        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+    else if (h5l_fd_read_all(r->jfd, *fb, sg->len, r->jbase + sg->pos, r->scan.what, &e))
+        rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
+    else if ((rc = h5l_ckpt_decode(*fb, sg->len, r->seed, sg->pos, c, r->scan.what, &e)))
+        h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
+    else if (c->first != sg->first || c->last != sg->last ||
+             (sg->summary && ((uint32_t)h5l_get_le64(*fb + H5L_FRAME_LEN + 40) != sg->slen ||
+                              h5l_get_le64(*fb + H5L_FRAME_LEN + 48) != sg->ssum)))
+        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
+                         r->scan.what, (unsigned long long)sg->pos); /* (open applied its summary as it was) */
+    return rc;
+}
+
 /* Write the records of segment sg's non-eager ticks (eager ones were
  * loaded at open) into r->ticks, from its checkpoint frame read and
  * decoded again, every entry checked as at open. Under the read lock (or
@@ -410,20 +432,9 @@ static int seg_fill(h5l_reader_t *r, ckseg_t *sg, h5l_err_t *err)
     pthread_mutex_lock(&r->seg_mu);
     int rc = H5L_OK;
     if (!atomic_load_explicit(&sg->filled, memory_order_acquire)) {
-        uint8_t *fb = malloc(sg->len);
+        uint8_t *fb = NULL;
         h5l_ckpt_t c = {0};
-        h5l_err_t e = {0};
-        if (!fb)
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-        else if (h5l_fd_read_all(r->jfd, fb, sg->len, r->jbase + sg->pos, r->scan.what, &e))
-            rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
-        else if ((rc = h5l_ckpt_decode(fb, sg->len, r->seed, sg->pos, &c, r->scan.what, &e)))
-            h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
-        else if (c.first != sg->first || c.last != sg->last ||
-                 (sg->summary && ((uint32_t)h5l_get_le64(fb + H5L_FRAME_LEN + 40) != sg->slen ||
-                                  h5l_get_le64(fb + H5L_FRAME_LEN + 48) != sg->ssum)))
-            rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
-                             r->scan.what, (unsigned long long)sg->pos); /* (open applied its summary as it was) */
+        rc = seg_reread(r, sg, &fb, &c, err);
         uint64_t fsize = 0; /* looked up at the first tick (r->fsize is the refreshing thread's) */
         for (uint64_t j = 0, ei = 0; !rc && j <= c.last - c.first; j++) {
             const h5l_tick_info_t *t = &c.ticks[j].info;
@@ -1422,22 +1433,11 @@ int h5l_reader_attrs_exact(h5l_reader_t *r, uint64_t tick) { return attr_seg_of(
  * decoded again: it must be the frame whose summary the open applied). */
 static int attrs_view(h5l_reader_t *r, const ckseg_t *sg, uint64_t tick, h5l_schema_t *v, h5l_err_t *err)
 {
-    uint8_t *fb = malloc(sg->len);
+    uint8_t *fb = NULL;
     h5l_ckpt_t c = {0};
     h5l_err_t e = {0};
-    int rc = H5L_OK;
-    if (!fb)
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    else if (h5l_fd_read_all(r->jfd, fb, sg->len, r->jbase + sg->pos, r->scan.what, &e))
-        rc = h5l_err_set(err, H5L_EIO, "%s", e.msg);
-    else if ((rc = h5l_ckpt_decode(fb, sg->len, r->seed, sg->pos, &c, r->scan.what, &e)))
-        h5l_err_set(err, rc, "%s (it verified when the file was opened)", e.msg);
-    else if (c.first != sg->first || c.last != sg->last ||
-             (uint32_t)h5l_get_le64(fb + H5L_FRAME_LEN + 40) != sg->slen ||
-             h5l_get_le64(fb + H5L_FRAME_LEN + 48) != sg->ssum)
-        rc = h5l_err_set(err, H5L_ECORRUPT, "%s: checkpoint at journal offset %llu changed since it was read",
-                         r->scan.what, (unsigned long long)sg->pos);
-    else if (h5l_schema_view(v, &r->schema, sg->first - 1))
+    int rc = seg_reread(r, sg, &fb, &c, err);
+    if (!rc && h5l_schema_view(v, &r->schema, sg->first - 1))
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
     for (uint64_t j = 0; !rc && j <= tick - sg->first; j++) {
         const h5l_ckpt_tick_t *t = &c.ticks[j];

@@ -2387,25 +2387,32 @@ static void test_checkpoint_segments_filled_on_need(void)
  * writes row k - 1 of /rows, every other tick a row of /half, every third
  * /s; from two ranks. Segments after the first are simple (format.md
  * 3.5): only DIMLEN ops, one-chunk boxes. */
-static void build_rows(fx_t *fx, int nticks)
+/* The schema ops of tick k of a log of rows (build_rows): the
+ * definitions at tick 1, t grown to k after. */
+static void rows_schema(fx_t *fx, int k)
 {
-    srand(4242);
-    fx_init(fx);
     uint32_t di[2] = {0, 1};
     uint64_t ch[2] = {1, 5};
     int32_t fill = -3;
     double fs = 0.25;
+    if (k == 1) {
+        fx_dim(fx, 0, "t", 1, 1);
+        fx_dim(fx, 1, "x", 5, 0);
+        fx_var(fx, 1, "/rows", I32, 1, 2, di, ch, &fill);
+        fx_var(fx, 2, "/half", I32, 1, 2, di, ch, &fill);
+        fx_var(fx, 3, "/s", F64, 0, 0, di, ch, &fs);
+    } else {
+        fx_dimlen(fx, 0, (uint64_t)k);
+    }
+}
+
+static void build_rows(fx_t *fx, int nticks)
+{
+    srand(4242);
+    fx_init(fx);
     uint64_t half = 0;
     for (int k = 1; k <= nticks; k++) {
-        if (k == 1) {
-            fx_dim(fx, 0, "t", 1, 1);
-            fx_dim(fx, 1, "x", 5, 0);
-            fx_var(fx, 1, "/rows", I32, 1, 2, di, ch, &fill);
-            fx_var(fx, 2, "/half", I32, 1, 2, di, ch, &fill);
-            fx_var(fx, 3, "/s", F64, 0, 0, di, ch, &fs);
-        } else {
-            fx_dimlen(fx, 0, (uint64_t)k);
-        }
+        rows_schema(fx, k);
         wr_t *w = fx_add_write(fx, (uint32_t)(k % 2), 1, 1);
         w->s[0][0] = (uint64_t)k - 1;
         w->c[0][0] = 1;
@@ -2435,21 +2442,9 @@ static void build_rows_attrs(fx_t *fx, int nticks)
     fx_t *f = fx;
     srand(4242);
     fx_init(f);
-    uint32_t di[2] = {0, 1};
-    uint64_t ch[2] = {1, 5};
-    int32_t fill = -3;
-    double fs = 0.25;
     char v[32];
     for (int k = 1; k <= nticks; k++) {
-        if (k == 1) {
-            fx_dim(f, 0, "t", 1, 1);
-            fx_dim(f, 1, "x", 5, 0);
-            fx_var(f, 1, "/rows", I32, 1, 2, di, ch, &fill);
-            fx_var(f, 2, "/half", I32, 1, 2, di, ch, &fill);
-            fx_var(f, 3, "/s", F64, 0, 0, di, ch, &fs);
-        } else {
-            fx_dimlen(f, 0, (uint64_t)k);
-        }
+        rows_schema(f, k);
         snprintf(v, sizeof v, "s%d", k);
         fx_attr_str(f, 0, "step", v);
         if (k % 5 == 2) {
