@@ -2840,6 +2840,73 @@ static int oom_read(h5l_reader_t *r, const fx_t *fx, uint32_t o, uint64_t T, lon
  * succeeds, and the reader then answers like the reference; a failed open
  * leaves nothing (make asan checks for leaks). Broken on purpose: a
  * refresh that kept a half-loaded tick, an ENOMEM made sticky. */
+/* Out of memory in a lazy-attribute open and in h5l_reader_schema_at:
+ * each allocation failing in turn gives H5L_ENOMEM (the open: no reader;
+ * the view: the reader's own schema back, nothing leaked, ASan) and the
+ * next call, memory back, the model's attributes. */
+static void test_lazy_attrs_out_of_memory(void)
+{
+    fx_t fx;
+    build_rows_attrs(&fx, 37);
+    CHECK_EQ(fx_add_ckpts(&fx, 4), 9);
+    fx_save_live(&fx, fx.jr.len);
+    int fired = 1, bad = 0;
+    long n;
+    for (n = 1; fired && n < 100000; n++) {
+        h5l_reader_t *r = NULL;
+        h5l_err_t e = {0};
+        oom_arm(n);
+        int rc = h5l_reader_open_flags(fx.path, H5L_READER_LAZY_ATTRS, &r, &e);
+        fired = oom_off();
+        if (rc) {
+            bad += rc != H5L_ENOMEM || r || !fired;
+            continue;
+        }
+        /* right, from the summaries or (a start from them that ran short:
+         * the whole journal) not */
+        bad += h5l_reader_ntick(r) != fx.ntick;
+        h5l_reader_rdlock(r);
+        for (uint64_t t = 10; t <= 24; t += 14) {
+            const h5l_schema_t *st = NULL;
+            bad += h5l_reader_schema_at(r, t, &st, &e) != H5L_OK || attrs_wrong(st, &fx, t) != 0;
+            h5l_reader_schema_release(r, st);
+        }
+        h5l_reader_unlock(r);
+        h5l_reader_close(r);
+    }
+    CHECK(!fired && n > 10);
+    CHECK_EQ(bad, 0);
+    h5l_reader_t *r = NULL;
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_LAZY_ATTRS, &r, &e), H5L_OK);
+    if (r) {
+        h5l_reader_rdlock(r);
+        fired = 1;
+        int nomem = 0;
+        for (n = 1; fired && n < 100000; n++) {
+            const h5l_schema_t *st = NULL;
+            oom_arm(n);
+            int rc = h5l_reader_schema_at(r, 23, &st, &e); /* inside 21..24: zeta and beta set at 22, 23 */
+            fired = oom_off();
+            if (rc) {
+                nomem++;
+                bad += rc != H5L_ENOMEM || st != h5l_reader_schema(r) || !fired;
+            } else {
+                bad += attrs_wrong(st, &fx, 23) != 0;
+            }
+            h5l_reader_schema_release(r, st);
+            const h5l_schema_t *again = NULL;
+            bad += h5l_reader_schema_at(r, 23, &again, &e) != H5L_OK || attrs_wrong(again, &fx, 23) != 0;
+            h5l_reader_schema_release(r, again);
+        }
+        h5l_reader_unlock(r);
+        CHECK(!fired && nomem > 5);
+        CHECK_EQ(bad, 0);
+        h5l_reader_close(r);
+    }
+    fx_free(&fx);
+}
+
 static void test_out_of_memory(void)
 {
     fx_t fx;
@@ -2941,5 +3008,5 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_records_and_ticks_past_the_data), T(test_malformed_records), T(test_not_a_log_file),
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
-          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries), T(test_lazy_attribute_segments),
+          T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries), T(test_lazy_attribute_segments), T(test_lazy_attrs_out_of_memory),
           T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))
