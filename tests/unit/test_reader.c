@@ -2840,6 +2840,23 @@ static int oom_read(h5l_reader_t *r, const fx_t *fx, uint32_t o, uint64_t T, lon
  * succeeds, and the reader then answers like the reference; a failed open
  * leaves nothing (make asan checks for leaks). Broken on purpose: a
  * refresh that kept a half-loaded tick, an ENOMEM made sticky. */
+/* Open fx's file with its n-th allocation failing: 0 (*r open), or the
+ * open's error, which must be H5L_ENOMEM without a reader (else *bad
+ * counts it). *fired: the failure happened. */
+static int oom_open(const fx_t *fx, unsigned flags, long n, h5l_reader_t **r, int *fired, int *bad)
+{
+    h5l_err_t e = {0};
+    *r = NULL;
+    oom_arm(n);
+    int rc = h5l_reader_open_flags(fx->path, flags, r, &e);
+    *fired = oom_off();
+    if (rc && (rc != H5L_ENOMEM || *r || !*fired)) {
+        fprintf(stderr, "  open, allocation %ld failing: rc %d (%s)\n", n, rc, e.msg);
+        (*bad)++;
+    }
+    return rc;
+}
+
 /* Out of memory in a lazy-attribute open and in h5l_reader_schema_at:
  * each allocation failing in turn gives H5L_ENOMEM (the open: no reader;
  * the view: the reader's own schema back, nothing leaked, ASan) and the
@@ -2852,16 +2869,10 @@ static void test_lazy_attrs_out_of_memory(void)
     fx_save_live(&fx, fx.jr.len);
     int fired = 1, bad = 0;
     long n;
+    h5l_err_t e = {0};
     for (n = 1; fired && n < 100000; n++) {
         h5l_reader_t *r = NULL;
-        h5l_err_t e = {0};
-        oom_arm(n);
-        int rc = h5l_reader_open_flags(fx.path, H5L_READER_LAZY_ATTRS, &r, &e);
-        fired = oom_off();
-        if (rc) {
-            bad += rc != H5L_ENOMEM || r || !fired;
-            continue;
-        }
+        if (oom_open(&fx, H5L_READER_LAZY_ATTRS, n, &r, &fired, &bad)) continue;
         /* right, from the summaries or (a start from them that ran short:
          * the whole journal) not */
         bad += h5l_reader_ntick(r) != fx.ntick;
@@ -2877,7 +2888,6 @@ static void test_lazy_attrs_out_of_memory(void)
     CHECK(!fired && n > 10);
     CHECK_EQ(bad, 0);
     h5l_reader_t *r = NULL;
-    h5l_err_t e = {0};
     CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_LAZY_ATTRS, &r, &e), H5L_OK);
     if (r) {
         h5l_reader_rdlock(r);
@@ -2918,17 +2928,7 @@ static void test_out_of_memory(void)
         long n;
         for (n = 1; fired && n < 100000; n++) {
             h5l_reader_t *r = NULL;
-            h5l_err_t e = {0};
-            oom_arm(n);
-            int rc = h5l_reader_open_flags(fx.path, flags ? H5L_READER_FULL : 0, &r, &e);
-            fired = oom_off();
-            if (rc) {
-                if (rc != H5L_ENOMEM || r || !fired) {
-                    fprintf(stderr, "  open, allocation %ld failing: rc %d (%s)\n", n, rc, e.msg);
-                    bad++;
-                }
-                continue;
-            }
+            if (oom_open(&fx, flags ? H5L_READER_FULL : 0, n, &r, &fired, &bad)) continue;
             if (h5l_reader_ntick(r) != fx.ntick || !check_reads(r, &fx, 1)) {
                 uint64_t dt = 0;
                 h5l_err_t de = {0};
