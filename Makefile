@@ -37,15 +37,15 @@ H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' lib
 H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
 H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 
-CORE_MODS := error codec fdio format journal schema box index drop ckpt ckverify reader
-LIB_MODS := h5type anchor writer canon
+CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader
+LIB_MODS := h5type anchor writer canon btree final
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_TESTS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c))
 TOOLS := $(BUILD)/bin/h5logreplay $(BUILD)/bin/h5logdump $(BUILD)/bin/h5logtail $(BUILD)/bin/h5logrecover
-FUSED_MODS := memvfd btidx skel cache tbuf badlog watch lfile inode ticks fs main
+FUSED_MODS := memvfd skel cache tbuf badlog watch lfile inode ticks fs main
 FUSED_OBJS := $(FUSED_MODS:%=$(BUILD)/fused/%.o)
 DAEMON := $(BUILD)/bin/h5logfs
 FUSED_TESTS := $(patsubst tests/fused/%.c,$(BUILD)/tests/%,$(wildcard tests/fused/test_*.c))
@@ -205,9 +205,10 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/tbuf.o -o $@ $(LDFLAGS) -lpthread
 
-$(BUILD)/tests/test_btidx: tests/fused/test_btidx.c $(BUILD)/fused/btidx.o fused/btidx.h tests/unit/tharness.h tests/unit/oom.h
+# (btree.c encodes HDF5's chunk B-trees; the test checks them with libhdf5)
+$(BUILD)/tests/test_btree: tests/unit/test_btree.c $(BUILD)/libcore/btree.o libcore/src/btree.h tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/fused/btidx.o -o $@ $(LDFLAGS) \
+	$(CC) $(CFLAGS) -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/libcore/btree.o -o $@ $(LDFLAGS) \
 		$(OOM_WRAP) $(HDF5_LIBS)
 
 $(BUILD)/tests/test_watch: tests/fused/test_watch.c $(BUILD)/fused/watch.o fused/watch.h tests/unit/tharness.h
@@ -220,7 +221,7 @@ $(BUILD)/tests/test_badlog: tests/fused/test_badlog.c $(BUILD)/fused/badlog.o fu
 
 # the daemon's read path without FUSE; the log file is written by libh5log
 # on one rank (MPI singleton)
-LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/watch.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf.o $(BUILD)/fused/btidx.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
+LFILE_OBJS := $(BUILD)/fused/lfile.o $(BUILD)/fused/watch.o $(BUILD)/fused/badlog.o $(BUILD)/fused/tbuf.o $(BUILD)/fused/skel.o $(BUILD)/fused/cache.o $(BUILD)/fused/memvfd.o
 $(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_LIB)

@@ -467,6 +467,23 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
     return e ? get_assemble(d, e, ctx, rc) : NULL;
 }
 
+int hfs_cache_put(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx)
+{
+    uint64_t h = key_hash(key);
+    pthread_mutex_lock(&d->mu);
+    if (idx_find(d, key, h)) {
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
+    hfs_centry_t *e = get_reserve(d, key, h, len); /* releases d->mu */
+    if (!e) return 0;
+    int rc = 0;
+    e = get_assemble(d, e, ctx, &rc);
+    if (!e) return rc;
+    hfs_cache_release(e);
+    return 1;
+}
+
 const void *hfs_centry_data(const hfs_centry_t *e) { return e->data; }
 
 void hfs_cache_release(hfs_centry_t *e)

@@ -77,6 +77,13 @@ hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, voi
  * NULL: nothing is assembled, inserted or counted. For callers that can
  * serve a miss more cheaply than by assembling the whole chunk. */
 hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key);
+/* Cache chunk key (len bytes, made by layout->assemble(ctx, ...)) if no
+ * entry of that key exists, in whatever state: never waits for another
+ * thread's assembly, so a caller filling many chunks at once (siblings
+ * assembled in one pass, lfile.c) cannot deadlock against another such
+ * caller. 1 if cached, 0 if not (there already, or no room), or the
+ * assembly's negative code. */
+int hfs_cache_put(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx);
 const void *hfs_centry_data(const hfs_centry_t *e);
 void hfs_cache_release(hfs_centry_t *e);
 

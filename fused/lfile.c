@@ -76,6 +76,7 @@ struct hfs_lfile {
     _Atomic uint64_t st_skeletons, st_snapshots;
     _Atomic int64_t st_cached;    /* bytes of this file in the cache */
     _Atomic uint64_t st_gathered; /* part of st_skipped: by the gather path */
+    _Atomic uint64_t st_siblings; /* tiles of sibling chunks assembled in one pass */
     atomic_int fallback_said;     /* a build fell back to libhdf5's chunk indexes: logged once */
     /* skeleton builds (the builder thread; guarded by mu) */
     int building;           /* queued or being built */
@@ -121,7 +122,7 @@ static int bq_started, bq_stop;
 static pthread_t bq_thread;
 static hfs_lfile_t *bq_current; /* being built (identity only; under bq_mu) */
 static _Atomic uint64_t st_builds, st_build_fail, st_build_ns, st_build_max_ns, st_patched;
-static _Atomic uint64_t st_own_idx, st_own_chunks; /* chunk indexes the daemon wrote (btidx.h) */
+static _Atomic uint64_t st_own_idx, st_own_chunks; /* chunk indexes the daemon wrote (btree.h) */
 static _Atomic uint64_t st_rounds, st_woken; /* ticker rounds: every tick / on a change or a landed build */
 
 /* Wakes the ticker (hfs_lfile_set_kick); NULL: it wakes every tick only. */
@@ -738,6 +739,7 @@ typedef struct asm_ctx {
     hfs_snap_t *s;
     const hfs_region_t *g;
     h5l_err_t *err;
+    const uint8_t *ready; /* NULL, or the chunk assembled already (siblings): copied */
 } asm_ctx_t;
 
 /* Layout callback: one code path for chunks and slabs (assemble() knows
@@ -746,6 +748,10 @@ static int layout_assemble(void *ctx, const hfs_ckey_t *key, void *buf, size_t l
 {
     (void)key;
     asm_ctx_t *a = ctx;
+    if (a->ready) {
+        memcpy(buf, a->ready, len);
+        return 0;
+    }
     if (len != a->g->len) return H5L_EINVAL;
     return assemble(a->s, a->g, buf, a->err);
 }
@@ -832,6 +838,109 @@ static int gather_range(hfs_snap_t *s, const hfs_svar_t *v, const uint64_t *st, 
     return rc;
 }
 
+/* Siblings. A chunk whose pieces lie thinly across the log (a z-plane
+ * chunk of x-slabs: a 4-byte piece in every 1 KiB each rank wrote) reads
+ * the log's segments under all of its pieces, as much as the whole slab,
+ * and so does each of its siblings: a cold read of the variable read the
+ * log once per chunk. So such a chunk is assembled with the chunks that
+ * share its log: a *tile* of whole chunks — the chunk's own in the
+ * dimensions before some t, a run of m chunks from it along t, every
+ * chunk after t — assembled in one pass (the reader reads each log
+ * segment once), cut into chunks (h5l_box_scatter) and put into the
+ * cache, whose memory bound stays the bound: a tile is at most a quarter
+ * of the cache (and 256 MiB). t is the first dimension at which one
+ * chunk-row fits: a z-plane chunk of a [256,256,256] float variable gets
+ * all 256 planes (64 MiB); of [512,512,512], 256 planes at a time, which
+ * read the log twice in all. */
+#define SIB_FACTOR 4 /* fill siblings when a chunk alone reads more than this many times its bytes */
+#define SIB_MIN ((uint64_t)1 << 20) /* ... and more than this: below, a few segments, which the reader's
+                                     * per-thread segment cache shares between neighbours anyway */
+#define SIB_MAX ((uint64_t)256 << 20)
+
+static uint64_t sib_budget(void)
+{
+    hfs_cache_stats_t cs;
+    hfs_cache_get_stats(g_cache, &cs);
+    uint64_t b = cs.limit / 4;
+    return b < SIB_MAX ? b : SIB_MAX;
+}
+
+/* Fill the siblings of chunk cc (coordinates) of v in snapshot s: H5L_OK
+ * (filled, or nothing to gain), or the reader's error. */
+static int fill_siblings(hfs_snap_t *s, const hfs_svar_t *v, const hfs_region_t *g, const uint64_t *cc, h5l_err_t *err)
+{
+    uint32_t nd = v->ndims, t = 0;
+    uint64_t S = g->len, B = sib_budget(), row = S;
+    for (; t < nd; t++) { /* the first t at which a row of chunks fits */
+        row = S;
+        for (uint32_t d = t + 1; d < nd; d++) row *= v->nblk[d];
+        if (row <= B) break;
+    }
+    if (t == nd) return H5L_OK;
+    uint64_t m = B / row;
+    if (m > v->nblk[t] - cc[t]) m = v->nblk[t] - cc[t];
+    if (m * row <= S) return H5L_OK; /* the chunk alone */
+    uint64_t g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], ng = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        g0[d] = d <= t ? cc[d] : 0;
+        gn[d] = d < t ? 1 : d == t ? m : v->nblk[d];
+        ng *= gn[d];
+        st[d] = g0[d] * v->block[d];
+        uint64_t e = (g0[d] + gn[d]) * v->block[d];
+        ct[d] = (e < v->shape[d] ? e : v->shape[d]) - st[d];
+    }
+    h5l_reader_t *r = s->lf->reader;
+    size_t es = v->esize;
+    uint8_t *tile = malloc((size_t)(h5l_box_nelem(nd, ct) * es));
+    uint8_t *out = calloc((size_t)ng, (size_t)S); /* (edge chunks' padding: zeros) */
+    h5l_box_dst_t *cells = malloc((size_t)ng * sizeof *cells);
+    int rc = tile && out && cells ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
+    if (!rc) rc = h5l_reader_read(r, s->tick, v->objid, st, ct, tile, err);
+    if (!rc) {
+        for (uint64_t i = 0; i < ng; i++) cells[i] = (h5l_box_dst_t){out + i * S, 0};
+        h5l_box_scatter(nd, es, st, ct, tile, v->block, cells);
+        atomic_fetch_add(&s->lf->st_assembled, ng * S);
+    }
+    free(tile);
+    uint64_t gi[H5L_MAX_DIMS] = {0};
+    for (uint64_t i = 0; !rc && i < ng; i++) {
+        hfs_ckey_t key;
+        memset(&key, 0, sizeof key);
+        key.ndims = nd;
+        uint64_t cs[H5L_MAX_DIMS], cn[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < nd; d++) {
+            key.coord[d] = g0[d] + gi[d];
+            cs[d] = key.coord[d] * v->block[d];
+            cn[d] = v->shape[d] - cs[d] < v->block[d] ? v->shape[d] - cs[d] : v->block[d];
+        }
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            if (++gi[d] < gn[d]) break;
+            gi[d] = 0;
+        }
+        h5l_chunk_info_t ci;
+        if ((rc = h5l_reader_chunk_info(r, s->tick, v->objid, key.coord, cs, cn, &ci, err))) break;
+        if (!ci.nrec) continue; /* no data: not in the image */
+        memcpy(key.ver, ci.ver, sizeof key.ver);
+        key.extent = XXH3_64bits(cn, nd * sizeof cn[0]);
+        asm_ctx_t ac = {s, g, err, out + i * S};
+        if (v->cds && hfs_cache_put(v->cds, &key, (size_t)S, &ac) == 1) atomic_fetch_add(&s->lf->st_cached, (int64_t)S);
+    }
+    free(out);
+    free(cells);
+    atomic_fetch_add(&s->lf->st_siblings, 1);
+    return rc;
+}
+
+/* Serve [a, b) of block g from cache entry e (released here). */
+static int serve_hit(hfs_lfile_t *lf, hfs_centry_t *e, const hfs_region_t *g, uint64_t a, uint64_t b, uint8_t *out)
+{
+    memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
+    hfs_cache_release(e);
+    hfs_cache_count_hit(g_cache, b - a);
+    atomic_fetch_add(&lf->st_hits, 1);
+    return H5L_OK;
+}
+
 /* Serve [a, b) of block g into out (which is at file offset a). */
 static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t b, uint8_t *out, h5l_err_t *err)
 {
@@ -874,6 +983,17 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
      * zeros (a growing variable's last chunk, 1 MiB per variable for a
      * few rows). */
     int padded = !full && 2 * h5l_box_nelem(v->ndims, ct) * v->esize <= g->len;
+    if (v->chunked && d && g->len <= HFS_ASSEMBLE_MAX) {
+        /* a chunk thinly spread over the log: with its siblings, once */
+        hfs_centry_t *e = hfs_cache_peek(d, &key);
+        uint64_t cost = 0;
+        if (!e && !h5l_reader_read_cost(lf->reader, s->tick, v->objid, st, ct, &cost, err) &&
+            cost > SIB_FACTOR * g->len && cost > SIB_MIN) {
+            if ((rc = fill_siblings(s, v, g, key.coord, err))) return rc;
+            e = hfs_cache_peek(d, &key);
+        }
+        if (e) return serve_hit(lf, e, g, a, b, out);
+    }
     if (ci.disjoint || fresh || padded) {
         /* 1b. gather path: records that never overwrite each other in this
          * block make reading any part of it read each log byte once, so
@@ -886,13 +1006,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
          * changes every tick, so caching it would assemble the whole
          * chunk per tick for a reader that wants one row. */
         hfs_centry_t *e = d ? hfs_cache_peek(d, &key) : NULL;
-        if (e) {
-            memcpy(out, (const uint8_t *)hfs_centry_data(e) + (a - g->addr), b - a);
-            hfs_cache_release(e);
-            hfs_cache_count_hit(g_cache, b - a);
-            atomic_fetch_add(&lf->st_hits, 1);
-            return H5L_OK;
-        }
+        if (e) return serve_hit(lf, e, g, a, b, out);
         rc = gather_range(s, v, st, ct, full ? ct : v->block, a - g->addr, b - g->addr, out, err);
         if (rc) return rc;
         atomic_fetch_add(&lf->st_skipped, b - a);
@@ -910,7 +1024,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
         hfs_cache_count_skip(g_cache, b - a);
         return H5L_OK;
     }
-    asm_ctx_t ac = {s, g, err};
+    asm_ctx_t ac = {s, g, err, NULL};
     int hit = 0;
     hfs_centry_t *e = d ? hfs_cache_get(d, &key, g->len, &ac, &rc, &hit) : NULL;
     if (e) { /* 2. cache */
@@ -1006,13 +1120,15 @@ char *hfs_lfile_stats_text(void)
         n = snprintf(line, sizeof line,
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
                      "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, "
+                     "sibling tiles %llu, "
                      "log dropped %llu B, tables decoded %llu (held %llu B, evicted %llu)%s%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader), (unsigned long long)lf->st_snapshots,
                      (unsigned long long)lf->st_skeletons, (unsigned long long)h5l_reader_nrecords(lf->reader),
                      (unsigned long long)lf->st_reads, (unsigned long long)lf->st_hits,
                      (unsigned long long)lf->st_misses, (unsigned long long)lf->st_assembled,
                      (unsigned long long)lf->st_skipped, (unsigned long long)lf->st_gathered, (long long)lf->st_cached,
-                     (unsigned long long)lf->st_evictions, (unsigned long long)h5l_reader_dropped(lf->reader),
+                     (unsigned long long)lf->st_evictions, (unsigned long long)lf->st_siblings,
+                     (unsigned long long)h5l_reader_dropped(lf->reader),
                      (unsigned long long)tl, (unsigned long long)th, (unsigned long long)te, lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }

@@ -17,14 +17,14 @@
  * build on the first and last chunk of each chunked variable with
  * H5Dget_chunk_info_by_coord (two calls, not one per chunk, which would be
  * quadratic in 1.10.8). In a full build, a sparse variable with two chunks
- * or more gets a chunk index of our own instead (synth_coords, btidx.h):
+ * or more gets a chunk index of our own instead (synth_coords, btree.h):
  * libhdf5 writes only its first chunk, and the index's nodes are made
  * from the chunk list when read — a million one-row ticks cost 2 s and
  * ~90 bytes a chunk the other way. A build not kept live goes further
  * (own_root): every chunked variable is sparse, and after the first one
  * with data, whose root guards the encoder, libhdf5 writes no index at
  * all; our tree's root is ours too and the layout message is pointed at
- * it when read (hfs_bt_point_layout). Live skeletons keep libhdf5's
+ * it when read (h5l_bt_point_layout). Live skeletons keep libhdf5's
  * indexes of early-allocated chunks, which their patches extend. */
 #include "skel.h"
 
@@ -80,7 +80,7 @@ static int test_hook(h5l_reader_t *r, h5l_err_t *err)
 
 /* $H5LOGFS_TEST_BAD_GUARD "root", "layout" or "own": the guard of the
  * daemon's chunk indexes (check_roots) or of its own roots
- * (hfs_bt_point_layout) fails as it would with a libhdf5 that writes
+ * (h5l_bt_point_layout) fails as it would with a libhdf5 that writes
  * otherwise, or an own root finds no room (own_root), so the build starts
  * again with libhdf5's indexes (tests/e2e/test_differential.py). */
 static int guard_hook(const char *which)
@@ -134,7 +134,7 @@ void hfs_skel_unref(hfs_skel_t *k)
     if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
     hfs_memvfd_image_free(k->img);
     free(k->ovl);
-    for (size_t i = 0; i < k->nbts; i++) hfs_bt_free(&k->bts[i]);
+    for (size_t i = 0; i < k->nbts; i++) h5l_bt_free(&k->bts[i]);
     free(k->bts);
     free(k->vars);
     free(k->dimv);
@@ -171,9 +171,9 @@ void hfs_skel_set_synth_min(uint64_t n) { atomic_store(&g_synth_min, n); }
 
 hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint64_t off)
 {
-    const hfs_bt_t *bt = &k->bts[g->bt - 1];
+    const h5l_bt_t *bt = &k->bts[g->bt - 1];
     uint64_t i = (off - g->addr) / bt->chunk_bytes; /* ordinal g->blk + i */
-    return (hfs_region_t){g->addr + i * bt->chunk_bytes, bt->chunk_bytes, g->var, 0, hfs_bt_blk(bt, g->blk + i)};
+    return (hfs_region_t){g->addr + i * bt->chunk_bytes, bt->chunk_bytes, g->var, 0, h5l_bt_blk(bt, g->blk + i)};
 }
 
 int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
@@ -188,7 +188,7 @@ int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
             hi = mid;
     }
     for (size_t i = lo; i < k->novl && k->ovl[i].lo < off + len; i++) {
-        int rc = hfs_bt_read(&k->bts[k->ovl[i].bt], off, len, buf);
+        int rc = h5l_bt_read(&k->bts[k->ovl[i].bt], off, len, buf);
         if (rc) return rc;
     }
     return H5L_OK;
@@ -208,7 +208,7 @@ static int index_overlays(hfs_skel_t *k)
     k->ovl = malloc((4 * k->nbts + 1) * sizeof *k->ovl);
     if (!k->ovl) return H5L_ENOMEM;
     for (size_t i = 0; i < k->nbts; i++) {
-        const hfs_bt_t *bt = &k->bts[i];
+        const h5l_bt_t *bt = &k->bts[i];
         uint64_t r[4][2] = {{bt->root, bt->root + bt->node_size},
                             {bt->nodes, bt->nodes + bt->nodes_len},
                             {bt->lay_at, bt->lay_at ? bt->lay_at + 8 : 0},
@@ -532,7 +532,7 @@ static int write_coords(build_t *b, uint32_t vi, hid_t dset)
 }
 
 /* Index chunks b->blks[0 .. nblks) (sorted, distinct, at least 2) of
- * sparse variable vi with a chunk B-tree of our own (btidx.h): libhdf5
+ * sparse variable vi with a chunk B-tree of our own (btree.h): libhdf5
  * writes the first chunk, which makes the root node and points the
  * layout message at it; the other nodes and chunks go to space reserved
  * at the EOA, a run region holds chunks 1 .. n-1, and the skeleton's
@@ -564,10 +564,10 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
     }
     uint64_t key = 8 + 8 * ((uint64_t)v->ndims + 1);
     if (!rc && (root.size <= 24 + key || (root.size - 24 - key) % (8 + key))) rc = H5L_ECORRUPT;
-    hfs_bt_t bt;
+    h5l_bt_t bt;
     memset(&bt, 0, sizeof bt);
     if (!rc) /* the tree's K, from the root's size: 24 + 2K (8 + key) + key */
-        rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, (uint32_t)((root.size - 24 - key) / (8 + key)),
+        rc = h5l_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, (uint32_t)((root.size - 24 - key) / (8 + key)),
                          blks, n);
     if (rc) return rc;
     b->two_k = bt.two_k;
@@ -578,16 +578,16 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
         rc = reserve(b, bt.nodes_len + (n - 1) * block_bytes, &base);
     if (!rc && h5l_grow_raw((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
     if (rc) {
-        hfs_bt_free(&bt);
+        h5l_bt_free(&bt);
         return rc;
     }
-    if (hfs_bt_place(&bt, root.addr, base, chunk0.addr, base + bt.nodes_len)) {
-        hfs_bt_free(&bt);
+    if (h5l_bt_place(&bt, root.addr, base, chunk0.addr, base + bt.nodes_len)) {
+        h5l_bt_free(&bt);
         return H5L_ENOMEM;
     }
     k->bts[k->nbts++] = bt;
     v->own = (uint32_t)k->nbts;
-    if ((rc = add_region(b, chunk0.addr, block_bytes, vi, hfs_bt_blk(&bt, 0)))) return rc;
+    if ((rc = add_region(b, chunk0.addr, block_bytes, vi, h5l_bt_blk(&bt, 0)))) return rc;
     if (n == 1) return H5L_OK;
     if ((rc = add_region(b, base + bt.nodes_len, (n - 1) * block_bytes, vi, 1))) return rc;
     k->regions[k->nregions - 1].bt = (uint32_t)k->nbts;
@@ -597,7 +597,7 @@ static int synth_coords(build_t *b, uint32_t vi, hid_t dset)
 /* Index chunks b->blks[0 .. nblks) (sorted, distinct, at least 1) of
  * sparse variable vi with a tree of our own whose root is ours too: libhdf5
  * made no index for it (H5L_ALLOC_CHUNKS: no chunk written), so its layout
- * message says "none" until hfs_bt_point_layout, once the image is final,
+ * message says "none" until h5l_bt_point_layout, once the image is final,
  * makes reads of it point at our root. Root, nodes and chunks go to one
  * reserved stretch, the chunks as one run region. No libhdf5 call: the
  * per-dataset B-tree libhdf5 would create (a 2.6 KB node, the metadata
@@ -610,9 +610,9 @@ static int own_root(build_t *b, uint32_t vi)
     hfs_svar_t *v = &k->vars[vi];
     uint64_t cb = v->esize, n = b->nblks;
     for (uint32_t d = 0; d < v->ndims; d++) cb *= v->block[d];
-    hfs_bt_t bt;
+    h5l_bt_t bt;
     memset(&bt, 0, sizeof bt);
-    int rc = hfs_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, b->two_k, b->blks, n);
+    int rc = h5l_bt_init(&bt, v->ndims, v->nblk, v->block, v->esize, b->two_k, b->blks, n);
     if (rc) return rc;
     uint64_t base = 0, nodes = bt.node_size + bt.nodes_len;
     if (!b->oh[vi] || n > (UINT64_MAX / 2 - nodes) / cb)
@@ -620,9 +620,9 @@ static int own_root(build_t *b, uint32_t vi)
     else
         rc = reserve(b, nodes + n * cb, &base);
     if (!rc && h5l_grow_raw((void **)&k->bts, &b->cap_bts, k->nbts + 1, sizeof *k->bts)) rc = H5L_ENOMEM;
-    if (!rc && hfs_bt_place(&bt, base, base + bt.node_size, base + nodes, base + nodes + cb)) rc = H5L_ENOMEM;
+    if (!rc && h5l_bt_place(&bt, base, base + bt.node_size, base + nodes, base + nodes + cb)) rc = H5L_ENOMEM;
     if (rc) {
-        hfs_bt_free(&bt);
+        h5l_bt_free(&bt);
         return rc;
     }
     bt.oh = b->oh[vi];
@@ -659,12 +659,12 @@ uint64_t hfs_skel_own_appends(void) { return atomic_load(&g_own_appends); }
 static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
 {
     hfs_skel_t *k = b->k;
-    hfs_bt_t *bt = &k->bts[v->own - 1];
+    h5l_bt_t *bt = &k->bts[v->own - 1];
     uint64_t n0 = bt->n, cb = bt->chunk_bytes;
-    if (b->nblks < n0 || b->blks[n0 - 1] != hfs_bt_blk(bt, n0 - 1)) return H5L_ESTATE;
+    if (b->nblks < n0 || b->blks[n0 - 1] != h5l_bt_blk(bt, n0 - 1)) return H5L_ESTATE;
     uint64_t add = b->nblks - n0;
     if (!add) return H5L_OK;
-    uint64_t end = hfs_bt_chunks_end(bt), at = end;
+    uint64_t end = h5l_bt_chunks_end(bt), at = end;
     size_t last = k->nregions; /* the run region ending at end */
     for (size_t i = k->nregions; i-- > 0;)
         if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
@@ -680,13 +680,13 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
         bt->room = at + want * cb;
         last = k->nregions;
     }
-    int rc = hfs_bt_append(bt, b->blks + n0, add, at);
+    int rc = h5l_bt_append(bt, b->blks + n0, add, at);
     if (rc) return rc;
     if (bt->nodes_len > bt->nodes_cap) {
         uint64_t nodes;
         if (bt->nodes_len > UINT64_MAX / 4) return H5L_ECORRUPT;
         if ((rc = reserve(b, 2 * bt->nodes_len, &nodes))) return rc;
-        hfs_bt_set_nodes(bt, nodes, 2 * bt->nodes_len);
+        h5l_bt_set_nodes(bt, nodes, 2 * bt->nodes_len);
     }
     atomic_fetch_add(&g_own_appends, 1);
     if (last < k->nregions) {
@@ -707,20 +707,20 @@ static int check_roots(const hfs_skel_t *k)
 {
     int rc = H5L_OK;
     for (size_t i = 0; !rc && i < k->nbts; i++) {
-        const hfs_bt_t *bt = &k->bts[i];
+        const h5l_bt_t *bt = &k->bts[i];
         if (bt->oh) continue; /* an own root: libhdf5 made none */
-        uint64_t blk0 = hfs_bt_blk(bt, 0), block[H5L_MAX_DIMS];
+        uint64_t blk0 = h5l_bt_blk(bt, 0), block[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < bt->ndims; d++) block[d] = bt->dim[d];
-        hfs_bt_t one;
+        h5l_bt_t one;
         uint8_t *want = malloc(2 * bt->node_size);
         if (!want) return H5L_ENOMEM;
-        rc = hfs_bt_init(&one, bt->ndims, bt->nblk, block, (size_t)bt->dim[bt->ndims], bt->two_k, &blk0, 1);
-        if (!rc && (rc = hfs_bt_place(&one, bt->root, 0, hfs_bt_chunk_addr(bt, 0), 0))) hfs_bt_free(&one);
+        rc = h5l_bt_init(&one, bt->ndims, bt->nblk, block, (size_t)bt->dim[bt->ndims], bt->two_k, &blk0, 1);
+        if (!rc && (rc = h5l_bt_place(&one, bt->root, 0, h5l_bt_chunk_addr(bt, 0), 0))) h5l_bt_free(&one);
         if (!rc) {
-            hfs_bt_node(&one, 0, 0, want);
+            h5l_bt_node(&one, 0, 0, want);
             hfs_memvfd_image_read(k->img, bt->root, (size_t)bt->node_size, want + bt->node_size);
             if (memcmp(want, want + bt->node_size, (size_t)bt->node_size)) rc = H5L_ECORRUPT;
-            hfs_bt_free(&one);
+            h5l_bt_free(&one);
         }
         free(want);
     }
@@ -792,7 +792,7 @@ static int fix_super_eoa(hfs_memvfd_image_t *img)
     if (eoa == img->eoa) return H5L_OK;
     if (eoa > img->eoa) return H5L_ECORRUPT;
     h5l_put_le64(p + at, img->eoa);
-    if (at == 28) h5l_put_le32(p + 44, hfs_bt_lookup3(p, 44));
+    if (at == 28) h5l_put_le32(p + 44, h5l_bt_lookup3(p, 44));
     return H5L_OK;
 }
 
@@ -1012,7 +1012,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
                      "the chunk index libhdf5 began is not the one the daemon writes");
     for (size_t i = 0; !rc && i < k->nbts; i++)
         if (k->bts[i].oh)
-            rc = guarded(hfs_bt_point_layout(&k->bts[i], image_read, k->img), "layout", synth_bad, err, r,
+            rc = guarded(h5l_bt_point_layout(&k->bts[i], image_read, k->img), "layout", synth_bad, err, r,
                          "a dataset's layout message is not the one the daemon can point at its index");
     if (!rc) rc = finish_regions(k, r, err);
     if (rc) {
@@ -1212,7 +1212,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     if (k0->nbts) { /* our chunk indexes: the new skeleton's own copies */
         if (h5l_grow((void **)&k->bts, &b.cap_bts, k0->nbts, sizeof *k->bts)) return H5L_ENOMEM;
         for (size_t i = 0; i < k0->nbts; i++) {
-            if (hfs_bt_copy(&k->bts[i], &k0->bts[i])) return H5L_ENOMEM;
+            if (h5l_bt_copy(&k->bts[i], &k0->bts[i])) return H5L_ENOMEM;
             k->nbts++;
         }
     }

@@ -17,7 +17,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include "btidx.h"
+#include "btree.h"
 #include "h5log_reader.h"
 #include "memvfd.h"
 
@@ -40,7 +40,7 @@ typedef struct hfs_region {
     uint64_t addr, len; /* bytes of the canonical file */
     uint32_t var;       /* index into hfs_skel_t.vars */
     uint32_t bt;        /* 0: one block; else a run of chunks of hfs_skel_t.bts[bt - 1],
-                         * chunk_bytes each, see btidx.h */
+                         * chunk_bytes each, see btree.h */
     uint64_t blk;       /* row-major block index within the variable; for a run,
                          * the ordinal of its first chunk */
 } hfs_region_t;
@@ -64,7 +64,7 @@ typedef struct hfs_skel {
     size_t ndimv;
     hfs_region_t *regions; /* sorted by addr, disjoint */
     size_t nregions;
-    hfs_bt_t *bts; /* chunk indexes written by the daemon (sparse variables of full builds) */
+    h5l_bt_t *bts; /* chunk indexes written by the daemon (sparse variables of full builds) */
     size_t nbts;
     hfs_ovl_t *ovl; /* what the bts write, sorted, disjoint: a metadata read finds its few in O(log) */
     size_t novl;
@@ -132,7 +132,7 @@ hfs_region_t hfs_skel_run_block(const hfs_skel_t *k, const hfs_region_t *g, uint
  * neither: holes, raw data). 0, or H5L_ENOMEM. */
 int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf);
 
-/* Chunk indexes are written by the daemon (btidx.h) for sparse variables
+/* Chunk indexes are written by the daemon (btree.h) for sparse variables
  * with at least n chunks holding data; libhdf5 writes the others. Default
  * 2; above 2, builds not kept live also keep libhdf5's early allocation
  * and indexes (no own roots); UINT64_MAX turns it all off. */

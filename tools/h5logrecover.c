@@ -196,7 +196,7 @@ static int recover(const char *path)
     if (!rc) {
         h5l_reader_rdlock(r);
         int final = 1;
-        int c = h5l_anchor_finish(a, h5l_reader_schema(r), tick, j.p, j.len, 1, &final, &e);
+        int c = h5l_anchor_finish(a, h5l_reader_schema(r), tick, j.p, j.len, 1, NULL, &final, &e);
         h5l_reader_unlock(r);
         closed = !c;
         if (!c && !final) {

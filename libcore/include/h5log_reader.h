@@ -211,6 +211,15 @@ H5L_API void h5l_reader_schema_release(h5l_reader_t *r, const h5l_schema_t *s);
 H5L_API int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start,
                             const uint64_t *count, void *buf, h5l_err_t *err);
 
+/* The log bytes h5l_reader_read of the same box would read (*bytes): the
+ * checksum segments its records' pieces lie in, each once (docs/libcore.md,
+ * "Read"). A box whose pieces are scattered thinly over the log (a z-plane
+ * chunk of x-slabs) costs far more than its own bytes: a cache may then
+ * assemble the chunks sharing those segments in one pass. H5L_OK, or as
+ * h5l_reader_read. */
+H5L_API int h5l_reader_read_cost(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start,
+                                 const uint64_t *count, uint64_t *bytes, h5l_err_t *err);
+
 /* What the records of one index chunk look like as of a tick, for a cache
  * of assembled chunks and its skip path. */
 typedef struct h5l_chunk_info {

@@ -45,6 +45,7 @@
 #include <hdf5.h>
 
 #include "canon.h"
+#include "final.h"
 #include "grow.h"
 #include "fdio.h"
 #include "h5type.h"
@@ -615,247 +616,12 @@ static int drop_anchors(h5l_anchor_t *a, h5l_err_t *err)
     return rc;
 }
 
-/* One variable to fill: what the reader's schema says of it at the tick. */
-typedef struct fvar {
-    uint32_t objid, ndims;
-    char *path;
-    h5l_type_t type;
-    int chunked; /* chunked: only the chunks that hold records are written */
-    uint64_t shape[H5L_MAX_DIMS], block[H5L_MAX_DIMS];
-    uint64_t *coords; /* chunked: ncoords x ndims chunk coordinates */
-    size_t ncoords, cap;
-} fvar_t;
-
-static int add_coord(void *ctx, const uint64_t *coord)
+/* Refuse to start finalizing without room for what it adds (plus 1% and
+ * 4 MiB for libhdf5's metadata): a full disk is the likely cause of a
+ * failure half way, and undoing one then needs room too. */
+static int check_room(h5l_anchor_t *a, const h5l_final_t *p, h5l_err_t *err)
 {
-    fvar_t *v = ctx;
-    if (h5l_grow((void **)&v->coords, &v->cap, v->ncoords + 1, v->ndims * sizeof *v->coords)) return H5L_ENOMEM;
-    memcpy(v->coords + v->ncoords * v->ndims, coord, v->ndims * sizeof *coord);
-    v->ncoords++;
-    return 0;
-}
-
-/* Write the block with box (start, count) of v, whose bytes are in buf,
- * into ds. A whole chunk goes in with H5Dwrite_chunk (no selection, no
- * conversion: the reader returns the file type's bytes); an edge chunk or a
- * slab with H5Dwrite of its box. */
-static int write_block(h5l_anchor_t *a, const fvar_t *v, hid_t ds, hid_t mt, hid_t fs, const uint64_t *start,
-                       const uint64_t *count, const void *buf, h5l_err_t *err)
-{
-    hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
-    uint64_t n = v->type.size;
-    int whole = v->chunked;
-    for (uint32_t d = 0; d < v->ndims; d++) {
-        whole &= count[d] == v->block[d];
-        hs[d] = start[d];
-        hc[d] = count[d];
-        n *= count[d];
-    }
-    if (whole && v->ndims) {
-        if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, hs, n, buf) < 0)
-            return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot write a chunk of '%s'", a->path, v->path);
-        return H5L_OK;
-    }
-    hid_t ms = v->ndims ? H5Screate_simple((int)v->ndims, hc, NULL) : H5Screate(H5S_SCALAR);
-    if (v->ndims) H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL);
-    herr_t w = ms < 0 ? -1 : H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, buf);
-    if (ms >= 0) H5Sclose(ms);
-    if (w < 0) return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot write '%s'", a->path, v->path);
-    return H5L_OK;
-}
-
-/* The box of block `coord` (block coordinates) of v, clipped to its shape;
- * 0 if the block lies past the shape (nothing to show). */
-static int block_box(const fvar_t *v, const uint64_t *coord, uint64_t *start, uint64_t *count)
-{
-    for (uint32_t d = 0; d < v->ndims; d++) {
-        start[d] = coord[d] * v->block[d];
-        if (start[d] >= v->shape[d]) return 0;
-        count[d] = v->shape[d] - start[d] < v->block[d] ? v->shape[d] - start[d] : v->block[d];
-    }
-    return 1;
-}
-
-/* Write block `coord` of v from the reader into ds. buf holds a whole
- * block. */
-static int put_block(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt, hid_t fs,
-                     const uint64_t *coord, void *buf, h5l_err_t *err)
-{
-    uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS];
-    if (!block_box(v, coord, start, count)) return H5L_OK;
-    int rc = h5l_reader_read(r, tick, v->objid, start, count, buf, err);
-    return rc ? rc : write_block(a, v, ds, mt, fs, start, count, buf, err);
-}
-
-/* Copy box (start, count) of a row-major array of shape dims (elements of
- * es bytes) into out, packed. */
-static void copy_box(const uint8_t *in, const uint64_t *dims, uint32_t nd, const uint64_t *start, const uint64_t *count,
-                     size_t es, uint8_t *out)
-{
-    uint64_t idx[H5L_MAX_DIMS] = {0}, rows = 1;
-    for (uint32_t d = 0; d + 1 < nd; d++) rows *= count[d];
-    size_t run = (size_t)(count[nd - 1] * es);
-    for (uint64_t r = 0; r < rows; r++) {
-        uint64_t off = 0;
-        for (uint32_t d = 0; d < nd; d++) off = off * dims[d] + start[d] + (d + 1 < nd ? idx[d] : 0);
-        memcpy(out, in + off * es, run);
-        out += run;
-        for (int d = (int)nd - 2; d >= 0; d--) { /* next row */
-            if (++idx[d] < count[d]) break;
-            idx[d] = 0;
-        }
-    }
-}
-
-/* How many bytes a finalizer reads at once: whole rows of chunks (along the
- * first dimension) up to this size are read in one call and cut into
- * chunks, so that chunks cutting across what the ranks wrote (each chunk a
- * z-plane, each rank an x-slab) do not each read and verify every record
- * they touch: 128 such chunks of an 8 MiB variable read 1 GiB of log
- * one by one (13 s), 8 MiB this way. */
-#define FILL_SLAB_BYTES ((uint64_t)32 << 20)
-
-/* Row-major order of chunk coordinates (arg: the rank). */
-static int cmp_coord(const void *x, const void *y, void *arg)
-{
-    const uint64_t *p = x, *q = y;
-    for (uint32_t d = 0; d < *(const uint32_t *)arg; d++)
-        if (p[d] != q[d]) return p[d] < q[d] ? -1 : 1;
-    return 0;
-}
-
-/* Read chunk rows [r0, r0 + rows) of v (clipped to the shape) into slab
- * with one read, and write from it the listed chunks (n coordinates, all in
- * those rows). */
-static int fill_slab(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, hid_t ds, hid_t mt, hid_t fs,
-                     uint64_t r0, uint64_t rows, const uint64_t *list, size_t n, uint8_t *slab, void *buf,
-                     h5l_err_t *err)
-{
-    uint64_t sst[H5L_MAX_DIMS] = {0}, sct[H5L_MAX_DIMS];
-    memcpy(sct, v->shape, sizeof sct);
-    sst[0] = r0 * v->block[0];
-    if (sst[0] >= v->shape[0]) return H5L_OK;
-    sct[0] = v->shape[0] - sst[0] < rows * v->block[0] ? v->shape[0] - sst[0] : rows * v->block[0];
-    int rc = h5l_reader_read(r, tick, v->objid, sst, sct, slab, err);
-    for (size_t i = 0; !rc && i < n; i++) {
-        uint64_t start[H5L_MAX_DIMS] = {0}, count[H5L_MAX_DIMS] = {0};
-        if (!block_box(v, list + i * v->ndims, start, count)) continue;
-        start[0] -= sst[0];
-        copy_box(slab, sct, v->ndims, start, count, v->type.size, buf);
-        start[0] += sst[0];
-        rc = write_block(a, v, ds, mt, fs, start, count, buf, err);
-    }
-    return rc;
-}
-
-/* Write variable v's content at tick into its canonical dataset. */
-static int fill_var(h5l_anchor_t *a, h5l_reader_t *r, uint64_t tick, const fvar_t *v, h5l_err_t *err)
-{
-    uint64_t nblk = 1, bytes = v->type.size, nb[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < v->ndims; d++) {
-        nb[d] = (v->shape[d] + v->block[d] - 1) / v->block[d];
-        nblk *= nb[d];
-        bytes *= v->block[d];
-    }
-    if (nblk == 0 || (v->chunked && v->ncoords == 0)) return H5L_OK;
-    /* a row of chunks: block[0] rows of the whole of the other dimensions */
-    uint64_t row_bytes = v->type.size * (v->ndims ? v->block[0] : 1), per_row = v->ndims ? nblk / nb[0] : 1;
-    for (uint32_t d = 1; d < v->ndims; d++) row_bytes *= v->shape[d];
-    uint64_t slab_rows =
-        v->chunked && v->ndims && per_row > 1 && row_bytes <= FILL_SLAB_BYTES ? FILL_SLAB_BYTES / row_bytes : 0;
-    hid_t ds = H5Dopen2(a->file, v->path, H5P_DEFAULT);
-    hid_t mt = h5l_type_to_hid(v->type, 0);
-    hid_t fs = ds < 0 ? -1 : H5Dget_space(ds);
-    void *buf = malloc(bytes ? bytes : 1);
-    uint8_t *slab = slab_rows ? malloc((size_t)(slab_rows * row_bytes)) : NULL;
-    int rc = H5L_OK;
-    if (ds < 0 || mt < 0 || fs < 0)
-        rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: cannot open '%s'", a->path, v->path);
-    else if (!buf || (slab_rows && !slab))
-        rc = h5l_err_set(err, H5L_ENOMEM, "%s: finalizing '%s': out of memory (%llu bytes)", a->path, v->path,
-                         (unsigned long long)(bytes + slab_rows * row_bytes));
-    if (slab) { /* the chunks with data, row by row of chunks */
-        qsort_r(v->coords, v->ncoords, v->ndims * sizeof *v->coords, cmp_coord, (void *)&v->ndims);
-        for (size_t i = 0, j; !rc && i < v->ncoords; i = j) {
-            uint64_t r0 = v->coords[i * v->ndims];
-            for (j = i + 1; j < v->ncoords && v->coords[j * v->ndims] < r0 + slab_rows; j++) {}
-            if (j - i == 1) { /* alone in its rows: just the chunk */
-                rc = put_block(a, r, tick, v, ds, mt, fs, v->coords + i * v->ndims, buf, err);
-                continue;
-            }
-            rc = fill_slab(a, r, tick, v, ds, mt, fs, r0, slab_rows, v->coords + i * v->ndims, j - i, slab, buf, err);
-        }
-    } else if (v->chunked) {
-        for (size_t i = 0; !rc && i < v->ncoords; i++)
-            rc = put_block(a, r, tick, v, ds, mt, fs, v->coords + i * v->ndims, buf, err);
-    } else {
-        for (uint64_t b = 0; !rc && b < nblk; b++) {
-            uint64_t coord[H5L_MAX_DIMS], rem = b;
-            for (int d = (int)v->ndims - 1; d >= 0; d--) {
-                coord[d] = rem % nb[d];
-                rem /= nb[d];
-            }
-            rc = put_block(a, r, tick, v, ds, mt, fs, coord, buf, err);
-        }
-    }
-    free(slab);
-    free(buf);
-    if (fs >= 0) H5Sclose(fs);
-    if (mt >= 0) H5Tclose(mt);
-    if (ds >= 0) H5Dclose(ds);
-    return rc;
-}
-
-/* The variables to fill, from the reader's schema (under its lock; the
- * data is read after it is released). */
-static int list_vars(h5l_reader_t *r, uint64_t tick, fvar_t **out, size_t *nout, h5l_err_t *err)
-{
-    h5l_reader_rdlock(r);
-    const h5l_schema_t *s = h5l_reader_schema(r);
-    fvar_t *vs = calloc(s->nobjs ? s->nobjs : 1, sizeof *vs);
-    size_t n = 0;
-    const char *path = h5l_reader_path(r);
-    int rc = vs ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
-    for (size_t i = 1; !rc && i < s->nobjs; i++) {
-        const h5l_obj_t *o = &s->objs[i];
-        if (o->kind != H5L_OBJ_VAR || o->tick > tick) continue;
-        fvar_t *v = &vs[n++];
-        v->objid = (uint32_t)i;
-        v->ndims = o->ndims;
-        v->type = o->type;
-        /* chunks never written are not allocated and read as the fill
-         * value; a NOFILL variable's too: it has libhdf5's default fill
-         * value (zeros) and fill time "if set", with which libhdf5 1.10
-         * fills a missing chunk with zeros (only fill time "never" leaves
-         * the reader's buffer as it was). docs/format.md 1. */
-        v->chunked = o->chunked && o->ndims;
-        h5l_schema_shape(s, (uint32_t)i, tick, v->shape);
-        memcpy(v->block, o->chunk, o->ndims * sizeof *o->chunk);
-        if (!(v->path = strdup(o->path))) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
-        if (!rc && v->chunked && h5l_reader_chunks(r, tick, (uint32_t)i, add_coord, v))
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
-    }
-    h5l_reader_unlock(r);
-    *out = vs;
-    *nout = n;
-    return rc;
-}
-
-/* Refuse to start finalizing without room for the data it writes (plus
- * 1% and 4 MiB for libhdf5's metadata): a full disk is the likely cause
- * of a failure half way, and undoing one then needs room too. */
-static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *err)
-{
-    uint64_t need = 0;
-    for (size_t i = 0; i < nv; i++) {
-        const fvar_t *v = &vs[i];
-        uint64_t n = v->type.size, blk = v->type.size;
-        for (uint32_t d = 0; d < v->ndims; d++) {
-            n *= v->shape[d];
-            blk *= v->block[d];
-        }
-        need += v->chunked ? v->ncoords * blk : n;
-    }
+    uint64_t need = h5l_final_room(p);
     need += need / 100 + ((uint64_t)4 << 20);
     struct statvfs sv;
     int fd = open(a->path, O_RDONLY | O_CLOEXEC);
@@ -871,12 +637,38 @@ static int check_room(h5l_anchor_t *a, const fvar_t *vs, size_t nv, h5l_err_t *e
     return H5L_OK;
 }
 
-/* Replace the anchors by the canonical objects of the newest tick (the
- * skeleton h5logreplay and the daemon build, canon.c) and write every
- * variable's data into them, read through a reader of the file's own
- * journal — which verifies every byte on the way. */
-static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
+static int alloc_cb(void *ctx, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err)
 {
+    return alloc_ext(ctx, name, size, off, err);
+}
+
+/* Prefix a finalizing failure's message with the file and the step. */
+static int final_err(h5l_anchor_t *a, int rc, h5l_err_t *err)
+{
+    if (rc && err && strncmp(err->msg, a->path, strlen(a->path)) != 0) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        h5l_err_set(err, rc, "%s: finalizing: %s", a->path, m);
+    }
+    return with_reason(a, rc, err);
+}
+
+/* Replace the anchors by plan p's finalized objects (canon.c, from the
+ * reader's schema, which verifies every byte it reads) and allocate
+ * their storage: fin.K, contiguous datasets. */
+static int final_build(h5l_anchor_t *a, h5l_final_t *p, h5l_reader_t *r, h5l_err_t *err)
+{
+    int rc = check_room(a, p, err);
+    if (!rc) rc = drop_anchors(a, err);
+    if (!rc) rc = h5l_final_build(p, a->file, r, alloc_cb, a, err);
+    return final_err(a, rc, err);
+}
+
+/* A serial finalize (h5logrecover): reader, plan, build, and the copies
+ * of one process. *pp: the plan, for the steps of h5l_anchor_finish. */
+static int finalize_serial(h5l_anchor_t *a, uint64_t tick, h5l_final_t **pp, h5l_err_t *err)
+{
+    *pp = NULL;
     h5l_reader_t *r = NULL;
     int rc = h5l_reader_open(a->path, &r, err);
     if (rc) return rc;
@@ -891,28 +683,17 @@ static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
         h5l_reader_close(r);
         return rc;
     }
-    fvar_t *vs = NULL;
-    size_t nv = 0;
-    rc = list_vars(r, tick, &vs, &nv, err);
-    if (!rc) rc = check_room(a, vs, nv, err);
-    if (!rc) rc = drop_anchors(a, err);
+    h5l_final_t *p = NULL;
+    rc = final_err(a, h5l_final_plan(r, tick, &p, err), err);
+    if (!rc) rc = final_build(a, p, r, err);
     if (!rc) {
-        h5l_reader_rdlock(r);
-        rc = h5l_canon_build(a->file, h5l_reader_schema(r), tick, H5L_ALLOC_WRITE, NULL, NULL, err);
-        h5l_reader_unlock(r);
-        if (rc) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err->msg);
-            h5l_err_set(err, rc, "%s: finalizing: %s", a->path, m);
-        }
+        int fd = open(a->path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) rc = h5l_err_set(err, H5L_EIO, "%s: finalizing: cannot open it: %s", a->path, strerror(errno));
+        if (!rc) rc = final_err(a, h5l_final_copy(p, r, fd, 0, 1, err), err);
+        if (fd >= 0) close(fd);
     }
-    for (size_t i = 0; !rc && i < nv; i++) rc = fill_var(a, r, tick, &vs[i], err);
-    for (size_t i = 0; i < nv; i++) {
-        free(vs[i].path);
-        free(vs[i].coords);
-    }
-    free(vs);
     h5l_reader_close(r);
+    *pp = p;
     return rc;
 }
 
@@ -922,40 +703,111 @@ static int finalize(h5l_anchor_t *a, uint64_t tick, h5l_err_t *err)
  * fill — so the close can still complete, unfinalized, with variables
  * plain libhdf5 refuses to read. Deleting the new datasets also frees
  * their space for the close's metadata. */
-static int unfinalize(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick)
+static int unfinalize(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h5l_final_t *p)
 {
     h5l_err_t e = {0};
     memset(&a->io, 0, sizeof a->io);
     int rc = drop_anchors(a, &e);
     if (!rc) rc = h5l_canon_build(a->file, s, tick, H5L_ALLOC_NONE, NULL, NULL, &e);
+    const char *fin = p ? h5l_final_name(p) : NULL;
+    for (int k = 0; !rc && fin && fin[0] && k < 2; k++) { /* its storage: nothing points there now */
+        char path[80];
+        snprintf(path, sizeof path, "/_h5log/%s%s", fin, k ? ".index" : "");
+        if (H5Lexists(a->file, path, H5P_DEFAULT) > 0 && H5Ldelete(a->file, path, H5P_DEFAULT) < 0) rc = H5L_EHDF5;
+    }
     return rc;
 }
 
+int h5l_anchor_final_build(h5l_anchor_t *a, h5l_final_t *p, h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick,
+                           h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    int rc = final_build(a, p, r, err);
+    if (rc && unfinalize(a, s, tick, p) != H5L_OK)
+        return h5l_err_set(err, H5L_EHDF5, "%s; putting the anchors back failed too", err ? err->msg : "");
+    return rc;
+}
+
+int h5l_anchor_final_undo(h5l_anchor_t *a, const h5l_final_t *p, const h5l_schema_t *s, uint64_t tick)
+{
+    return unfinalize(a, s, tick, p);
+}
+
+/* Finalizing failed after libhdf5 closed the file (a layout could not be
+ * pointed, or libhdf5 reads it otherwise): layouts given back, then the
+ * file opened again and the anchors rebuilt, so it closes unfinalized. */
+static int undo_closed(h5l_anchor_t *a, h5l_final_t *p, const h5l_schema_t *s, uint64_t tick, int fd)
+{
+    h5l_err_t e = {0};
+    int rc = h5l_final_unpoint(p, fd, &e);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t drv = vfd_id();
+    vinfo_t vi = {&a->io, 0};
+    memset(&a->io, 0, sizeof a->io);
+    if (!rc && fapl >= 0 && drv >= 0 && H5Pset_driver(fapl, drv, &vi) >= 0) a->file = H5Fopen(a->path, H5F_ACC_RDWR, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (!rc && a->file < 0) rc = H5L_EHDF5;
+    if (!rc) rc = unfinalize(a, s, tick, p);
+    int crc = close_h5(a, NULL);
+    return rc ? rc : crc;
+}
+
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const void *journal, size_t jlen, int sync,
-                      int *final, h5l_err_t *err)
+                      h5l_final_t *p, int *final, h5l_err_t *err)
 {
     uint64_t joff = 0;
     memset(&a->io, 0, sizeof a->io);
-    int rc, wanted = *final;
-    if (wanted) {
-        rc = with_reason(a, finalize(a, tick, err), err);
-        if (rc && unfinalize(a, s, tick) == H5L_OK) {
+    int rc = H5L_OK, wanted = *final;
+    h5l_final_t *own = NULL;
+    if (wanted && !p) { /* serial: this process does every step */
+        rc = finalize_serial(a, tick, &own, err);
+        p = own;
+        if (rc && unfinalize(a, s, tick, p) == H5L_OK) {
             *final = 0; /* err keeps why; the close goes on */
             rc = H5L_OK;
         }
-    } else {
+    } else if (!wanted) {
         rc = with_reason(a, set_extents(a, s, tick, err), err);
     }
     h5l_err_t jerr = {0}, *e0 = err;
     if (!rc && wanted && !*final) err = &jerr; /* keep the finalizing failure's message */
+    int fd = -1;
+    if (!rc && *final) { /* the chunk index nodes, into fin.K */
+        fd = open(a->path, O_RDWR | O_CLOEXEC); /* (pointing reads the headers) */
+        int r = fd < 0 ? h5l_err_set(err, H5L_EIO, "%s: finalizing: cannot open it: %s", a->path, strerror(errno))
+                       : final_err(a, h5l_final_index(p, a->file, fd, err), err);
+        if (!r && sync && fsync(fd) != 0)
+            r = h5l_err_set(err, H5L_EIO, "%s: finalizing: fsync: %s", a->path, strerror(errno));
+        if (r && unfinalize(a, s, tick, p) == H5L_OK) {
+            *final = 0;
+            err = &jerr;
+        } else if (r) {
+            rc = r;
+        }
+    }
     if (!rc) rc = h5l_anchor_alloc(a, "journal", jlen, &joff, err);
     int crc = close_h5(a, rc ? NULL : err); /* always: libhdf5 must let go of the file */
     if (!rc) rc = crc;
+    if (!rc && *final) { /* the layouts pointed at the roots, and checked */
+        h5l_err_t pe = {0};
+        int r = h5l_final_point(p, a->path, fd, &pe);
+        if (!r && sync && fsync(fd) != 0) r = h5l_err_set(&pe, H5L_EIO, "%s: fsync: %s", a->path, strerror(errno));
+        if (r) {
+            if (e0) *e0 = pe;
+            if (undo_closed(a, p, s, tick, fd) == H5L_OK) {
+                *final = 0;
+                err = &jerr;
+            } else {
+                rc = h5l_err_set(e0, r, "%s; undoing it failed too (the file stays live: h5logrecover)", pe.msg);
+            }
+        }
+    }
+    if (fd >= 0) close(fd);
     if (!rc) {
-        int fd = open(a->path, O_WRONLY | O_CLOEXEC);
-        int e = fd < 0 ? errno : h5l_fd_write(fd, journal, jlen, joff, NULL, NULL) ? errno : 0;
-        if (!e && sync && fsync(fd) != 0) e = errno;
-        if (fd >= 0) close(fd);
+        int jfd = open(a->path, O_WRONLY | O_CLOEXEC);
+        int e = jfd < 0 ? errno : h5l_fd_write(jfd, journal, jlen, joff, NULL, NULL) ? errno : 0;
+        if (!e && sync && fsync(jfd) != 0) e = errno;
+        if (jfd >= 0) close(jfd);
         if (e)
             rc = h5l_err_set(err, H5L_EIO, "%s: embedding the journal (%zu bytes at %llu) failed: %s", a->path, jlen,
                              (unsigned long long)joff, strerror(e));
@@ -966,6 +818,7 @@ int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, con
      * whose unlink comes after, is still there: nothing is lost. */
     if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | (*final ? H5L_UB_FINALIZED : 0), sync, err);
     if (rc && err != e0 && e0) *e0 = jerr; /* a later step failed: that is the message */
+    h5l_final_free(own);
     free(a->path);
     free(a);
     return rc;
@@ -1032,10 +885,23 @@ int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, ui
 {
     memset(&a->io, 0, sizeof a->io);
     a->was = (h5l_ub_t){.jr_off = joff, .jr_len = jlen, .flags = H5L_UB_CLOSED};
-    int rc = with_reason(a, finalize(a, tick, err), err);
+    h5l_final_t *p = NULL;
+    int rc = finalize_serial(a, tick, &p, err), fd = -1;
+    if (!rc) {
+        fd = open(a->path, O_RDWR | O_CLOEXEC);
+        rc = fd < 0 ? h5l_err_set(err, H5L_EIO, "%s: finalizing: cannot open it: %s", a->path, strerror(errno))
+                    : final_err(a, h5l_final_index(p, a->file, fd, err), err);
+    }
     int crc = close_h5(a, rc ? NULL : err);
     if (!rc) rc = crc;
+    if (!rc) {
+        rc = h5l_final_point(p, a->path, fd, err);
+        if (!rc && sync && fsync(fd) != 0) rc = h5l_err_set(err, H5L_EIO, "%s: fsync: %s", a->path, strerror(errno));
+        if (rc) h5l_final_unpoint(p, fd, NULL); /* the file stays closed, not finalized */
+    }
+    if (fd >= 0) close(fd);
     if (!rc) rc = ub_close(a, joff, jlen, H5L_UB_CLOSED | H5L_UB_FINALIZED, sync, err);
+    h5l_final_free(p);
     free(a->path);
     free(a);
     return rc;

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "final.h"
 #include "format.h"
 #include "h5log_reader.h"
 
@@ -27,24 +28,37 @@ int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h
  * before (by a flush that then failed) is reused; another is replaced. */
 int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err);
 
-/* Close: with final, the anchors are replaced by the canonical objects
- * of tick (groups, datasets with fill values and dimension scales,
- * attributes: canon.c) holding the data of that tick, read and verified
- * through a reader of path's own journal (which must already hold every
- * tick, and may end with the CLOSE frame); without, the anchors only get
- * their final extents (and stay unreadable by libhdf5: no storage, no
- * fill value). Then the journal bytes go into /_h5log/journal, the HDF5
- * file is closed, and the user block is rewritten as closed (and
- * finalized, with final); with sync, each step is fsynced before the
- * next. Each step only after the one before succeeded: on failure the
- * user block says live (put back if writing it failed part way) and the
- * message names the step, the errno and where. libhdf5 has let go of the
- * file in every case. Frees a (also on failure).
+/* Close: with *final, the anchors are replaced by the finalized objects
+ * of tick (docs/format.md 1.1: the canonical objects of canon.c, their
+ * chunks in place in the log or copied, read and verified through a
+ * reader of path's own journal, which must already hold every tick and
+ * may end with the CLOSE frame); without, the anchors only get their
+ * final extents (and stay unreadable by libhdf5: no storage, no fill
+ * value). p: NULL, and this process plans, builds and copies alone; or a
+ * plan already built (h5l_anchor_final_build) whose copies every process
+ * has written. Then the index nodes, the journal's dataset, the HDF5 file
+ * closed, the layouts pointed and checked, the journal bytes written and
+ * the user block rewritten as closed (and finalized, with *final); with
+ * sync, each step is fsynced before the next. Each step only after the
+ * one before succeeded: on failure the user block says live (put back if
+ * writing it failed part way) and the message names the step, the errno
+ * and where. libhdf5 has let go of the file in every case. Frees a (also
+ * on failure; p stays the caller's).
  * *final: in, whether to finalize; out, whether the file was finalized.
- * If finalizing fails (a full disk), anchors are put back and the close
- * goes on unfinalized: H5L_OK with *final 0 and err saying why. */
+ * If finalizing fails (a full disk, a layout libhdf5 reads otherwise), it
+ * is undone (anchors back) and the close goes on unfinalized: H5L_OK with
+ * *final 0 and err saying why. */
 int h5l_anchor_finish(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const void *journal, size_t jlen, int sync,
-                      int *final, h5l_err_t *err);
+                      h5l_final_t *p, int *final, h5l_err_t *err);
+
+/* Finalizing with many processes (writer.c), the first process's part
+ * before the copies: the anchors replaced by plan p's objects (built from
+ * reader r's schema), their storage allocated. On failure undone (anchors
+ * back from s at tick): the close then goes on without finalizing. */
+int h5l_anchor_final_build(h5l_anchor_t *a, h5l_final_t *p, h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick,
+                           h5l_err_t *err);
+/* ... and when a process's copies failed: undone the same way. */
+int h5l_anchor_final_undo(h5l_anchor_t *a, const h5l_final_t *p, const h5l_schema_t *s, uint64_t tick);
 
 /* For h5logrecover: a new HDF5 file written over path's existing bytes,
  * whose libhdf5 metadata (a crashed writer's, never trusted) it replaces;

@@ -1,6 +1,8 @@
 /* box.c — N-d box arithmetic (see box.h). */
 #include "box.h"
 
+#include <string.h>
+
 int h5l_box_intersect(uint32_t nd, const uint64_t *as, const uint64_t *ac, const uint64_t *bs, const uint64_t *bc,
                       uint64_t *os, uint64_t *oc)
 {
@@ -103,4 +105,56 @@ int h5l_box_linear(uint32_t nd, const uint64_t *sh, uint64_t e0, uint64_t e1, h5
         pos += n * unit[d];
     }
     return 0;
+}
+
+void h5l_box_scatter(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
+                     const uint64_t *ch, const h5l_box_dst_t *cells)
+{
+    uint32_t L = nd - 1;
+    uint64_t g0[32], gstr[32], cstr[32], q[32];
+    uint64_t gn_next = 1;
+    cstr[L] = 1;
+    for (uint32_t d = nd; d-- > 0;) {
+        g0[d] = ts[d] / ch[d];
+        gstr[d] = gn_next; /* stride of the cell grid */
+        gn_next *= (ts[d] + tc[d] - 1) / ch[d] - g0[d] + 1;
+        if (d < L) cstr[d] = cstr[d + 1] * ch[d + 1]; /* stride inside a chunk */
+        q[d] = ts[d];
+    }
+    uint64_t zs = ts[L], ze = zs + tc[L], chL = ch[L];
+    for (;;) {
+        uint64_t gb = 0, rowoff = 0; /* the row's cells (less the last dimension) and place in a chunk */
+        for (uint32_t d = 0; d < L; d++) {
+            gb += (q[d] / ch[d] - g0[d]) * gstr[d];
+            rowoff += (q[d] % ch[d]) * cstr[d];
+        }
+        if (chL == 1) { /* one element per chunk: the transposing case, tight */
+            const h5l_box_dst_t *cell = cells + gb;
+            for (uint64_t z = zs; z < ze; z++, src += es) {
+                const h5l_box_dst_t *c = cell + (z - g0[L]);
+                if (!c->base) continue;
+                uint8_t *dp = c->base + (rowoff - c->shift) * es;
+                if (es == 4)
+                    memcpy(dp, src, 4);
+                else if (es == 8)
+                    memcpy(dp, src, 8);
+                else
+                    memcpy(dp, src, es);
+            }
+        } else {
+            for (uint64_t z = zs; z < ze;) {
+                uint64_t cl = z / chL, z1 = (cl + 1) * chL < ze ? (cl + 1) * chL : ze;
+                const h5l_box_dst_t *c = cells + gb + (cl - g0[L]);
+                if (c->base) memcpy(c->base + (rowoff + (z - cl * chL) - c->shift) * es, src, (size_t)((z1 - z) * es));
+                src += (z1 - z) * es;
+                z = z1;
+            }
+        }
+        int d = (int)L - 1;
+        for (; d >= 0; d--) {
+            if (++q[d] < ts[d] + tc[d]) break;
+            q[d] = ts[d];
+        }
+        if (d < 0) return;
+    }
 }

@@ -36,4 +36,23 @@ int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint
 typedef int (*h5l_lin_fn)(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_t first);
 int h5l_box_linear(uint32_t nd, const uint64_t *sh, uint64_t e0, uint64_t e1, h5l_lin_fn fn, void *ctx);
 
+/* One destination chunk of h5l_box_scatter: element e of the chunk (its
+ * row-major index in the full chunk shape) goes to base + (e - shift) *
+ * es; base NULL: the chunk is skipped. */
+typedef struct h5l_box_dst {
+    uint8_t *base;
+    uint64_t shift;
+} h5l_box_dst_t;
+
+/* Copy box T (start ts, count tc), held row-major in src, into the chunks
+ * (shape ch) it meets: cells[] has one entry per chunk of the grid T meets
+ * (chunk coordinates g0 = ts / ch up to (ts + tc - 1) / ch, row-major).
+ * Walks src once, row by row of T's last dimension, each row's piece of
+ * each chunk to that chunk, so every destination is filled in its own
+ * order: a transposing copy at memory speed (chunks of one element per
+ * row of T are 256 streams side by side, not 256 strided passes). Only
+ * elements of T are written. nd >= 1. */
+void h5l_box_scatter(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
+                     const uint64_t *ch, const h5l_box_dst_t *cells);
+
 #endif

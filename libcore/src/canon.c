@@ -175,7 +175,8 @@ static void props_free(props_t *p)
 /* How the dataset's storage is allocated (alloc resolved for its shape). */
 enum { ST_NONE_INCR, ST_NONE_LATE, ST_EARLY_SPARSE, ST_EARLY_ALL, ST_OTHER };
 
-static int make_props(props_t *p, const h5l_obj_t *o, int st, h5l_err_t *err)
+/* chunk: the dataset's chunk shape (o->ndims long), or NULL: contiguous. */
+static int make_props(props_t *p, const h5l_obj_t *o, const uint64_t *chunk, int st, h5l_err_t *err)
 {
     uint8_t key[PKEY_MAX];
     size_t k = 0;
@@ -183,11 +184,11 @@ static int make_props(props_t *p, const h5l_obj_t *o, int st, h5l_err_t *err)
     key[k++] = o->type.size;
     key[k++] = o->type.sign;
     key[k++] = o->type.order;
-    key[k++] = (uint8_t)o->chunked;
+    key[k++] = (uint8_t)(chunk != NULL);
     key[k++] = (uint8_t)o->ndims;
     key[k++] = (uint8_t)st;
     key[k++] = (uint8_t)o->fill_mode;
-    for (uint32_t d = 0; o->chunked && d < o->ndims; d++, k += 8) memcpy(key + k, &o->chunk[d], 8);
+    for (uint32_t d = 0; chunk && d < o->ndims; d++, k += 8) memcpy(key + k, &chunk[d], 8);
     if (o->fill && o->fill_mode != H5L_FILL_NONE) {
         memcpy(key + k, o->fill, o->type.size);
         k += o->type.size;
@@ -204,10 +205,10 @@ static int make_props(props_t *p, const h5l_obj_t *o, int st, h5l_err_t *err)
         rc = h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
         goto out;
     }
-    if (o->chunked && o->ndims) {
-        hsize_t chunk[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < o->ndims; d++) chunk[d] = o->chunk[d]; /* never larger than a fixed dimension */
-        if (H5Pset_chunk(dcpl, (int)o->ndims, chunk) < 0) {
+    if (chunk && o->ndims) {
+        hsize_t hch[H5L_MAX_DIMS];
+        for (uint32_t d = 0; d < o->ndims; d++) hch[d] = chunk[d]; /* never larger than a fixed dimension */
+        if (H5Pset_chunk(dcpl, (int)o->ndims, hch) < 0) {
             rc = h5l_err_set(err, H5L_EHDF5, "'%s': bad chunk shape", o->path);
             goto out;
         }
@@ -269,10 +270,13 @@ static int make_space(props_t *p, const h5l_obj_t *o, const hsize_t *dims, const
 
 /* h5l_canon_dataset, with the property lists of p (kept there for the
  * next variable). */
-static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc, hid_t *dset,
-                         props_t *p, h5l_err_t *err)
+static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_t tick, int alloc,
+                         const uint64_t *rechunk, hid_t *dset, props_t *p, h5l_err_t *err)
 {
     const h5l_obj_t *o = &s->objs[objid];
+    /* the chunk shape: the variable's, or for a contiguous one the
+     * finalizer's (rechunk: stored chunked in place, format.md 1.1) */
+    const uint64_t *cshape = o->chunked && o->ndims ? o->chunk : rechunk && o->ndims ? rechunk : NULL;
     hsize_t dims[H5L_MAX_DIMS], maxd[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS];
     for (uint32_t d = 0; d < o->ndims; d++) {
         dims[d] = h5l_schema_dimlen(s, o->dimids[d], tick);
@@ -301,10 +305,10 @@ static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint
     if (alloc == H5L_ALLOC_EARLY)
         st = o->chunked && sparse_shape(o->ndims, dims, chunk) ? ST_EARLY_SPARSE : ST_EARLY_ALL;
     else if (alloc == H5L_ALLOC_CHUNKS)
-        st = o->chunked ? ST_EARLY_SPARSE : ST_EARLY_ALL;
+        st = cshape ? ST_EARLY_SPARSE : ST_EARLY_ALL;
     else if (alloc == H5L_ALLOC_NONE)
         st = o->chunked ? ST_NONE_INCR : ST_NONE_LATE;
-    int rc = make_props(p, o, st, err);
+    int rc = make_props(p, o, cshape, st, err);
     if (rc) return rc;
     if (make_space(p, o, dims, maxd)) return h5l_err_set(err, H5L_EHDF5, "'%s': cannot make dataspace or type", o->path);
     *dset = H5Dcreate2(file, o->path, p->type, p->space, H5P_DEFAULT, p->dcpl, H5P_DEFAULT);
@@ -324,7 +328,7 @@ int h5l_canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint64_
                       h5l_err_t *err)
 {
     props_t p = PROPS_INIT;
-    int rc = canon_dataset(file, s, objid, tick, alloc, dset, &p, err);
+    int rc = canon_dataset(file, s, objid, tick, alloc, NULL, dset, &p, err);
     props_free(&p);
     return rc;
 }
@@ -335,6 +339,7 @@ typedef struct cbuild {
     const h5l_schema_t *s;
     uint64_t tick;
     int alloc;
+    const uint64_t *const *rechunk; /* per object: a contiguous variable's chunk shape, or NULL */
     h5l_canon_var_fn fn;
     void *ctx;
     h5l_err_t *err;
@@ -463,7 +468,8 @@ static int make_var(cbuild_t *b, size_t i)
     int rc;
     if (b->fn && (rc = var_fn(b, i, -1))) return rc;
     hid_t ds;
-    rc = canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, &ds, &b->props, b->err);
+    rc = canon_dataset(b->file, b->s, (uint32_t)i, b->tick, b->alloc, b->rechunk ? b->rechunk[i] : NULL, &ds,
+                       &b->props, b->err);
     if (rc) return rc;
     if (b->fn) rc = var_fn(b, i, ds);
     if (!rc && H5Rcreate(&b->refs[i], ds, ".", H5R_OBJECT, -1) < 0)
@@ -662,12 +668,19 @@ static int write_attrs(hid_t file, const h5l_schema_t *s, uint64_t tick, h5l_err
 int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn, void *ctx,
                     h5l_err_t *err)
 {
+    return h5l_canon_build_final(file, s, tick, alloc, NULL, fn, ctx, err);
+}
+
+int h5l_canon_build_final(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, const uint64_t *const *rechunk,
+                          h5l_canon_var_fn fn, void *ctx, h5l_err_t *err)
+{
     int rc = H5L_OK;
     size_t nd = s->ndims + 1, no = s->nobjs + 1;
     cbuild_t b = {file,
                   s,
                   tick,
                   alloc,
+                  rechunk,
                   fn,
                   ctx,
                   err,

@@ -20,7 +20,7 @@ enum h5l_alloc {
     H5L_ALLOC_CHUNKS = 3 /* the same, but every chunked variable is left to
                           * the caller (none allocated early, whatever its
                           * number of chunks): skeletons whose chunk
-                          * indexes the daemon writes (fused/btidx.h) */
+                          * indexes the daemon writes (fused/btree.h) */
 };
 
 /* A file creation property list that tracks and indexes link and
@@ -54,6 +54,13 @@ typedef int (*h5l_canon_var_fn)(void *ctx, uint32_t objid, hid_t dset);
  * dimension scales by dimension id, then objects by id (canon.c). */
 int h5l_canon_build(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, h5l_canon_var_fn fn, void *ctx,
                     h5l_err_t *err);
+
+/* h5l_canon_build with, for H5L_ALLOC_CHUNKS, contiguous variables stored
+ * chunked: rechunk[objid] (NULL, or an array of nobjs) is the chunk shape
+ * of a contiguous variable the finalizer keeps in place (docs/format.md
+ * 1.1), NULL for the others. */
+int h5l_canon_build_final(hid_t file, const h5l_schema_t *s, uint64_t tick, int alloc, const uint64_t *const *rechunk,
+                          h5l_canon_var_fn fn, void *ctx, h5l_err_t *err);
 
 /* Would variable objid's dataset be sparse at tick (chunked, more than
  * 2^16 chunks: incremental allocation, only chunks with data written)? */

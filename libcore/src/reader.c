@@ -8,16 +8,18 @@
  * Anything wrong is damage: the reader keeps the ticks before it, serves
  * them, and reports the same error (naming the tick) from then on.
  *
- * Reading: fill, then for each index chunk the box touches, the records of
- * that chunk with tick <= T in sequence order, each clipped to box and chunk
- * (chunks partition space, so each element is written by the records of its
- * own chunk only, in their order: later sequence wins). Data comes from the
- * log with pread at absolute offsets — no mmap, so a file truncated under us
- * yields EIO, never SIGBUS — and every byte is verified against the checksum
- * of its data segment before it is returned: a segment wholly inside a read
- * is hashed where it lands, a segment the read only touches is read whole
- * into a small per-thread cache of verified segments (consecutive small
- * reads of one segment then cost one pread and one hash). */
+ * Reading: the records of every index chunk the box touches (chunks
+ * partition space; a record hidden under newer ones in every chunk it
+ * touches is left out), each once, in sequence order, go to the
+ * transposition engine (xfer.h): it marks the log segments their pieces
+ * need, reads each once in windows and copies the pieces out in log
+ * order, so the later sequence wins. Data comes from the log with pread at
+ * absolute offsets — no mmap, so a file truncated under us yields EIO,
+ * never SIGBUS — and every byte is verified against the checksum of its
+ * data segment before it is used (log_read): a segment wholly inside a
+ * read is hashed where it lands, a segment the read only touches is read
+ * whole into a small per-thread cache of verified segments (consecutive
+ * small reads of one segment then cost one pread and one hash). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -40,8 +42,8 @@
 #include "grow.h"
 #include "journal.h"
 #include "schema.h"
+#include "xfer.h"
 
-#define SPAN_MAX (4u << 20)                 /* read a record's span at once up to this size */
 #define TABLE_MAX ((uint64_t)1 << 30)       /* largest record table a reader loads */
 #define HOLE_CHECK_MIN ((uint64_t)64 << 10) /* tables from this size are checked for holes first */
 #define TWIN_TICK ((uint64_t)32 << 10)      /* ticks smaller than this read their tables through: */
@@ -1748,120 +1750,6 @@ out:
     return rc;
 }
 
-/* Copying one clipped piece of a record into the read buffer. */
-typedef struct copy_ctx {
-    uint8_t *dst;
-    size_t esize;
-    const uint8_t *span; /* the piece's span of the record, verified */
-    uint64_t span_first; /* element offset of span[0] in the box */
-} copy_ctx_t;
-
-static int copy_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    copy_ctx_t *c = vctx;
-    memcpy(c->dst + dst * c->esize, c->span + (src - c->span_first) * c->esize, (size_t)(n * c->esize));
-    return 0;
-}
-
-typedef struct vrun_ctx {
-    h5l_reader_t *r;
-    const h5l_rec_t *rec;
-    uint8_t *dst;
-    size_t esize;
-    uint64_t box_off;
-    h5l_err_t *err;
-    int rc;
-} vrun_ctx_t;
-
-/* A run read straight from the log (verified) into the read buffer. */
-static int vread_run(void *vctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    vrun_ctx_t *c = vctx;
-    c->rc = log_read(c->r, c->rec->tick, c->rec->rank, c->box_off + src * c->esize, (size_t)(n * c->esize),
-                     c->dst + dst * c->esize, c->err);
-    return c->rc ? -1 : 0;
-}
-
-/* Copy X (inside box B of record rec, whose data starts at box_off, and
- * inside the read box R) from the log. */
-static int copy_piece(h5l_reader_t *r, const h5l_rec_t *rec, const h5l_obj_t *o, uint64_t box_off, const uint64_t *bs,
-                      const uint64_t *bc, const uint64_t *xs, const uint64_t *xc, const uint64_t *rs,
-                      const uint64_t *rc, void *buf, uint8_t **scratch, size_t *scratch_cap, h5l_err_t *err)
-{
-    uint32_t nd = o->ndims;
-    size_t es = o->type.size;
-    uint64_t last[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < nd; d++) last[d] = xs[d] + xc[d] - 1;
-    uint64_t first = h5l_box_offset(nd, bs, bc, xs);
-    uint64_t span = h5l_box_offset(nd, bs, bc, last) - first + 1;
-    uint64_t need = h5l_box_nelem(nd, xc);
-    /* Many small runs close together: one verified read of the span, runs
-     * copied out of it. A contiguous piece, or runs far apart: each run is
-     * read (verified) straight into the caller's buffer; runs that share a
-     * segment then share one read through the segment cache. */
-    if (span != need && span * es <= SPAN_MAX && (span * es <= 65536 || span <= 2 * need)) {
-        if (*scratch_cap < span * es) {
-            uint8_t *s = realloc(*scratch, span * es);
-            if (!s) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-            *scratch = s;
-            *scratch_cap = span * es;
-        }
-        int e = log_read(r, rec->tick, rec->rank, box_off + first * es, (size_t)(span * es), *scratch, err);
-        if (e) return e;
-        copy_ctx_t c = {buf, es, *scratch, first};
-        h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, copy_run, &c);
-        return H5L_OK;
-    }
-    vrun_ctx_t v = {r, rec, buf, es, box_off, err, 0};
-    h5l_box_runs(nd, xs, xc, bs, bc, rs, rc, vread_run, &v);
-    return v.rc;
-}
-
-typedef struct fill_ctx {
-    uint8_t *buf;
-    const uint8_t *fill;
-    size_t es;
-} fill_ctx_t;
-
-/* Write the fill value into one run of the read buffer. */
-static int fill_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    (void)src;
-    fill_ctx_t *c = ctx;
-    uint8_t *p = c->buf + dst * c->es;
-    size_t total = (size_t)(n * c->es), done = c->es;
-    int zero = 1;
-    for (size_t i = 0; i < c->es; i++) zero &= c->fill[i] == 0;
-    if (zero) {
-        memset(p, 0, total);
-        return 0;
-    }
-    /* netCDF's default fills are not zero: one element, then doubling
-     * copies, rather than one small memcpy per element */
-    memcpy(p, c->fill, c->es);
-    while (done < total) {
-        size_t k = done < total - done ? done : total - done;
-        memcpy(p + done, p, k);
-        done += k;
-    }
-    return 0;
-}
-
-/* Does one box of one record of the list contain the whole piece? */
-static int covered(h5l_rec_t *const *list, size_t n, uint32_t nd, const uint64_t *ps, const uint64_t *pc)
-{
-    for (size_t i = 0; i < n; i++) {
-        const h5l_rec_t *rec = list[i];
-        for (uint32_t k = 0; k < rec->nboxes; k++) {
-            const uint64_t *bs = rec->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
-            uint32_t d = 0;
-            while (d < nd && bs[d] <= ps[d] && ps[d] + pc[d] <= bs[d] + bc[d]) d++;
-            if (d == nd) return 1;
-        }
-    }
-    return 0;
-}
-
 /* Room for chunk_list's answer when checkpointed ticks take part: the
  * caller's, one per call. */
 typedef struct lzscr {
@@ -2034,34 +1922,6 @@ static int cmp_rec_seq(const void *x, const void *y)
     return seq_before(a, b) ? -1 : seq_before(b, a);
 }
 
-/* Piece (ps, pc) of the read box (start, count): the fill value (unless
- * one record box covers all of it), then each record's part of it, in the
- * list's order (sequence order: the last record writing an element wins). */
-static int apply_records(h5l_reader_t *r, const h5l_obj_t *o, h5l_rec_t *const *list, size_t n, const uint64_t *ps,
-                         const uint64_t *pc, const uint64_t *start, const uint64_t *count, void *buf, uint8_t **scratch,
-                         size_t *scratch_cap, h5l_err_t *err)
-{
-    uint32_t nd = o->ndims;
-    int rc = H5L_OK;
-    if (!covered(list, n, nd, ps, pc)) {
-        fill_ctx_t fc = {buf, o->fill, o->type.size};
-        h5l_box_runs(nd, ps, pc, ps, pc, start, count, fill_run, &fc);
-    }
-    for (size_t i = 0; i < n && !rc; i++) {
-        const h5l_rec_t *rec = list[i];
-        uint64_t boff = rec->offset;
-        atomic_fetch_add(&r->stat_records, 1);
-        for (uint32_t k = 0; k < rec->nboxes && !rc; k++) {
-            const uint64_t *bs = rec->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
-            uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
-            if (h5l_box_intersect(nd, bs, bc, ps, pc, xs, xc))
-                rc = copy_piece(r, rec, o, boff, bs, bc, xs, xc, start, count, buf, scratch, scratch_cap, err);
-            boff += h5l_box_nelem(nd, bc) * o->type.size;
-        }
-    }
-    return rc;
-}
-
 /* Sort records by sequence and drop repeats; the new count. */
 static size_t uniq_recs(h5l_rec_t **all, size_t n)
 {
@@ -2073,36 +1933,28 @@ static size_t uniq_recs(h5l_rec_t **all, size_t n)
     return m;
 }
 
-/* A read box over index chunks [lo, hi] (more than one): record by record
- * rather than chunk by chunk. Each record touching the box is copied once,
- * its part of the whole box, in sequence order (so the last record writing
- * an element wins, as chunk by chunk). Chunk by chunk, a record that cuts
- * across many chunks (chunks are z-planes, ranks wrote x-slabs) was read and
- * verified once per chunk: finalizing 128 such chunks of an 8 MiB variable
- * read 1 GiB of log. Read lock held. */
-static int read_by_record(h5l_reader_t *r, uint64_t tick, const h5l_obj_t *o, uint32_t objid, const uint64_t *lo,
-                          const uint64_t *hi, const uint64_t *start, const uint64_t *count, void *buf,
-                          h5l_index_scratch_t *iscr, lzscr_t *ls, uint8_t **scratch, size_t *scratch_cap,
-                          h5l_err_t *err)
+/* The records of ticks <= tick that touch the index chunks [lo, hi] of
+ * objid and can still show there (chunk_list), each once, in sequence
+ * order, into *all (the caller's, grown here). Read lock held. */
+static int box_records(h5l_reader_t *r, uint32_t objid, uint64_t tick, uint32_t nd, const uint64_t *lo,
+                       const uint64_t *hi, h5l_index_scratch_t *iscr, lzscr_t *ls, h5l_rec_t ***all, size_t *cap,
+                       size_t *nout, h5l_err_t *err)
 {
-    uint32_t nd = o->ndims;
     uint64_t cur[H5L_MAX_DIMS];
     memcpy(cur, lo, nd * sizeof *cur);
-    h5l_rec_t **all = NULL;
-    size_t n = 0, cap = 0, kept = 0;
-    int rc = H5L_OK;
+    size_t n = 0, kept = 0, chunks = 0;
     for (;;) {
         h5l_rec_t *const *list;
         size_t k;
-        if ((rc = chunk_list(r, objid, cur, tick, iscr, ls, &list, &k, err))) break;
-        if (h5l_grow((void **)&all, &cap, n + k, sizeof *all)) {
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-            break;
-        }
-        if (k) memcpy(all + n, list, k * sizeof *list); /* all may still be NULL */
+        int rc = chunk_list(r, objid, cur, tick, iscr, ls, &list, &k, err);
+        if (rc) return rc;
+        chunks++;
+        if (h5l_grow_raw((void **)all, cap, n + k + 1, sizeof **all))
+            return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
+        if (k) memcpy(*all + n, list, k * sizeof *list);
         n += k;
         if (n > 4096 && n > 2 * kept) { /* the same records again and again: keep the list small */
-            n = uniq_recs(all, n);
+            n = uniq_recs(*all, n);
             kept = n;
         }
         int d = (int)nd - 1;
@@ -2112,83 +1964,112 @@ static int read_by_record(h5l_reader_t *r, uint64_t tick, const h5l_obj_t *o, ui
         }
         if (d < 0) break;
     }
-    if (!rc) n = uniq_recs(all, n); /* each record once, in sequence order */
-    if (!rc) rc = apply_records(r, o, all, n, start, count, start, count, buf, scratch, scratch_cap, err);
+    *nout = chunks > 1 ? uniq_recs(*all, n) : n; /* one chunk's list is in order, each record once */
+    return H5L_OK;
+}
+
+/* The transposition engine's view of the log (xfer.h): verified reads
+ * (log_read) and each (tick, rank)'s data. Read lock held. */
+static int xs_read(void *ctx, uint64_t tick, uint32_t rank, uint64_t off, size_t n, uint8_t *dst, h5l_err_t *err)
+{
+    return log_read(ctx, tick, rank, off, n, dst, err);
+}
+
+static int xs_range(void *ctx, uint64_t tick, uint32_t rank, uint64_t *s, uint64_t *e, h5l_err_t *err)
+{
+    h5l_reader_t *r = ctx;
+    tickx_t x;
+    int rc = tick_x(r, tick, &x, err);
+    if (rc) return rc;
+    if (rank >= x.nranks)
+        return h5l_err_set(err, H5L_EBADID, "%s: no data of tick %llu rank %u", r->path, (unsigned long long)tick,
+                           rank);
+    *s = x.rstart[rank];
+    *e = x.rstart[rank + 1];
+    return H5L_OK;
+}
+
+/* Check a read of box (start, count) of objid at tick and find its index
+ * chunks [lo, hi]. Read lock held. H5L_OK, or the error with err set;
+ * *o NULL when the box is empty (nothing to do). */
+static int read_check(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
+                      const h5l_obj_t **o, uint64_t *lo, uint64_t *hi, h5l_err_t *err)
+{
+    *o = NULL;
+    if (tick > r->nticks)
+        return h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path,
+                           (unsigned long long)tick, r->nticks);
+    if (objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR || r->schema.objs[objid].tick > tick)
+        return h5l_err_set(err, H5L_EBADID, "%s: no variable with id %u at tick %llu", r->path, objid,
+                           (unsigned long long)tick);
+    const h5l_obj_t *v = &r->schema.objs[objid];
+    uint32_t nd = v->ndims;
+    uint64_t shape[H5L_MAX_DIMS];
+    h5l_schema_shape(&r->schema, objid, tick, shape);
+    for (uint32_t d = 0; d < nd; d++)
+        if (start[d] > shape[d] || count[d] > shape[d] - start[d])
+            return h5l_err_set(err, H5L_ERANGE, "%s: read of '%s' outside its shape in dimension %u", r->path, v->path,
+                               d);
+    if (h5l_box_nelem(nd, count) == 0) return H5L_OK;
+    const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
+    for (uint32_t d = 0; d < nd; d++) {
+        lo[d] = start[d] / ch[d];
+        hi[d] = (start[d] + count[d] - 1) / ch[d];
+    }
+    *o = v;
+    return H5L_OK;
+}
+
+/* Read (buf), or only plan the read (*bytes, with buf NULL): the records
+ * of every index chunk the box touches, each once, in sequence order,
+ * handed to the transposition engine (xfer.h), which reads each log
+ * segment they need once and copies their pieces out. */
+static int read_box(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
+                    void *buf, uint64_t *bytes, h5l_err_t *err)
+{
+    h5l_index_scratch_t iscr = {0};
+    lzscr_t ls = {0};
+    h5l_rec_t **all = NULL;
+    size_t cap = 0, n = 0;
+    const h5l_obj_t *o;
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS];
+    rd_lock(r);
+    int rc = read_check(r, tick, objid, start, count, &o, lo, hi, err);
+    if (!rc && o) rc = box_records(r, objid, tick, o->ndims, lo, hi, &iscr, &ls, &all, &cap, &n, err);
+    if (!rc && o) {
+        h5l_xsrc_t src = {xs_read, xs_range, r, r->seglog, 0};
+        h5l_xstats_t st = {0};
+        if (buf)
+            rc = h5l_xfer_read(&src, o->ndims, o->type.size, o->fill, all, n, start, count, buf, &st, err);
+        else
+            rc = h5l_xfer_cost(&src, o->ndims, o->type.size, all, n, start, count, bytes, err);
+        atomic_fetch_add(&r->stat_records, st.pieces);
+        size_t pl = strlen(r->path);
+        if (rc && err && strncmp(err->msg, r->path, pl) != 0) { /* the engine's own reasons name no file */
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            h5l_err_set(err, rc, "%s: %s", r->path, m);
+        }
+    }
+    rd_unlock(r);
     free(all);
+    h5l_index_scratch_free(&iscr);
+    lzscr_free(&ls);
     return rc;
 }
 
 int h5l_reader_read(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
                     void *buf, h5l_err_t *err)
 {
-    int rc = H5L_OK;
-    uint8_t *scratch = NULL;
-    size_t scratch_cap = 0;
-    h5l_index_scratch_t iscr = {0};
-    lzscr_t ls = {0};
-    rd_lock(r);
-    if (tick > r->nticks) {
-        rc = h5l_err_set(err, H5L_ENOTFOUND, "%s: tick %llu not loaded (newest %zu)", r->path, (unsigned long long)tick,
-                         r->nticks);
-        goto out;
-    }
-    if (objid >= r->schema.nobjs || r->schema.objs[objid].kind != H5L_OBJ_VAR || r->schema.objs[objid].tick > tick) {
-        rc = h5l_err_set(err, H5L_EBADID, "%s: no variable with id %u at tick %llu", r->path, objid,
-                         (unsigned long long)tick);
-        goto out;
-    }
-    const h5l_obj_t *o = &r->schema.objs[objid];
-    uint32_t nd = o->ndims;
-    uint64_t shape[H5L_MAX_DIMS];
-    h5l_schema_shape(&r->schema, objid, tick, shape);
-    for (uint32_t d = 0; d < nd; d++) {
-        if (start[d] > shape[d] || count[d] > shape[d] - start[d]) {
-            rc =
-                h5l_err_set(err, H5L_ERANGE, "%s: read of '%s' outside its shape in dimension %u", r->path, o->path, d);
-            goto out;
-        }
-    }
-    uint64_t nelem = h5l_box_nelem(nd, count);
-    if (nelem == 0) goto out;
-    const uint64_t *ch = h5l_index_chunk_shape(r->index, objid);
-    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], cur[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < nd; d++) {
-        lo[d] = start[d] / ch[d];
-        hi[d] = (start[d] + count[d] - 1) / ch[d];
-        cur[d] = lo[d];
-    }
-    if (memcmp(lo, hi, nd * sizeof *lo) != 0) { /* more than one index chunk */
-        rc = read_by_record(r, tick, o, objid, lo, hi, start, count, buf, &iscr, &ls, &scratch, &scratch_cap, err);
-        goto out;
-    }
-    for (;;) {
-        h5l_rec_t *const *list;
-        size_t n;
-        if ((rc = chunk_list(r, objid, cur, tick, &iscr, &ls, &list, &n, err))) break;
-        uint64_t cs[H5L_MAX_DIMS], cc[H5L_MAX_DIMS], ps[H5L_MAX_DIMS], pc[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < nd; d++) {
-            cs[d] = cur[d] * ch[d];
-            cc[d] = ch[d];
-        }
-        /* the read box clipped to this chunk: fill it, unless one record
-         * overwrites all of it anyway (the common case of a block written
-         * whole; filling first would touch every byte twice) */
-        if (h5l_box_intersect(nd, cs, cc, start, count, ps, pc))
-            rc = apply_records(r, o, list, n, ps, pc, start, count, buf, &scratch, &scratch_cap, err);
-        if (rc) break;
-        int d = (int)nd - 1;
-        for (; d >= 0; d--) {
-            if (++cur[d] <= hi[d]) break;
-            cur[d] = lo[d];
-        }
-        if (d < 0) break;
-    }
-out:
-    rd_unlock(r);
-    free(scratch);
-    h5l_index_scratch_free(&iscr);
-    lzscr_free(&ls);
-    return rc;
+    uint8_t dummy;
+    return read_box(r, tick, objid, start, count, buf ? buf : &dummy, NULL, err);
+}
+
+int h5l_reader_read_cost(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
+                         uint64_t *bytes, h5l_err_t *err)
+{
+    *bytes = 0;
+    return read_box(r, tick, objid, start, count, NULL, bytes, err);
 }
 
 /* Count runs of a copy: 1 means the box is one contiguous run of the record. */

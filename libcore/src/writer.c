@@ -44,6 +44,7 @@
 #include "anchor.h"
 #include "box.h"
 #include "ckpt.h"
+#include "final.h"
 #include "codec.h"
 #include "format.h"
 #include "h5type.h"
@@ -1708,18 +1709,11 @@ static void msg_append(char *msg, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Rank 0's part of close (format.md 6): the CLOSE frame, the HDF5 file
- * closed with the journal embedded, the user block marked closed, the
- * sidecar removed — each step only after the one before succeeded, so a
- * failure leaves a live file whose sidecar holds every committed tick
- * (h5l_anchor_finish never lets libhdf5 fail inside H5Fclose, see
- * anchor.c, so the process can still reach MPI_Finalize). With a sealed
- * tick nothing is appended: a CLOSE frame over the sealed frame's torn
- * prefix would change bytes live readers may hold. *closed: the user
- * block says closed. */
-static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
+/* Rank 0's first step of close (format.md 6): the CLOSE frame. With a
+ * sealed tick nothing is appended: a CLOSE frame over the sealed frame's
+ * torn prefix would change bytes live readers may hold. */
+static int close_append(h5l_file_t *f, h5l_err_t *e)
 {
-    *closed = 0;
     if (f->sealed) {
         h5l_anchor_abort(f->anc);
         f->anc = NULL;
@@ -1731,26 +1725,129 @@ static int close_steps(h5l_file_t *f, h5l_err_t *e, int *closed)
     h5l_put_le64(pl + 8, now_ns());
     int c = journal_append(f, H5L_REC_CLOSE, pl, sizeof pl);
     if (c) h5l_err_set(e, c, "%s", f->errmsg);
-    int sync = f->opts.sync == H5L_SYNC_TICK;
-    if (!c && sync && fsync(f->jfd) != 0) c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
-    if (!c) {
-        int final = !f->opts.no_finalize;
-        c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, &final, e);
-        f->anc = NULL;
-        *closed = !c;
-        if (!c && final == f->opts.no_finalize) {
-            /* closed, but finalizing failed and was undone: say so (the
-             * caller asked for a file plain readers can read) */
-            char why[sizeof e->msg];
-            snprintf(why, sizeof why, "%s", e->msg);
-            c = h5l_err_set(e, H5L_EIO,
-                            "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
-                            "finalizes it later)",
-                            why, f->path);
-        }
-    } else {
+    if (!c && f->opts.sync == H5L_SYNC_TICK && fsync(f->jfd) != 0)
+        c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+    if (c) {
         h5l_anchor_abort(f->anc);
         f->anc = NULL;
+    }
+    return c;
+}
+
+/* Finalizing with every rank (format.md 1.1, 6), after the CLOSE frame:
+ * each rank plans from its own reader of the journal; when the plans
+ * agree, rank 0 builds the objects and allocates their storage, every
+ * rank writes its share of the copies, and rank 0 learns whether all
+ * did. *pp (rank 0): the plan to finish with, or NULL: finalize alone
+ * (a rank could not plan, or planned otherwise: a file system that does
+ * not show rank 0's journal to the others yet). *fail (rank 0): a reason
+ * finalizing was given up (in e), 0 if not. MPI failures are returned. */
+static int close_finalize(h5l_file_t *f, h5l_final_t **pp, int *given_up, h5l_err_t *e)
+{
+    *pp = NULL;
+    *given_up = 0;
+    h5l_reader_t *r = NULL;
+    h5l_final_t *p = NULL;
+    h5l_err_t le = {0};
+    int lrc = h5l_reader_open(f->path, &r, &le);
+    if (!lrc && h5l_reader_ntick(r) != f->tick) lrc = H5L_ECORRUPT;
+    if (!lrc) lrc = h5l_final_plan(r, f->tick, &p, &le);
+    uint64_t d = p ? h5l_final_digest(p) : 0, mm[2] = {d, ~d};
+    int mrc = MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_UINT64_T, MPI_MIN, f->comm);
+    int bad = lrc != 0;
+    if (mrc == MPI_SUCCESS) mrc = MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, f->comm);
+    int rc = mrc == MPI_SUCCESS ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_Allreduce failed", f->path);
+    int agreed = !rc && !bad && mm[0] == ~mm[1];
+    bstat_t st = {0};
+    if (agreed && f->rank == 0) {
+        st.code = h5l_anchor_final_build(f->anc, p, r, &f->schema, f->tick, e);
+        if (st.code) *given_up = 1;
+    }
+    size_t nw = 0;
+    const uint64_t *w = p ? h5l_final_addrs(p, &nw) : NULL;
+    uint64_t *wc = NULL;
+    if (agreed) {
+        st.v[0] = nw;
+        if (!rc && bcast_bytes(f, &st, (int)sizeof st, 0) != MPI_SUCCESS)
+            rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+        nw = (size_t)st.v[0];
+        if (!rc && !st.code && !(wc = malloc((nw ? nw : 1) * sizeof *wc)))
+            lrc = h5l_err_set(&le, H5L_ENOMEM, "%s: finalizing: out of memory", f->path);
+        /* rank 0's addresses, in pieces through a buffer of our own: a rank
+         * short of memory still takes part (a collective left out hangs
+         * every other rank) */
+        for (size_t at = 0; !rc && !st.code && at < nw; at += 512) {
+            uint64_t piece[512];
+            size_t k = nw - at < 512 ? nw - at : 512;
+            if (f->rank == 0) memcpy(piece, w + at, k * sizeof *piece);
+            if (bcast_bytes(f, piece, (int)(k * sizeof *piece), 0) != MPI_SUCCESS)
+                rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+            if (wc) memcpy(wc + at, piece, k * sizeof *piece);
+        }
+        /* every rank's share of the copies, then whether all of them made it */
+        if (!rc && !st.code) {
+            if (!lrc && f->rank) lrc = h5l_final_set_addrs(p, wc, nw, &le);
+            int fd = lrc ? -1 : open(f->path, O_WRONLY | O_CLOEXEC);
+            if (!lrc && fd < 0) lrc = h5l_err_set(&le, H5L_EIO, "%s: finalizing: %s", f->path, strerror(errno));
+            if (!lrc) lrc = h5l_final_copy(p, r, fd, f->rank, f->size, &le);
+            if (!lrc && f->opts.sync == H5L_SYNC_TICK && fsync(fd) != 0)
+                lrc = h5l_err_set(&le, H5L_EIO, "%s: finalizing: fsync: %s", f->path, strerror(errno));
+            if (fd >= 0) close(fd);
+            if (lrc) snprintf(f->errmsg, sizeof f->errmsg, "%s", le.msg);
+            int worst = 0, who = 0;
+            rc = reduce_status(f, lrc, &worst, &who);
+            char msg[sizeof e->msg];
+            int wm[2] = {worst, who};
+            if (!rc && MPI_Bcast(wm, 2, MPI_INT, 0, f->comm) != MPI_SUCCESS)
+                rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+            if (!rc && wm[0]) { /* the failing rank's reason, to rank 0 */
+                snprintf(msg, sizeof msg, "%s", f->errmsg);
+                if (bcast_bytes(f, msg, (int)sizeof msg, wm[1]) != MPI_SUCCESS)
+                    rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+                msg[sizeof msg - 1] = 0;
+                if (!rc && f->rank == 0) {
+                    h5l_err_set(e, wm[0], "%s", msg);
+                    h5l_anchor_final_undo(f->anc, p, &f->schema, f->tick);
+                    *given_up = 1;
+                }
+            }
+        }
+    }
+    free(wc);
+    h5l_reader_close(r);
+    if (f->rank == 0 && agreed && !*given_up && !rc)
+        *pp = p;
+    else
+        h5l_final_free(p);
+    return rc;
+}
+
+/* Rank 0's last steps of close (format.md 6): the HDF5 file closed with
+ * the journal embedded (finalizing first, with plan p, or alone when p is
+ * NULL; given_up: finalizing was tried and undone, e says why), the user
+ * block marked closed, the sidecar removed — each step only after the one
+ * before succeeded, so a failure leaves a live file whose sidecar holds
+ * every committed tick (h5l_anchor_finish never lets libhdf5 fail inside
+ * H5Fclose, see anchor.c, so the process can still reach MPI_Finalize).
+ * *closed: the user block says closed. */
+static int close_finish(h5l_file_t *f, h5l_final_t *p, int given_up, h5l_err_t *e, int *closed)
+{
+    int sync = f->opts.sync == H5L_SYNC_TICK;
+    int final = !f->opts.no_finalize && !given_up;
+    h5l_err_t why = *e;
+    int c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, p, &final, e);
+    f->anc = NULL;
+    *closed = !c;
+    if (!c && given_up) *e = why;
+    if (!c && final == f->opts.no_finalize) {
+        /* closed, but finalizing failed and was undone: say so (the
+         * caller asked for a file plain readers can read) */
+        char m[sizeof e->msg];
+        snprintf(m, sizeof m, "%s", e->msg);
+        c = h5l_err_set(e, H5L_EIO,
+                        "%s; not finalized: plain HDF5 readers refuse its variables (h5logrecover %s "
+                        "finalizes it later)",
+                        m, f->path);
     }
     if (*closed && unlink(f->jpath) != 0)
         c = h5l_err_set(e, H5L_EIO, "%s: the file is closed, but its journal sidecar cannot be removed: %s", f->jpath,
@@ -1779,9 +1876,24 @@ int h5l_close(h5l_file_t *f)
     int worst = 0, who = 0, closed = 0;
     int crc = rc == H5L_EMPI ? rc : reduce_status(f, lc, &worst, &who);
     bstat_t st = {0};
+    h5l_err_t e = {0};
+    /* rank 0 appends the CLOSE frame and says whether the close goes on */
+    int appended = 0;
+    if (!crc) {
+        if (f->rank == 0) {
+            st.code = close_append(f, &e);
+            if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        }
+        if (bcast_bytes(f, &st, (int)sizeof st, 0) != MPI_SUCCESS)
+            crc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", f->path);
+        appended = !crc && !st.code;
+    }
+    h5l_final_t *plan = NULL;
+    int given_up = 0;
+    if (appended && !f->opts.no_finalize) crc = close_finalize(f, &plan, &given_up, &e);
     if (!crc && f->rank == 0) {
-        h5l_err_t e = {0};
-        int c = close_steps(f, &e, &closed);
+        int c = st.code;
+        if (appended) c = close_finish(f, plan, given_up, &e, &closed);
         st.code = c ? c : worst;
         st.from = c ? 0 : who;
         st.v[0] = (uint64_t)closed;
@@ -1790,6 +1902,7 @@ int h5l_close(h5l_file_t *f)
         else if (worst && who == 0)
             snprintf(st.msg, sizeof st.msg, "%s", f->errmsg);
     }
+    h5l_final_free(plan);
     if (!crc) {
         crc = bcast_status(f, &st);
         closed = (int)st.v[0];

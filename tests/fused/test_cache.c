@@ -1227,6 +1227,63 @@ static void test_peek(void)
     owner_fini(&o);
 }
 
+/* hfs_cache_put (siblings assembled in one pass, lfile.c): caches a key
+ * that is absent, and never waits for an entry another thread is
+ * assembling (two threads filling overlapping siblings would otherwise
+ * wait for each other): with a LOADING entry held by a thread blocked on
+ * a gate, a put of that key returns 0 at once and assembles nothing; a
+ * put of a cached key returns 0; a failing assembly returns its code and
+ * caches nothing. */
+static atomic_int put_go;
+static void *put_holder(void *arg)
+{
+    void **a = arg;
+    int rc = 0, hit = 0;
+    hfs_centry_t *e = hfs_cache_get(a[0], a[1], 1000, a[2], &rc, &hit);
+    if (e) hfs_cache_release(e);
+    return NULL;
+}
+
+static void test_put(void)
+{
+    hfs_cache_t *c = hfs_cache_new(1 << 20);
+    owner_t o;
+    owner_init(&o);
+    actx_t ax, hold;
+    memset(&ax, 0, sizeof ax);
+    memset(&hold, 0, sizeof hold);
+    ax.salt = hold.salt = 6;
+    hold.go = &put_go;
+    hfs_cds_t *d = hfs_cds_new(c, &layout, &o);
+    hfs_ckey_t k = mkkey(1, 2, 3, 1, 0), busy = mkkey(1, 9, 3, 1, 0), bad = mkkey(1, 4, 3, 1, 0);
+    CHECK_EQ(hfs_cache_put(d, &k, 1000, &ax), 1);
+    CHECK_EQ(hfs_cache_put(d, &k, 1000, &ax), 0); /* cached already */
+    CHECK_EQ(atomic_load(&ax.calls), 1);
+    hfs_centry_t *e = hfs_cache_peek(d, &k);
+    CHECK(e != NULL);
+    if (e) {
+        CHECK(data_ok(hfs_centry_data(e), &k, 1000, 6));
+        hfs_cache_release(e);
+    }
+    /* a key another thread is assembling: no wait, nothing done */
+    pthread_t th;
+    void *args[3] = {d, &busy, &hold};
+    pthread_create(&th, NULL, put_holder, args);
+    while (atomic_load(&hold.started) == 0) sleep_ms(1);
+    CHECK_EQ(hfs_cache_put(d, &busy, 1000, &ax), 0);
+    CHECK_EQ(atomic_load(&ax.calls), 1);
+    atomic_store(&put_go, 1);
+    pthread_join(th, NULL);
+    /* a failing assembly: its code, nothing cached */
+    ax.fail_rc = H5L_EIO;
+    ax.fail_coord = 4;
+    CHECK_EQ(hfs_cache_put(d, &bad, 1000, &ax), H5L_EIO);
+    CHECK(hfs_cache_peek(d, &bad) == NULL);
+    hfs_cds_close(d);
+    hfs_cache_free(c);
+    owner_fini(&o);
+}
+
 /* ---- superseded versions ------------------------------------------------------ */
 
 /* A live file's chunk gets a new content version every tick; without this
@@ -1314,6 +1371,6 @@ static void test_superseded(void)
     owner_fini(&o2);
 }
 
-TEST_MAIN(T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys), T(test_pinned_not_evicted),
+TEST_MAIN(T(test_put), T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys), T(test_pinned_not_evicted),
           T(test_concurrent_miss), T(test_stress_threads), T(test_assembly_failure), T(test_close_pinned),
           T(test_stats_arithmetic), T(test_peek), T(test_evict_pin_window), T(test_superseded))

@@ -333,7 +333,7 @@ static void test_sparse(void)
             (unsigned long long)k->eof, k->nregions);
     /* exactly the 3 chunks with data, at their block indices: the first
      * where libhdf5 put it, the other two in a run after the index the
-     * daemon writes for them (btidx.h) */
+     * daemon writes for them (btree.h) */
     CHECK_EQ(k->nregions, 2);
     CHECK_EQ(k->nbts, 1);
     uint64_t want_blk[3] = {0, 1ull << 29, (1ull << 30) - 1};

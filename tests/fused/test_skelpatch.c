@@ -175,7 +175,7 @@ static int cmp_vb(const void *x, const void *y)
 }
 
 /* Every block's region of k, runs of chunks (a chunk index the daemon
- * writes, btidx.h) taken apart: *n of them, in address order. */
+ * writes, btree.h) taken apart: *n of them, in address order. */
 static hfs_region_t *each_block(const hfs_skel_t *k, size_t *n)
 {
     size_t cap = k->nregions + 1;

@@ -332,5 +332,66 @@ static void test_linear_bruteforce(void)
     CHECK_EQ(L.nboxes, 1);
 }
 
-TEST_MAIN(T(test_intersect_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
+/* h5l_box_scatter against element-by-element placement: random boxes T
+ * in a grid of random chunk shapes (one element wide included), random
+ * cells skipped, destinations whole chunks (shift 0) or parts of them
+ * (shift > 0: a base that stands for the chunk from element shift on);
+ * bytes outside T's elements must stay untouched. */
+static void test_scatter_bruteforce(void)
+{
+    srand(777);
+    for (int it = 0; it < 3000; it++) {
+        uint32_t nd = 1 + (uint32_t)rnd(MAXD - 1);
+        size_t es = (size_t)1 << rnd(4);
+        uint64_t ch[MAXD], ts[MAXD], tc[MAXD], g0[MAXD], gn[MAXD], ng = 1, chn = 1;
+        for (uint32_t d = 0; d < nd; d++) {
+            ch[d] = 1 + rnd(4);
+            ts[d] = rnd(9);
+            tc[d] = 1 + rnd(8);
+            g0[d] = ts[d] / ch[d];
+            gn[d] = (ts[d] + tc[d] - 1) / ch[d] - g0[d] + 1;
+            ng *= gn[d];
+            chn *= ch[d];
+        }
+        uint64_t n = nelem(nd, tc);
+        uint8_t *src = malloc(n * es);
+        for (uint64_t i = 0; i < n * es; i++) src[i] = (uint8_t)rnd(256);
+        uint8_t *got = malloc(ng * chn * es), *want = malloc(ng * chn * es);
+        memset(got, 0xEE, ng * chn * es);
+        memset(want, 0xEE, ng * chn * es);
+        h5l_box_dst_t *cells = malloc(ng * sizeof *cells);
+        uint64_t *shift = malloc(ng * sizeof *shift);
+        for (uint64_t g = 0; g < ng; g++) {
+            shift[g] = rnd(2) ? 0 : rnd(chn); /* part of the chunk from element shift on */
+            cells[g].base = rnd(5) ? got + g * chn * es : NULL;
+            cells[g].shift = shift[g];
+        }
+        /* the model: each element of T to its chunk's cell */
+        uint64_t p[MAXD];
+        memcpy(p, ts, nd * sizeof *p);
+        uint64_t k = 0;
+        int bad = 0;
+        do {
+            uint64_t g = 0, e = 0;
+            for (uint32_t d = 0; d < nd; d++) {
+                g = g * gn[d] + (p[d] / ch[d] - g0[d]);
+                e = e * ch[d] + p[d] % ch[d];
+            }
+            if (cells[g].base) {
+                if (e < shift[g] || e - shift[g] >= chn) bad = 1; /* (parts: the test keeps elements inside) */
+                else memcpy(want + g * chn * es + (e - shift[g]) * es, src + k * es, es);
+            }
+            k++;
+        } while (next_point(nd, ts, tc, p));
+        if (bad) { /* a shift past some element: skip the case (it would write outside its cell) */
+            free(src), free(got), free(want), free(cells), free(shift);
+            continue;
+        }
+        h5l_box_scatter(nd, es, ts, tc, src, ch, cells);
+        CHECK(memcmp(got, want, ng * chn * es) == 0);
+        free(src), free(got), free(want), free(cells), free(shift);
+    }
+}
+
+TEST_MAIN(T(test_intersect_bruteforce), T(test_scatter_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
           T(test_runs_contiguous_is_one_run), T(test_runs_stop_early), T(test_linear_bruteforce))

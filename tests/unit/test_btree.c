@@ -1,9 +1,9 @@
-/* test_btidx.c — chunk B-trees the daemon writes itself (fused/btidx.c).
+/* test_btree.c — chunk B-trees the project writes itself (libcore/src/btree.c).
  *
  * Why: a wrong key or child in a node gives a valid-looking file whose
  * chunks read as fill or as another chunk's bytes. The nodes are checked
  * here by a decoder written from the HDF5 file format's description of
- * version 1 B-trees (not from btidx.c), searching the way libhdf5 1.10
+ * version 1 B-trees (not from btree.c), searching the way libhdf5 1.10
  * does (H5B_find: binary search over a node's keys with the chunk
  * comparison; at a leaf, the chunk is found only if the key is exactly
  * it). For chunk sets of 1 .. 5000 chunks in 1, 2 and 3 dimensions (one to
@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <hdf5.h>
 
-#include "btidx.h"
+#include "btree.h"
 #include "oom.h"
 #include "tharness.h"
 
@@ -43,9 +43,9 @@ static uint64_t get64(const uint8_t *p)
 
 static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 
-/* The file: the root and the node area read through hfs_bt_read. */
+/* The file: the root and the node area read through h5l_bt_read. */
 typedef struct file {
-    const hfs_bt_t *bt;
+    const h5l_bt_t *bt;
     uint64_t nd1;   /* key dimensions: rank + 1 */
     size_t ksize;   /* key bytes */
     size_t nsize;   /* node bytes */
@@ -55,7 +55,7 @@ typedef struct file {
 static int read_node(const file_t *f, uint64_t addr, uint8_t *buf)
 {
     memset(buf, 0xAA, f->nsize);
-    if (hfs_bt_read(f->bt, addr, f->nsize, buf)) return 0;
+    if (h5l_bt_read(f->bt, addr, f->nsize, buf)) return 0;
     return memcmp(buf, "TREE", 4) == 0 && buf[4] == 1;
 }
 
@@ -142,7 +142,7 @@ static int find(const file_t *f, const uint64_t *c, uint64_t *addr)
 /* 2. every node of every level: level, siblings, increasing keys */
 static void check_nodes(const file_t *f)
 {
-    const hfs_bt_t *bt = f->bt;
+    const h5l_bt_t *bt = f->bt;
     uint8_t *node = malloc(f->nsize);
     for (uint32_t l = 0; l <= bt->root_level; l++) {
         for (uint64_t j = 0; j < bt->count[l]; j++) {
@@ -181,21 +181,21 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
      * second where the chunks end (same placement), the others elsewhere;
      * the node area moved to fit at the end */
     uint64_t n0 = appends ? (n + 1) / 2 : n;
-    hfs_bt_t bt;
-    CHECK_EQ(hfs_bt_init(&bt, nd, nblk, block, esize, two_k, blks, n0), 0);
+    h5l_bt_t bt;
+    CHECK_EQ(h5l_bt_init(&bt, nd, nblk, block, esize, two_k, blks, n0), 0);
     CHECK_EQ(bt.chunk_bytes, cb);
     /* root somewhere, the node area after it, chunk 0 before, the others after */
     uint64_t root = 4096, nodes = root + bt.node_size + 8;
-    CHECK_EQ(hfs_bt_place(&bt, root, nodes, 1024, nodes + bt.nodes_len), 0);
+    CHECK_EQ(h5l_bt_place(&bt, root, nodes, 1024, nodes + bt.nodes_len), 0);
     uint64_t *want_addr = malloc((n + 1) * sizeof *want_addr);
     for (uint64_t o = 0; o < n0; o++) want_addr[o] = o ? nodes + bt.nodes_len + (o - 1) * cb : 1024;
     uint64_t far = 1u << 30;
     for (uint64_t at = n0, step = 0; at < n; step++) {
         uint64_t k = step < 2 ? (n - at + 2) / 3 : n - at;
         if (k == 0) k = 1;
-        uint64_t addr = step == 1 ? hfs_bt_chunks_end(&bt) : far;
+        uint64_t addr = step == 1 ? h5l_bt_chunks_end(&bt) : far;
         size_t npl = bt.npl;
-        CHECK_EQ(hfs_bt_append(&bt, blks + at, k, addr), 0);
+        CHECK_EQ(h5l_bt_append(&bt, blks + at, k, addr), 0);
         CHECK_EQ(bt.npl, npl + (step != 1));
         for (uint64_t o = 0; o < k; o++) want_addr[at + o] = addr + o * cb;
         far += (k + 7) * cb;
@@ -203,14 +203,14 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
     }
     if (appends && n > 1) { /* an append must come after the last chunk */
         uint64_t again = blks[n - 1];
-        CHECK_EQ(hfs_bt_append(&bt, &again, 1, far), H5L_EINVAL);
-        hfs_bt_t copy;
-        CHECK_EQ(hfs_bt_copy(&copy, &bt), 0); /* the copy is what is checked below */
-        hfs_bt_free(&bt);
+        CHECK_EQ(h5l_bt_append(&bt, &again, 1, far), H5L_EINVAL);
+        h5l_bt_t copy;
+        CHECK_EQ(h5l_bt_copy(&copy, &bt), 0); /* the copy is what is checked below */
+        h5l_bt_free(&bt);
         bt = copy;
     }
     if (bt.nodes_len > bt.nodes_cap) {
-        hfs_bt_set_nodes(&bt, far, bt.nodes_len);
+        h5l_bt_set_nodes(&bt, far, bt.nodes_len);
         nodes = far;
     }
     CHECK_EQ(bt.n, n);
@@ -229,7 +229,7 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
         int got = find(&f, c, &addr);
         if (in) {
             uint64_t want = want_addr[ord];
-            bad += got != 1 || addr != want || hfs_bt_blk(&bt, ord) != b || hfs_bt_chunk_addr(&bt, ord) != want;
+            bad += got != 1 || addr != want || h5l_bt_blk(&bt, ord) != b || h5l_bt_chunk_addr(&bt, ord) != want;
             ord++;
         } else {
             bad += got != 0;
@@ -246,14 +246,14 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
     }
     uint8_t *all = malloc(hi - lo), *part = malloc(hi - lo);
     memset(all, 0x11, hi - lo);
-    CHECK_EQ(hfs_bt_read(&bt, lo, (size_t)(hi - lo), all), 0);
+    CHECK_EQ(h5l_bt_read(&bt, lo, (size_t)(hi - lo), all), 0);
     uint64_t seed = n * 2654435761u + 1;
     for (int i = 0; i < 200; i++) {
         seed = seed * 6364136223846793005u + 1442695040888963407u;
         uint64_t a = lo + (seed >> 20) % (hi - lo), len = 1 + (seed >> 7) % (2 * bt.node_size);
         if (a + len > hi) len = hi - a;
         memset(part, 0x11, len);
-        CHECK_EQ(hfs_bt_read(&bt, a, (size_t)len, part), 0);
+        CHECK_EQ(h5l_bt_read(&bt, a, (size_t)len, part), 0);
         if (memcmp(part, all + (a - lo), len)) {
             fprintf(stderr, "  read at %llu + %llu differs\n", (unsigned long long)a, (unsigned long long)len);
             CHECK(0);
@@ -263,12 +263,12 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
     /* bytes outside the root and the node area are left alone */
     uint8_t gap[8];
     memset(gap, 0x5A, sizeof gap);
-    CHECK_EQ(hfs_bt_read(&bt, root + bt.node_size, sizeof gap, gap), 0);
+    CHECK_EQ(h5l_bt_read(&bt, root + bt.node_size, sizeof gap, gap), 0);
     CHECK(gap[0] == 0x5A && gap[7] == 0x5A);
     free(all);
     free(part);
     free(want_addr);
-    hfs_bt_free(&bt);
+    h5l_bt_free(&bt);
     free(blks);
 }
 
@@ -285,8 +285,8 @@ static void test_geometry(void)
         uint64_t c0, c1;
     } want[] = {{1, 0, 1, 0}, {64, 0, 1, 0}, {65, 1, 2, 1}, {4096, 1, 64, 1}, {4097, 2, 65, 2}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        hfs_bt_t bt;
-        CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, blks, want[i].n), 0);
+        h5l_bt_t bt;
+        CHECK_EQ(h5l_bt_init(&bt, 1, nblk, block, 4, 64, blks, want[i].n), 0);
         CHECK_EQ(bt.root_level, want[i].root_level);
         CHECK_EQ(bt.count[0], want[i].c0);
         if (bt.root_level >= 1) CHECK_EQ(bt.count[1], want[i].c1);
@@ -294,19 +294,19 @@ static void test_geometry(void)
         for (uint32_t l = 0; l < bt.root_level; l++) below += bt.count[l];
         CHECK_EQ(bt.nodes_len, below * bt.node_size);
         CHECK_EQ(bt.nruns, 1);
-        hfs_bt_free(&bt);
+        h5l_bt_free(&bt);
     }
     /* runs */
     uint64_t b2[6] = {0, 1, 2, 5, 6, 9};
-    hfs_bt_t bt;
-    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, b2, 6), 0);
+    h5l_bt_t bt;
+    CHECK_EQ(h5l_bt_init(&bt, 1, nblk, block, 4, 64, b2, 6), 0);
     CHECK_EQ(bt.nruns, 3);
-    for (uint64_t o = 0; o < 6; o++) CHECK_EQ(hfs_bt_blk(&bt, o), b2[o]);
-    hfs_bt_free(&bt);
+    for (uint64_t o = 0; o < 6; o++) CHECK_EQ(h5l_bt_blk(&bt, o), b2[o]);
+    h5l_bt_free(&bt);
     /* 4. refused */
     uint64_t unsorted[3] = {1, 3, 3};
-    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, unsorted, 3), H5L_EINVAL);
-    CHECK_EQ(hfs_bt_init(&bt, 1, nblk, block, 4, 64, b2, 0), H5L_EINVAL);
+    CHECK_EQ(h5l_bt_init(&bt, 1, nblk, block, 4, 64, unsorted, 3), H5L_EINVAL);
+    CHECK_EQ(h5l_bt_init(&bt, 1, nblk, block, 4, 64, b2, 0), H5L_EINVAL);
 }
 
 static void test_trees(void)
@@ -331,8 +331,8 @@ static void test_trees(void)
 /* lookup3 as published (the driver of Jenkins' lookup3.c prints these). */
 static void test_lookup3(void)
 {
-    CHECK_EQ(hfs_bt_lookup3((const uint8_t *)"", 0), 0xdeadbeefu);
-    CHECK_EQ(hfs_bt_lookup3((const uint8_t *)"Four score and seven years ago", 30), 0x17770551u);
+    CHECK_EQ(h5l_bt_lookup3((const uint8_t *)"", 0), 0xdeadbeefu);
+    CHECK_EQ(h5l_bt_lookup3((const uint8_t *)"Four score and seven years ago", 30), 0x17770551u);
 }
 
 typedef struct mem {
@@ -398,7 +398,7 @@ static mem_t make_file(H5D_alloc_time_t alloc, uint64_t *oh, uint64_t *pad)
 
 /* An own root (skel.c's own_root): libhdf5 made no index for /v; the tree
  * goes to space of its own and the layout message is pointed at it. The
- * bytes hfs_bt_read gives, written to a file, are read by libhdf5 itself:
+ * bytes h5l_bt_read gives, written to a file, are read by libhdf5 itself:
  * it finds every chunk of the set where the tree put it (and none other),
  * reads their values and the fill value elsewhere, and accepts the object
  * header's checksum. Then what the guard refuses: a header whose checksum
@@ -409,21 +409,21 @@ static void test_own_root(void)
     uint64_t oh = 0, pad = 0;
     mem_t m = make_file(H5D_ALLOC_TIME_INCR, &oh, &pad);
     uint64_t nblk[2] = {5, 2}, block[2] = {2, 4}, blks[4] = {0, 3, 4, 9}, cb = 2 * 4 * 4;
-    hfs_bt_t bt;
+    h5l_bt_t bt;
     memset(&bt, 0, sizeof bt);
-    CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, 4), 0);
+    CHECK_EQ(h5l_bt_init(&bt, 2, nblk, block, 4, 64, blks, 4), 0);
     uint64_t c0 = pad + bt.node_size + bt.nodes_len;
     CHECK(c0 + 4 * cb <= pad + (1 << 16));
-    CHECK_EQ(hfs_bt_place(&bt, pad, pad + bt.node_size, c0, c0 + cb), 0);
+    CHECK_EQ(h5l_bt_place(&bt, pad, pad + bt.node_size, c0, c0 + cb), 0);
     bt.oh = oh;
-    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &m), 0);
+    CHECK_EQ(h5l_bt_point_layout(&bt, mem_read, &m), 0);
     CHECK(bt.lay_at > oh && bt.ck_at > bt.lay_at);
     for (uint64_t i = 0; i < 4; i++) /* chunk i: 8 floats, 100 * blk + element */
         for (int e = 0; e < 8; e++) {
             float x = (float)(100 * blks[i] + (uint64_t)e);
             memcpy(m.p + c0 + i * cb + 4 * (uint64_t)e, &x, 4);
         }
-    CHECK_EQ(hfs_bt_read(&bt, 0, m.n, m.p), 0);
+    CHECK_EQ(h5l_bt_read(&bt, 0, m.n, m.p), 0);
     char path[] = "/tmp/h5l-test-ownroot.XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0 && write(fd, m.p, m.n) == (ssize_t)m.n);
@@ -452,17 +452,17 @@ static void test_own_root(void)
     /* what the guard refuses */
     for (int bad = 0; bad < 4; bad++) {
         m = make_file(bad == 1 ? H5D_ALLOC_TIME_EARLY : H5D_ALLOC_TIME_INCR, &oh, &pad);
-        hfs_bt_t b2 = bt;
+        h5l_bt_t b2 = bt;
         b2.oh = bad == 3 ? pad : oh;
         b2.lay_at = b2.ck_at = 0;
         if (bad == 0) m.p[oh + 8] ^= 1; /* the first message's bytes: the checksum fails */
         if (bad == 2) b2.dim[1] = 8;  /* another chunk shape */
-        CHECK_EQ(hfs_bt_point_layout(&b2, mem_read, &m), H5L_ECORRUPT);
+        CHECK_EQ(h5l_bt_point_layout(&b2, mem_read, &m), H5L_ECORRUPT);
         CHECK_EQ(b2.lay_at, 0);
         if (bad == 2) b2.dim[1] = 4; /* (bt's array: b2 is a shallow copy) */
         free(m.p);
     }
-    hfs_bt_free(&bt);
+    h5l_bt_free(&bt);
 }
 
 static void put_le(uint8_t *p, uint64_t v, int n)
@@ -493,7 +493,7 @@ static void test_layout_in_continuation(void)
     put_le(m + 6, x, 8);
     uint64_t clen = 4 + 6 + 11 + 4 * 3 + 4; /* OCHK, the layout message, the checksum */
     put_le(m + 14, clen, 8);
-    put_le(h + 7 + size0, hfs_bt_lookup3(h, 7 + (size_t)size0), 4);
+    put_le(h + 7 + size0, h5l_bt_lookup3(h, 7 + (size_t)size0), 4);
     /* continuation chunk: OCHK, the layout message (rank 2: 3 sizes), checksum */
     uint8_t *c = f + x;
     memcpy(c, "OCHK", 4);
@@ -508,45 +508,45 @@ static void test_layout_in_continuation(void)
     put_le(body + 11, 2, 4);
     put_le(body + 15, 4, 4);
     put_le(body + 19, 4, 4);
-    put_le(c + clen - 4, hfs_bt_lookup3(c, (size_t)clen - 4), 4);
+    put_le(c + clen - 4, h5l_bt_lookup3(c, (size_t)clen - 4), 4);
     mem_t mm = {f, sizeof f};
     uint64_t nblk[2] = {5, 2}, block[2] = {2, 4}, blks[2] = {1, 2};
-    hfs_bt_t bt;
-    CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, 2), 0);
-    CHECK_EQ(hfs_bt_place(&bt, root, root + bt.node_size, 1000, 1000 + 32), 0);
+    h5l_bt_t bt;
+    CHECK_EQ(h5l_bt_init(&bt, 2, nblk, block, 4, 64, blks, 2), 0);
+    CHECK_EQ(h5l_bt_place(&bt, root, root + bt.node_size, 1000, 1000 + 32), 0);
     bt.oh = oh;
-    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &mm), 0);
+    CHECK_EQ(h5l_bt_point_layout(&bt, mem_read, &mm), 0);
     CHECK_EQ(bt.lay_at, x + 4 + 6 + 3);
     CHECK_EQ(bt.ck_at, x + clen - 4);
     uint8_t g[sizeof f];
     memcpy(g, f, sizeof f);
-    CHECK_EQ(hfs_bt_read(&bt, oh, (size_t)(x + clen - oh), g + oh), 0); /* the header's bytes as served */
+    CHECK_EQ(h5l_bt_read(&bt, oh, (size_t)(x + clen - oh), g + oh), 0); /* the header's bytes as served */
     CHECK_EQ(get64(g + bt.lay_at), root);
-    CHECK_EQ(get32(g + bt.ck_at), hfs_bt_lookup3(g + x, (size_t)clen - 4));
+    CHECK_EQ(get32(g + bt.ck_at), h5l_bt_lookup3(g + x, (size_t)clen - 4));
     CHECK(memcmp(g + oh, f + oh, (size_t)(x - oh)) == 0); /* the first chunk unchanged */
     /* a continuation chunk whose checksum fails is refused */
     f[x + 5] ^= 1;
     bt.lay_at = bt.ck_at = 0;
-    CHECK_EQ(hfs_bt_point_layout(&bt, mem_read, &mm), H5L_ECORRUPT);
-    hfs_bt_free(&bt);
+    CHECK_EQ(h5l_bt_point_layout(&bt, mem_read, &mm), H5L_ECORRUPT);
+    h5l_bt_free(&bt);
 }
 
 /* The bytes a tree serves over its root and node area, and each chunk's
  * ordinal, address and index: equal for equal trees. */
-static uint64_t tree_sum(const hfs_bt_t *bt)
+static uint64_t tree_sum(const h5l_bt_t *bt)
 {
     uint64_t lo = bt->root < bt->nodes ? bt->root : bt->nodes;
     uint64_t hi = bt->nodes + bt->nodes_len > bt->root + bt->node_size ? bt->nodes + bt->nodes_len
                                                                        : bt->root + bt->node_size;
     uint8_t *b = calloc(1, (size_t)(hi - lo));
     uint64_t h = 1469598103934665603ull;
-    if (!b || hfs_bt_read(bt, lo, (size_t)(hi - lo), b)) {
+    if (!b || h5l_bt_read(bt, lo, (size_t)(hi - lo), b)) {
         free(b);
         return 0;
     }
     for (uint64_t i = 0; i < hi - lo; i++) h = (h ^ b[i]) * 1099511628211ull;
     for (uint64_t o = 0; o < bt->n; o++)
-        h = (h ^ hfs_bt_blk(bt, o) ^ (hfs_bt_chunk_addr(bt, o) << 20)) * 1099511628211ull;
+        h = (h ^ h5l_bt_blk(bt, o) ^ (h5l_bt_chunk_addr(bt, o) << 20)) * 1099511628211ull;
     free(b);
     return h;
 }
@@ -559,77 +559,77 @@ static void test_out_of_memory(void)
     enum { N = 300, M = 100 };
     uint64_t nblk[2] = {5000, 3}, block[2] = {1, 8}, blks[N + M];
     for (uint64_t i = 0; i < N + M; i++) blks[i] = 3 * i + (i % 7 == 0); /* runs of one, scattered */
-    hfs_bt_t ref, bt;
-    CHECK_EQ(hfs_bt_init(&ref, 2, nblk, block, 4, 64, blks, N), 0);
-    CHECK_EQ(hfs_bt_place(&ref, 1000, 10000, 2000, 3000000), 0);
+    h5l_bt_t ref, bt;
+    CHECK_EQ(h5l_bt_init(&ref, 2, nblk, block, 4, 64, blks, N), 0);
+    CHECK_EQ(h5l_bt_place(&ref, 1000, 10000, 2000, 3000000), 0);
     uint64_t placed = tree_sum(&ref);
-    CHECK_EQ(hfs_bt_append(&ref, blks + N, M, 9000000), 0); /* a placement of its own */
+    CHECK_EQ(h5l_bt_append(&ref, blks + N, M, 9000000), 0); /* a placement of its own */
     uint64_t grown = tree_sum(&ref);
     int steps = 0, bad = 0;
     for (int step = 0; step < 4; step++) {
         int fired = 1;
         for (long n = 1; fired && n < 1000; n++, steps++) {
-            hfs_bt_t cp;
+            h5l_bt_t cp;
             memset(&bt, 0, sizeof bt);
             int rc = 0;
             uint64_t want = 0;
             if (step == 0) {
                 oom_arm(n);
-                rc = hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, N);
+                rc = h5l_bt_init(&bt, 2, nblk, block, 4, 64, blks, N);
                 fired = oom_off();
-                if (!rc) rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                if (!rc) rc = h5l_bt_place(&bt, 1000, 10000, 2000, 3000000);
                 want = placed;
             } else {
-                CHECK_EQ(hfs_bt_init(&bt, 2, nblk, block, 4, 64, blks, N), 0);
+                CHECK_EQ(h5l_bt_init(&bt, 2, nblk, block, 4, 64, blks, N), 0);
                 if (step == 1) {
-                    hfs_bt_t before = bt;
+                    h5l_bt_t before = bt;
                     oom_arm(n);
-                    rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                    rc = h5l_bt_place(&bt, 1000, 10000, 2000, 3000000);
                     fired = oom_off();
                     if (rc) { /* unchanged, and placed once memory is back */
                         bad += rc != H5L_ENOMEM || !fired || memcmp(&before, &bt, sizeof bt) != 0;
-                        rc = hfs_bt_place(&bt, 1000, 10000, 2000, 3000000);
+                        rc = h5l_bt_place(&bt, 1000, 10000, 2000, 3000000);
                     }
                     want = placed;
                 } else {
-                    CHECK_EQ(hfs_bt_place(&bt, 1000, 10000, 2000, 3000000), 0);
+                    CHECK_EQ(h5l_bt_place(&bt, 1000, 10000, 2000, 3000000), 0);
                     oom_arm(n);
-                    rc = step == 2 ? hfs_bt_append(&bt, blks + N, M, 9000000) : hfs_bt_copy(&cp, &bt);
+                    rc = step == 2 ? h5l_bt_append(&bt, blks + N, M, 9000000) : h5l_bt_copy(&cp, &bt);
                     fired = oom_off();
                     if (rc) {
                         bad += rc != H5L_ENOMEM || !fired || tree_sum(&bt) != placed;
-                        rc = step == 2 ? hfs_bt_append(&bt, blks + N, M, 9000000) : hfs_bt_copy(&cp, &bt);
+                        rc = step == 2 ? h5l_bt_append(&bt, blks + N, M, 9000000) : h5l_bt_copy(&cp, &bt);
                     }
                     if (step == 3 && !rc) { /* the copy is the tree, and stands alone */
                         bad += tree_sum(&cp) != placed;
-                        hfs_bt_free(&cp);
+                        h5l_bt_free(&cp);
                     }
                     want = step == 2 ? grown : placed;
                 }
             }
             if (step == 0 && rc) {
                 bad += rc != H5L_ENOMEM || !fired;
-                hfs_bt_free(&bt); /* harmless after a failed init */
+                h5l_bt_free(&bt); /* harmless after a failed init */
                 continue;
             }
             if (rc || tree_sum(&bt) != want) {
                 fprintf(stderr, "  step %d, allocation %ld failing: rc %d\n", step, n, rc);
                 bad++;
             }
-            hfs_bt_free(&bt);
+            h5l_bt_free(&bt);
         }
         CHECK(!fired);
     }
     /* reads allocate a node's buffer: out of memory there is H5L_ENOMEM */
     uint8_t *b = malloc(4096);
     oom_arm(1);
-    int rc = hfs_bt_read(&ref, ref.nodes, 4096, b);
+    int rc = h5l_bt_read(&ref, ref.nodes, 4096, b);
     int fired = oom_off();
     CHECK(fired ? rc == H5L_ENOMEM : rc == 0);
     free(b);
     CHECK(steps > 8);
     CHECK_EQ(bad, 0);
-    hfs_bt_free(&ref);
+    h5l_bt_free(&ref);
 }
 
 int main(void)

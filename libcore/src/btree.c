@@ -1,11 +1,11 @@
-/* btidx.c — chunk B-trees synthesized from a chunk list (see btidx.h).
+/* btree.c — chunk B-trees made from a chunk list (see btree.h).
  *
  * The bytes follow the HDF5 file format's version 1 B-tree, node type 1
  * (raw data chunks), with 8-byte addresses and little-endian fields, as
  * libhdf5 1.10 writes them (docs/format.md gives every byte). skel.c
  * checks, on every build, that the root libhdf5 wrote for the first chunk
  * has the size and the bytes this module gives a tree of that one chunk. */
-#include "btidx.h"
+#include "btree.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +22,13 @@ static void put64(uint8_t *p, uint64_t v)
 
 /* Lay out the levels for bt->n chunks: counts, first indices, node area
  * length. H5L_EINVAL if too deep, H5L_ENOMEM (bt unchanged either way). */
-static int layout(hfs_bt_t *bt)
+static int layout(h5l_bt_t *bt)
 {
     uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
-    uint64_t count[HFS_BT_MAX_LEVELS], first[HFS_BT_MAX_LEVELS];
+    uint64_t count[H5L_BT_MAX_LEVELS], first[H5L_BT_MAX_LEVELS];
     uint32_t l = 0;
     while (c > 1) {
-        if (l + 1 >= HFS_BT_MAX_LEVELS) return H5L_EINVAL; /* bt unchanged */
+        if (l + 1 >= H5L_BT_MAX_LEVELS) return H5L_EINVAL; /* bt unchanged */
         count[l] = c;
         first[l] = at;
         at += c;
@@ -51,7 +51,7 @@ static int layout(hfs_bt_t *bt)
     return H5L_OK;
 }
 
-int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
+int h5l_bt_init(h5l_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64_t *block, size_t esize,
                 uint32_t two_k, const uint64_t *blks, uint64_t n)
 {
     memset(bt, 0, sizeof *bt);
@@ -71,72 +71,72 @@ int hfs_bt_init(hfs_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
     size_t nruns = 1;
     for (uint64_t i = 1; i < n; i++) {
         if (blks[i] <= blks[i - 1]) {
-            hfs_bt_free(bt);
+            h5l_bt_free(bt);
             return H5L_EINVAL;
         }
         nruns += blks[i] != blks[i - 1] + 1;
     }
     bt->runs = malloc(nruns * sizeof *bt->runs);
     if (!bt->runs) {
-        hfs_bt_free(bt);
+        h5l_bt_free(bt);
         return H5L_ENOMEM;
     }
-    bt->runs[0] = (hfs_bt_run_t){0, blks[0]};
+    bt->runs[0] = (h5l_bt_run_t){0, blks[0]};
     bt->nruns = 1;
     for (uint64_t i = 1; i < n; i++)
-        if (blks[i] != blks[i - 1] + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){i, blks[i]};
+        if (blks[i] != blks[i - 1] + 1) bt->runs[bt->nruns++] = (h5l_bt_run_t){i, blks[i]};
     bt->key_size = 4 + 4 + 8 * ((uint64_t)ndims + 1);
     bt->node_size = 8 + 2 * 8 + (uint64_t)two_k * 8 + ((uint64_t)two_k + 1) * bt->key_size;
     int rc = layout(bt);
-    if (rc) hfs_bt_free(bt);
+    if (rc) h5l_bt_free(bt);
     return rc;
 }
 
-int hfs_bt_place(hfs_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
+int h5l_bt_place(h5l_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, uint64_t chunks)
 {
-    hfs_bt_place_t *pl = malloc(2 * sizeof *pl);
+    h5l_bt_place_t *pl = malloc(2 * sizeof *pl);
     if (!pl) return H5L_ENOMEM; /* bt as it was */
     bt->root = root;
     bt->nodes = nodes;
     bt->nodes_cap = bt->nodes_len;
     free(bt->pl);
     bt->pl = pl;
-    bt->pl[0] = (hfs_bt_place_t){0, chunk0};
-    bt->pl[1] = (hfs_bt_place_t){1, chunks};
+    bt->pl[0] = (h5l_bt_place_t){0, chunk0};
+    bt->pl[1] = (h5l_bt_place_t){1, chunks};
     bt->npl = bt->n > 1 ? 2 : 1;
-    bt->room = hfs_bt_chunks_end(bt);
+    bt->room = h5l_bt_chunks_end(bt);
     return H5L_OK;
 }
 
-uint64_t hfs_bt_chunks_end(const hfs_bt_t *bt)
+uint64_t h5l_bt_chunks_end(const h5l_bt_t *bt)
 {
-    const hfs_bt_place_t *p = &bt->pl[bt->npl - 1];
+    const h5l_bt_place_t *p = &bt->pl[bt->npl - 1];
     return p->addr + (bt->n - p->ord) * bt->chunk_bytes;
 }
 
-int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
+int h5l_bt_append(h5l_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
 {
     if (!k) return H5L_OK;
-    uint64_t last = hfs_bt_blk(bt, bt->n - 1);
+    uint64_t last = h5l_bt_blk(bt, bt->n - 1);
     size_t nruns = 0;
     for (uint64_t i = 0; i < k; i++) {
         if (blks[i] <= (i ? blks[i - 1] : last)) return H5L_EINVAL;
         nruns += blks[i] != (i ? blks[i - 1] : last) + 1;
     }
-    int newpl = addr != hfs_bt_chunks_end(bt);
-    hfs_bt_run_t *runs = realloc(bt->runs, (bt->nruns + nruns + 1) * sizeof *runs);
+    int newpl = addr != h5l_bt_chunks_end(bt);
+    h5l_bt_run_t *runs = realloc(bt->runs, (bt->nruns + nruns + 1) * sizeof *runs);
     if (!runs) return H5L_ENOMEM;
     bt->runs = runs;
-    hfs_bt_place_t *pl = realloc(bt->pl, (bt->npl + 1) * sizeof *pl);
+    h5l_bt_place_t *pl = realloc(bt->pl, (bt->npl + 1) * sizeof *pl);
     if (!pl) return H5L_ENOMEM;
     bt->pl = pl;
     uint64_t n0 = bt->n;
     size_t nruns0 = bt->nruns, npl0 = bt->npl;
     for (uint64_t i = 0; i < k; i++)
-        if (blks[i] != (i ? blks[i - 1] : last) + 1) bt->runs[bt->nruns++] = (hfs_bt_run_t){n0 + i, blks[i]};
-    if (newpl) bt->pl[bt->npl++] = (hfs_bt_place_t){n0, addr};
+        if (blks[i] != (i ? blks[i - 1] : last) + 1) bt->runs[bt->nruns++] = (h5l_bt_run_t){n0 + i, blks[i]};
+    if (newpl) bt->pl[bt->npl++] = (h5l_bt_place_t){n0, addr};
     bt->n = n0 + k;
-    int rc = layout(bt); /* too deep: more than (2K)^(HFS_BT_MAX_LEVELS - 1) chunks */
+    int rc = layout(bt); /* too deep: more than (2K)^(H5L_BT_MAX_LEVELS - 1) chunks */
     if (rc) { /* bt as it was (its arrays only grew) */
         bt->n = n0;
         bt->nruns = nruns0;
@@ -145,13 +145,13 @@ int hfs_bt_append(hfs_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
     return rc;
 }
 
-void hfs_bt_set_nodes(hfs_bt_t *bt, uint64_t nodes, uint64_t cap)
+void h5l_bt_set_nodes(h5l_bt_t *bt, uint64_t nodes, uint64_t cap)
 {
     bt->nodes = nodes;
     bt->nodes_cap = cap;
 }
 
-int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
+int h5l_bt_copy(h5l_bt_t *dst, const h5l_bt_t *src)
 {
     *dst = *src;
     size_t nd = 2 * (size_t)src->ndims + 1, nl = 2 * ((size_t)src->root_level + 1);
@@ -160,7 +160,7 @@ int hfs_bt_copy(hfs_bt_t *dst, const hfs_bt_t *src)
     dst->nblk = malloc(nd * sizeof *dst->nblk);
     dst->count = src->count ? malloc(nl * sizeof *dst->count) : NULL;
     if (!dst->runs || !dst->pl || !dst->nblk || (src->count && !dst->count)) {
-        hfs_bt_free(dst);
+        h5l_bt_free(dst);
         return H5L_ENOMEM;
     }
     memcpy(dst->nblk, src->nblk, nd * sizeof *dst->nblk);
@@ -190,20 +190,23 @@ static size_t starting_at(const void *a, size_t n, size_t stride, uint64_t ord)
     return lo;
 }
 
-uint64_t hfs_bt_blk(const hfs_bt_t *bt, uint64_t ord)
+uint64_t h5l_bt_blk(const h5l_bt_t *bt, uint64_t ord)
 {
-    const hfs_bt_run_t *r = &bt->runs[starting_at(bt->runs, bt->nruns, sizeof *bt->runs, ord)];
+    const h5l_bt_run_t *r = &bt->runs[starting_at(bt->runs, bt->nruns, sizeof *bt->runs, ord)];
     return r->blk + (ord - r->ord);
 }
 
-uint64_t hfs_bt_chunk_addr(const hfs_bt_t *bt, uint64_t ord)
+void h5l_bt_set_addrs(h5l_bt_t *bt, const uint64_t *addr) { bt->addr = addr; }
+
+uint64_t h5l_bt_chunk_addr(const h5l_bt_t *bt, uint64_t ord)
 {
-    const hfs_bt_place_t *p = &bt->pl[starting_at(bt->pl, bt->npl, sizeof *bt->pl, ord)];
+    if (bt->addr) return bt->addr[ord];
+    const h5l_bt_place_t *p = &bt->pl[starting_at(bt->pl, bt->npl, sizeof *bt->pl, ord)];
     return p->addr + (ord - p->ord) * bt->chunk_bytes;
 }
 
 /* Address of node j of level l (the root at the top). */
-static uint64_t node_addr(const hfs_bt_t *bt, uint32_t l, uint64_t j)
+static uint64_t node_addr(const h5l_bt_t *bt, uint32_t l, uint64_t j)
 {
     return l == bt->root_level ? bt->root : bt->nodes + (bt->first[l] + j) * bt->node_size;
 }
@@ -211,10 +214,10 @@ static uint64_t node_addr(const hfs_bt_t *bt, uint32_t l, uint64_t j)
 /* The key of chunk ordinal ord; ord == n gives the right key of the tree:
  * the last chunk plus one in every dimension, element dimension included,
  * size and filter mask 0. Offsets are in elements (scaled * chunk dim). */
-static void put_key(const hfs_bt_t *bt, uint64_t ord, uint8_t *p)
+static void put_key(const h5l_bt_t *bt, uint64_t ord, uint8_t *p)
 {
     int right = ord >= bt->n;
-    uint64_t blk = hfs_bt_blk(bt, right ? bt->n - 1 : ord), c[H5L_MAX_DIMS];
+    uint64_t blk = h5l_bt_blk(bt, right ? bt->n - 1 : ord), c[H5L_MAX_DIMS];
     for (int d = (int)bt->ndims - 1; d >= 0; d--) {
         c[d] = blk % bt->nblk[d];
         blk /= bt->nblk[d];
@@ -225,7 +228,7 @@ static void put_key(const hfs_bt_t *bt, uint64_t ord, uint8_t *p)
     put64(p + 8 + 8 * bt->ndims, (uint64_t)right * bt->dim[bt->ndims]);
 }
 
-void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf)
+void h5l_bt_node(const h5l_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf)
 {
     uint64_t span = 1; /* chunks under one child of a node of this level */
     for (uint32_t l = 0; l < level; l++) span *= bt->two_k;
@@ -244,7 +247,7 @@ void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf)
         uint64_t ord = (c0 + i) * span;
         put_key(bt, ord, p);
         p += bt->key_size;
-        put64(p, level ? node_addr(bt, level - 1, c0 + i) : hfs_bt_chunk_addr(bt, ord));
+        put64(p, level ? node_addr(bt, level - 1, c0 + i) : h5l_bt_chunk_addr(bt, ord));
         p += 8;
     }
     uint64_t end = (c0 + nch) * span;
@@ -252,16 +255,16 @@ void hfs_bt_node(const hfs_bt_t *bt, uint32_t level, uint64_t j, uint8_t *buf)
 }
 
 /* Copy the part of node (l, j) at address a that meets [off, off + len). */
-static void overlay(const hfs_bt_t *bt, uint32_t l, uint64_t j, uint64_t a, uint8_t *node, uint64_t off, size_t len,
+static void overlay(const h5l_bt_t *bt, uint32_t l, uint64_t j, uint64_t a, uint8_t *node, uint64_t off, size_t len,
                     uint8_t *buf)
 {
     uint64_t lo = a > off ? a : off, hi = a + bt->node_size < off + len ? a + bt->node_size : off + len;
     if (lo >= hi) return;
-    hfs_bt_node(bt, l, j, node);
+    h5l_bt_node(bt, l, j, node);
     memcpy(buf + (lo - off), node + (lo - a), hi - lo);
 }
 
-int hfs_bt_read(const hfs_bt_t *bt, uint64_t off, size_t len, uint8_t *buf)
+int h5l_bt_read(const h5l_bt_t *bt, uint64_t off, size_t len, uint8_t *buf)
 {
     int meets_root = bt->root < off + len && off < bt->root + bt->node_size;
     int meets_nodes = bt->nodes_len && bt->nodes < off + len && off < bt->nodes + bt->nodes_len;
@@ -300,7 +303,7 @@ static uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-uint32_t hfs_bt_lookup3(const uint8_t *p, size_t n)
+uint32_t h5l_bt_lookup3(const uint8_t *p, size_t n)
 {
     uint32_t w[3];
     w[0] = w[1] = w[2] = 0xdeadbeefu + (uint32_t)n;
@@ -342,7 +345,7 @@ static uint64_t get_le(const uint8_t *p, int n)
 #define OH_CHUNK_MAX ((uint64_t)1 << 20)
 #define OH_CHUNKS_MAX 64
 
-int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
+int h5l_bt_point_layout(h5l_bt_t *bt, h5l_bt_read_fn read, const void *ctx)
 {
     uint8_t pre[6 + 16 + 4 + 8]; /* the longest prefix: times, phase change values, an 8-byte size */
     read(ctx, bt->oh, sizeof pre, pre);
@@ -362,7 +365,7 @@ int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
         if (!img) return H5L_ENOMEM;
         read(ctx, addr, (size_t)len + 4, img);
         int rc = H5L_OK, found = 0;
-        if ((c && memcmp(img, "OCHK", 4)) || hfs_bt_lookup3(img, (size_t)len) != (uint32_t)get_le(img + len, 4))
+        if ((c && memcmp(img, "OCHK", 4)) || h5l_bt_lookup3(img, (size_t)len) != (uint32_t)get_le(img + len, 4))
             rc = H5L_ECORRUPT;
         for (uint64_t p = ch[c][2]; !rc && !found && p + mhdr <= len;) {
             uint8_t type = img[p];
@@ -395,7 +398,7 @@ int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
                 put64(img + d + 3, bt->root);
                 bt->lay_at = addr + d + 3;
                 bt->ck_at = addr + len;
-                bt->ck = hfs_bt_lookup3(img, (size_t)len);
+                bt->ck = h5l_bt_lookup3(img, (size_t)len);
                 found = 1;
             }
             p = d + msz;
@@ -407,7 +410,7 @@ int hfs_bt_point_layout(hfs_bt_t *bt, hfs_bt_read_fn read, const void *ctx)
     return H5L_ECORRUPT; /* no layout message */
 }
 
-void hfs_bt_free(hfs_bt_t *bt)
+void h5l_bt_free(h5l_bt_t *bt)
 {
     if (!bt) return;
     free(bt->runs);
