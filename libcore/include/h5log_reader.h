@@ -236,6 +236,13 @@ typedef struct h5l_chunk_info {
                            * those records (so reading any part of it reads each
                            * log byte once); only decided for chunks of at
                            * most H5L_CHUNK_INFO_SCAN records, else 0 */
+    int run;          /* 1: the box's bytes, in row-major order, are one
+                       * contiguous run of the log (direct, or pieces of
+                       * several records that follow each other there: the
+                       * parts of a row every rank wrote in one tick); only
+                       * decided for chunks of at most H5L_CHUNK_INFO_SCAN
+                       * records, else 0 */
+    uint64_t run_off; /* then: absolute offset of the box's first element */
 } h5l_chunk_info_t;
 #define H5L_CHUNK_INFO_SCAN 64
 
@@ -245,6 +252,18 @@ typedef struct h5l_chunk_info {
  * versions mean equal bytes. */
 H5L_API int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord,
                                   const uint64_t *start, const uint64_t *count, h5l_chunk_info_t *out, h5l_err_t *err);
+
+/* Is box (start, count) of variable objid at tick one contiguous run of
+ * the log, its elements in row-major order (as h5l_chunk_info_t.run says
+ * of a chunk)? 1 with *off its first element's offset, 0 if not (or too
+ * many records to tell), or a negative error. */
+H5L_API int h5l_reader_box_run(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start,
+                               const uint64_t *count, uint64_t *off, h5l_err_t *err);
+/* The box (start, count) of the record that wrote element `point` of
+ * variable objid last as of tick: 1, 0 if no record wrote it, or a
+ * negative error. */
+H5L_API int h5l_reader_newest_box(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *point,
+                                  uint64_t *start, uint64_t *count, h5l_err_t *err);
 
 /* Call fn(ctx, coord) once for every index chunk of variable objid
  * (chunk coordinates) that holds a record of tick <= tick, in no

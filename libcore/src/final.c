@@ -142,14 +142,75 @@ static int plan_chunks(h5l_final_t *p, h5l_reader_t *r, fvar_t *v, h5l_err_t *er
             h5l_chunk_info_t ci;
             int rc = h5l_reader_chunk_info(r, p->tick, v->objid, c, st, ct, &ci, err);
             if (rc) return rc;
-            if (ci.direct) {
+            if (ci.run) { /* one record's run, or the parts of several side by side */
                 v->copy[i] = 0;
-                v->addr[i] = ci.direct_off;
+                v->addr[i] = ci.run_off;
             }
         }
         if (v->copy[i]) v->addr[i] = v->ncopy++;
     }
     return H5L_OK;
+}
+
+/* The chunks [i C, (i+1) C) of v (C: shape, dividing v's) all in place?
+ * Then v becomes chunked with shape C. *ok 0: no (not an error). */
+static int plan_grid(h5l_final_t *p, h5l_reader_t *r, fvar_t *v, const uint64_t *C, int *ok, h5l_err_t *err)
+{
+    *ok = 0;
+    uint32_t nd = v->nd;
+    uint64_t n = 1, S = v->es, g[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) {
+        if (!C[d] || v->shape[d] % C[d]) return H5L_OK;
+        g[d] = v->shape[d] / C[d];
+        n *= g[d];
+        S *= C[d];
+    }
+    if (S < H5L_FINAL_INPLACE_MIN || S >= CHUNK_MAX || n > ((uint64_t)1 << 24)) return H5L_OK;
+    uint64_t *addr = malloc(n * sizeof *addr), *blks = malloc(n * sizeof *blks);
+    uint8_t *copy = calloc(n, 1);
+    int rc = addr && blks && copy ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory planning '%s'", p->path, v->path);
+    uint64_t i = 0;
+    for (; !rc && i < n; i++) {
+        uint64_t st[H5L_MAX_DIMS], rem = i;
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            st[d] = rem % g[d] * C[d];
+            rem /= g[d];
+        }
+        int run = h5l_reader_box_run(r, p->tick, v->objid, st, C, &addr[i], err);
+        if (run < 0) rc = run;
+        if (run != 1) break;
+        blks[i] = i;
+    }
+    if (rc || i < n) {
+        free(addr);
+        free(blks);
+        free(copy);
+        return rc;
+    }
+    v->blks = blks;
+    v->addr = addr;
+    v->copy = copy;
+    v->n = n;
+    memcpy(v->chunk, C, nd * sizeof *C);
+    v->rechunked = 1;
+    *ok = 1;
+    return H5L_OK;
+}
+
+/* A contiguous variable in place with the chunks its writers wrote: the
+ * box of the record that wrote its first element last, when those boxes
+ * tile it and each is one run of the log (ranks owning column bands of a
+ * block of planes: [8, 1024, 256] boxes, the canonical rows cut across
+ * every rank's part). */
+static int plan_boxes(h5l_final_t *p, h5l_reader_t *r, fvar_t *v, int *ok, h5l_err_t *err)
+{
+    *ok = 0;
+    uint64_t zero[H5L_MAX_DIMS] = {0}, bs[H5L_MAX_DIMS], bc[H5L_MAX_DIMS];
+    int f = h5l_reader_newest_box(r, p->tick, v->objid, zero, bs, bc, err);
+    if (f < 0) return f;
+    for (uint32_t d = 0; f && d < v->nd; d++)
+        if (bc[d] > v->shape[d]) bc[d] = v->shape[d]; /* (a box never passes the shape; guarded all the same) */
+    return f ? plan_grid(p, r, v, bc, ok, err) : H5L_OK;
 }
 
 static uint64_t gcd(uint64_t a, uint64_t b)
@@ -195,10 +256,11 @@ static int plan_rechunk(h5l_final_t *p, h5l_reader_t *r, fvar_t *v, const uint64
         }
         h5l_chunk_info_t ci;
         if ((rc = h5l_reader_chunk_info(r, p->tick, v->objid, c, st, ct, &ci, err))) break;
-        if (!ci.direct) {
+        if (!ci.run) {
             direct = 0;
             break;
         }
+        ci.direct_off = ci.run_off;
         /* slabs in row-major order are consecutive ranges of the variable */
         uint64_t voff = h5l_box_offset(nd, (uint64_t[H5L_MAX_DIMS]){0}, v->shape, st) * v->es;
         uint64_t len = h5l_box_nelem(nd, ct) * v->es;
@@ -455,7 +517,8 @@ int h5l_final_plan(h5l_reader_t *r, uint64_t tick, h5l_final_t **out, h5l_err_t 
         fvar_t *v = &p->v[i];
         if (v->kind == FV_CONTIG && v->nd) {
             int ok = 0;
-            rc = plan_rechunk(p, r, v, slabs + i * H5L_MAX_DIMS, &ok, err);
+            rc = plan_boxes(p, r, v, &ok, err);
+            if (!rc && !ok) rc = plan_rechunk(p, r, v, slabs + i * H5L_MAX_DIMS, &ok, err);
             if (!rc && ok) v->kind = FV_CHUNKED;
         } else if (v->kind == FV_CHUNKED) {
             rc = plan_chunks(p, r, v, err);

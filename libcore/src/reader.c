@@ -2072,6 +2072,129 @@ int h5l_reader_read_cost(h5l_reader_t *r, uint64_t tick, uint32_t objid, const u
     return read_box(r, tick, objid, start, count, NULL, bytes, err);
 }
 
+/* One piece of a box for chunk_run: where it starts in the box (row-major
+ * element), where in the log, and its elements. */
+typedef struct rpiece {
+    uint64_t bs, la, len;
+} rpiece_t;
+
+static int cmp_rpiece(const void *x, const void *y)
+{
+    const rpiece_t *a = x, *b = y;
+    return (a->bs > b->bs) - (a->bs < b->bs);
+}
+
+typedef struct onerun {
+    uint64_t n, src, dst;
+} onerun_t;
+
+static int one_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    onerun_t *c = ctx;
+    if (c->n++ == 0) {
+        c->src = src;
+        c->dst = dst;
+    }
+    (void)n;
+    return c->n > 1; /* a second run: not one */
+}
+
+/* Are the box's bytes one contiguous run of the log? Each record box's
+ * part of it must be one run in the record and in the box, and the parts,
+ * in the box's order, must follow each other in the log and fill the box
+ * (so no two overlap). The finalizer keeps such a chunk in place
+ * (format.md 1.1): ranks writing the parts of one row in one tick lay them
+ * side by side. */
+#define RUN_PIECES 64
+static void chunk_run(const h5l_obj_t *o, h5l_rec_t *const *list, size_t n, const uint64_t *start,
+                      const uint64_t *count, h5l_chunk_info_t *out)
+{
+    uint32_t nd = o->ndims;
+    size_t es = o->type.size, np = 0;
+    rpiece_t p[RUN_PIECES];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t boff = list[i]->offset;
+        for (uint32_t k = 0; k < list[i]->nboxes; k++) {
+            const uint64_t *bs = list[i]->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
+            uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];
+            if (nd == 0 || h5l_box_intersect(nd, bs, bc, start, count, xs, xc)) {
+                if (np == RUN_PIECES) return;
+                onerun_t c = {0, 0, 0};
+                if (nd && h5l_box_runs(nd, xs, xc, bs, bc, start, count, one_run, &c)) return;
+                p[np++] = (rpiece_t){c.dst, boff + c.src * es, nd ? h5l_box_nelem(nd, xc) : 1};
+            }
+            boff += h5l_box_nelem(nd, bc) * es;
+        }
+    }
+    if (!np) return;
+    qsort(p, np, sizeof *p, cmp_rpiece);
+    uint64_t at = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (p[i].bs != at || (i && p[i].la != p[i - 1].la + p[i - 1].len * es)) return;
+        at += p[i].len;
+    }
+    if (at != (nd ? h5l_box_nelem(nd, count) : 1)) return;
+    out->run = 1;
+    out->run_off = p[0].la;
+}
+
+int h5l_reader_box_run(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *start, const uint64_t *count,
+                       uint64_t *off, h5l_err_t *err)
+{
+    h5l_index_scratch_t iscr = {0};
+    lzscr_t ls = {0};
+    h5l_rec_t **all = NULL;
+    size_t cap = 0, n = 0;
+    const h5l_obj_t *o;
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS];
+    rd_lock(r);
+    int rc = read_check(r, tick, objid, start, count, &o, lo, hi, err), run = 0;
+    if (!rc && o) rc = box_records(r, objid, tick, o->ndims, lo, hi, &iscr, &ls, &all, &cap, &n, err);
+    if (!rc && o && n <= H5L_CHUNK_INFO_SCAN) {
+        h5l_chunk_info_t ci = {0};
+        chunk_run(o, all, n, start, count, &ci);
+        run = ci.run;
+        *off = ci.run_off;
+    }
+    rd_unlock(r);
+    free(all);
+    h5l_index_scratch_free(&iscr);
+    lzscr_free(&ls);
+    return rc ? rc : run;
+}
+
+int h5l_reader_newest_box(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *point, uint64_t *start,
+                          uint64_t *count, h5l_err_t *err)
+{
+    h5l_index_scratch_t iscr = {0};
+    lzscr_t ls = {0};
+    const h5l_obj_t *o;
+    uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], one[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < H5L_MAX_DIMS; d++) one[d] = 1;
+    rd_lock(r);
+    int rc = read_check(r, tick, objid, point, one, &o, lo, hi, err), found = 0;
+    h5l_rec_t *const *list = NULL;
+    size_t n = 0;
+    if (!rc && o) rc = chunk_list(r, objid, lo, tick, &iscr, &ls, &list, &n, err);
+    for (size_t i = n; !rc && !found && i-- > 0;) { /* the newest record, its last box, that holds the point */
+        uint32_t nd = o->ndims;
+        for (uint32_t k = list[i]->nboxes; !found && k-- > 0;) {
+            const uint64_t *bs = list[i]->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
+            uint32_t d = 0;
+            while (d < nd && bs[d] <= point[d] && point[d] - bs[d] < bc[d]) d++;
+            if (d == nd) {
+                memcpy(start, bs, nd * sizeof *start);
+                memcpy(count, bc, nd * sizeof *count);
+                found = 1;
+            }
+        }
+    }
+    rd_unlock(r);
+    h5l_index_scratch_free(&iscr);
+    lzscr_free(&ls);
+    return rc ? rc : found;
+}
+
 /* Count runs of a copy: 1 means the box is one contiguous run of the record. */
 static int count_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
 {
@@ -2190,6 +2313,7 @@ int h5l_reader_chunk_info(h5l_reader_t *r, uint64_t tick, uint32_t objid, const 
             }
         out->disjoint = sum <= h5l_box_nelem(o->ndims, count);
     }
+    if (n <= H5L_CHUNK_INFO_SCAN) chunk_run(o, list, n, start, count, out);
     if (last->nboxes != 1) goto out;
     const uint64_t *bs = last->boxes, *bc = bs + o->ndims;
     uint64_t xs[H5L_MAX_DIMS], xc[H5L_MAX_DIMS];

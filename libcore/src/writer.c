@@ -131,6 +131,7 @@ struct h5l_file {
     /* every rank: the newest log extent (format.md 1), from the same
      * agreed sizes on every rank; only rank 0 creates extents */
     uint64_t ext_off, ext_size, ext_used, ext_count;
+    uint64_t ext_total; /* bytes of every extent so far */
     /* the next extent, made ahead by rank 0 after a flush (make_ahead):
      * its size, decided by every rank alike at publish (0: none wanted),
      * and its offset, rank 0's until the next flush_agree tells every
@@ -1295,15 +1296,23 @@ static int commit_sealed(h5l_file_t *f)
 }
 
 /* Size of the next log extent for a tick of `need` bytes: twice the last
- * (1 MiB first), never less than the tick needs nor more than 32 MiB or
- * the tick's size, whichever is larger, beyond it (format.md 1). With 32
- * MiB alone, every tick over 32 MiB got an extent of its own: a libhdf5
+ * (1 MiB first), never less than the tick needs nor more than the slack
+ * beyond it (format.md 1): the tick's size when that is over 32 MiB, else
+ * an eighth of the extents so far, between 1 and 32 MiB. With 32 MiB
+ * alone, every tick over 32 MiB got an extent of its own: a libhdf5
  * allocation on rank 0 and a broadcast every rank waits for, per flush;
- * now such ticks share an extent by two once the extents have grown. */
+ * now such ticks share an extent by two once the extents have grown. The
+ * eighth bounds the last extent's unused tail of a small file (a run of
+ * 50,000 one-row ticks carried 15 MB of it, 300 bytes a tick of a
+ * 500-byte tick) at a few dozen more extents in a file's life. */
 static uint64_t next_extent(const h5l_file_t *f, uint64_t need)
 {
     uint64_t sz = f->ext_count ? 2 * f->ext_size : EXTENT_FIRST;
-    uint64_t slack = need > EXTENT_SLACK ? need : EXTENT_SLACK;
+    uint64_t eighth = f->ext_total / 8;
+    uint64_t slack = need > EXTENT_SLACK    ? need
+                     : eighth > EXTENT_SLACK ? EXTENT_SLACK
+                     : eighth < EXTENT_FIRST ? EXTENT_FIRST
+                                             : eighth;
     if (sz > need + slack) sz = need + slack;
     return sz < need ? need : sz;
 }
@@ -1497,6 +1506,7 @@ static int flush_place(h5l_file_t *f, flush_t *fl)
         f->ext_size = size;
         f->ext_used = 0;
         f->ext_count++;
+        f->ext_total += size;
     }
     uint64_t at = f->ext_off + f->ext_used;
     fl->doff = !fl->tot[0] ? 0 : fl->match ? f->res_off : at;
