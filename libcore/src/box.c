@@ -158,3 +158,44 @@ void h5l_box_scatter(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t 
         if (d < 0) return;
     }
 }
+
+void h5l_box_split(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
+                   const uint64_t *ch, uint8_t *const *cells)
+{
+    uint32_t L = nd - 1;
+    uint64_t g0[32], gstr[32], q[32], o[32], e[32];
+    uint64_t gn_next = 1;
+    for (uint32_t d = nd; d-- > 0;) {
+        g0[d] = ts[d] / ch[d];
+        gstr[d] = gn_next;
+        gn_next *= (ts[d] + tc[d] - 1) / ch[d] - g0[d] + 1;
+        q[d] = ts[d];
+    }
+    uint64_t zs = ts[L], ze = zs + tc[L], chL = ch[L];
+    for (;;) {
+        /* the row's cells share their part's origin and extent in the
+         * dimensions before the last: its row index inside the part */
+        uint64_t gb = 0, row = 0;
+        for (uint32_t d = 0; d < L; d++) {
+            uint64_t cd = q[d] / ch[d], cs = cd * ch[d], ce = cs + ch[d], te = ts[d] + tc[d];
+            o[d] = ts[d] > cs ? ts[d] : cs;
+            e[d] = (te < ce ? te : ce) - o[d];
+            gb += (cd - g0[d]) * gstr[d];
+            row = row * e[d] + (q[d] - o[d]);
+        }
+        for (uint64_t z = zs; z < ze;) {
+            uint64_t cl = z / chL, z1 = (cl + 1) * chL < ze ? (cl + 1) * chL : ze;
+            uint8_t *c = cells[gb + (cl - g0[L])];
+            uint64_t oL = cl * chL > zs ? cl * chL : zs, eL = ((cl + 1) * chL < ze ? (cl + 1) * chL : ze) - oL;
+            if (c) memcpy(c + (row * eL + (z - oL)) * es, src, (size_t)((z1 - z) * es));
+            src += (z1 - z) * es;
+            z = z1;
+        }
+        int d = (int)L - 1;
+        for (; d >= 0; d--) {
+            if (++q[d] < ts[d] + tc[d]) break;
+            q[d] = ts[d];
+        }
+        if (d < 0) return;
+    }
+}

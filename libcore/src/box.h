@@ -55,4 +55,11 @@ typedef struct h5l_box_dst {
 void h5l_box_scatter(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
                      const uint64_t *ch, const h5l_box_dst_t *cells);
 
+/* The same walk, but each chunk's destination is T's part of it packed
+ * row-major (the box T meets the chunk in: its own layout): cells[g] is
+ * its first byte, NULL to skip it. The writer lays a put out so, chunk by
+ * chunk (h5l_put). nd >= 1. */
+void h5l_box_split(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
+                   const uint64_t *ch, uint8_t *const *cells);
+
 #endif

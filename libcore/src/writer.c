@@ -107,6 +107,8 @@ struct h5l_file {
     size_t nops, cap_ops;
     piece_t *pieces;
     size_t npieces, cap_pieces;
+    uint8_t **cells; /* a put laid out chunk by chunk (put_split): each chunk's part */
+    size_t cap_cells;
     h5l_buf_t recs; /* H5L_BLOCK_LEN header placeholder, then records */
     openrec_t cur;  /* the record still open to merging */
     uint64_t nrec, data_bytes, nputs;
@@ -231,6 +233,7 @@ static void free_file(h5l_file_t *f)
     free(f->want);
     h5l_buf_free(&f->recs);
     h5l_buf_free(&f->jcopy);
+    free(f->cells);
     h5l_buf_free(&f->pend);
     h5l_ckpt_w_free(f->ck);
     h5l_schema_free(&f->schema);
@@ -839,6 +842,79 @@ static int check_growth(h5l_file_t *f, const h5l_obj_t *o, const uint64_t *start
     return H5L_OK;
 }
 
+/* Puts of a chunked variable that hold whole chunks are laid out chunk
+ * by chunk: one box per chunk (the put's part of it), each box's bytes
+ * row-major in itself, copied by one walk of the caller's buffer
+ * (h5l_box_split). A chunk a rank wrote whole is then one contiguous run
+ * of the log, which the finalizer keeps in place and the daemon serves
+ * straight from the log (a [256,256,256] float variable in [64,64,64]
+ * chunks written as bands by 2 ranks: the close copied 64 MiB, 60 ms; now
+ * nothing). Only when whole chunks (inside the variable's shape) are at
+ * least half of the put's bytes, at most SPLIT_CELLS chunks, at least
+ * SPLIT_MIN bytes each on average: parts of chunks gain nothing from it
+ * (a z-plane chunk of x-slabs is copied at close either way, and cutting
+ * a band into planes of one element per row cost the put more than the
+ * finalizer's tiles), and small ones cost an index entry each. */
+#define SPLIT_MIN ((uint64_t)16 << 10)
+#define SPLIT_CELLS 4096
+
+static uint64_t split_cells(const h5l_file_t *f, const h5l_obj_t *o, const uint64_t *start, const uint64_t *count,
+                            size_t bytes)
+{
+    if (!o->chunked || o->ndims == 0) return 0;
+    uint64_t n = 1, whole = o->type.size;
+    for (uint32_t d = 0; d < o->ndims; d++) {
+        uint64_t ch = o->chunk[d], e = start[d] + count[d], len = h5l_schema_dimlen_now(&f->schema, o->dimids[d]);
+        if (f->schema.dims[o->dimids[d]].unlimited && f->want[o->dimids[d]] > len) len = f->want[o->dimids[d]];
+        if (e > len) len = e; /* (a put growing an unlimited dimension) */
+        n *= (e - 1) / ch - start[d] / ch + 1;
+        if (n > SPLIT_CELLS) return 0;
+        /* chunks the put holds whole, and inside the shape (an edge chunk is
+         * never in place: its padding is not in the log) */
+        uint64_t lo = (start[d] + ch - 1) / ch, hi = e / ch, in = len / ch;
+        if (hi > in) hi = in;
+        whole *= hi > lo ? (hi - lo) * ch : 0;
+    }
+    return n >= 2 && bytes / n >= SPLIT_MIN && 2 * whole >= bytes ? n : 0;
+}
+
+/* Add box (s, c) of varid to the open record: grown into its last box,
+ * or a new box (a new record when the open one is another variable's or
+ * full). Room for it and for closing records is reserved by the caller. */
+static void rec_add_box(h5l_file_t *f, int varid, uint32_t nd, const uint64_t *s, const uint64_t *c)
+{
+    openrec_t *r = &f->cur;
+    int k = r->varid == varid ? merge_dim(r, s, c) : -1;
+    if (k >= 0) {
+        r->boxes[(size_t)(r->nboxes - 1) * 2 * nd + nd + (size_t)k] += c[k];
+        return;
+    }
+    if (r->varid != varid || r->nboxes >= H5L_REC_MAXBOXES || nd == 0) { /* a scalar's record has one box */
+        openrec_close(f);
+        r->varid = varid;
+        r->ndims = nd;
+    }
+    uint64_t *b = r->boxes + (size_t)r->nboxes * 2 * nd;
+    for (uint32_t d = 0; d < nd; d++) {
+        b[d] = s[d];
+        b[nd + d] = c[d];
+    }
+    r->nboxes++;
+}
+
+/* The put's chunks in row-major order: cell i's box in (s, c). */
+static void split_box(const h5l_obj_t *o, const uint64_t *start, const uint64_t *count, uint64_t i, uint64_t *s,
+                      uint64_t *c)
+{
+    for (int d = (int)o->ndims - 1; d >= 0; d--) {
+        uint64_t g0 = start[d] / o->chunk[d], gn = (start[d] + count[d] - 1) / o->chunk[d] - g0 + 1;
+        uint64_t cd = g0 + i % gn, lo = cd * o->chunk[d], hi = lo + o->chunk[d], e = start[d] + count[d];
+        i /= gn;
+        s[d] = start[d] > lo ? start[d] : lo;
+        c[d] = (e < hi ? e : hi) - s[d];
+    }
+}
+
 static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uint64_t *count, const void *buf, int copy)
 {
     int rc = check_open(f);
@@ -876,19 +952,36 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
         return fail(f, H5L_ENOBUFS,
                     "%s: h5l_put '%s': %zu bytes do not fit the write buffer (%zu of %zu used): call h5l_flush",
                     f->path, o->path, bytes, f->arena_used, f->arena_cap);
-    /* reserve everything first: after this point nothing can fail */
-    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur)) ||
+    /* a put that brings EARLY_STEP bytes pending while this tick writes
+     * early goes out now from the caller's buffer, uncopied (keep_rest) */
+    int direct = copy && f->early && f->data_bytes + bytes <= f->res_len && f->data_bytes + bytes - f->wt >= EARLY_STEP;
+    uint64_t ncell = copy && !direct ? split_cells(f, o, start, count, bytes) : 0;
+    /* reserve everything first: after this point nothing can fail (a
+     * split put may close a record per H5L_REC_MAXBOXES boxes) */
+    size_t newbox = ncell ? (size_t)ncell : 1, recmax = 20 + (size_t)H5L_REC_MAXBOXES * 2 * nd * 10;
+    size_t bdims = nd > f->cur.ndims ? nd : f->cur.ndims;
+    if (h5l_buf_reserve(&f->recs, openrec_max(&f->cur) + (ncell ? (newbox / H5L_REC_MAXBOXES + 1) * recmax : 0)) ||
         h5l_grow((void **)&f->pieces, &f->cap_pieces, f->npieces + 1, sizeof *f->pieces) ||
         h5l_grow((void **)&f->cur.boxes, &f->cur.cap,
-                 ((size_t)f->cur.nboxes + 1) * 2 * (nd > f->cur.ndims ? nd : f->cur.ndims) + 2, sizeof *f->cur.boxes)) {
+                 ((size_t)f->cur.nboxes + newbox) * 2 * bdims + 2 + (ncell ? (size_t)H5L_REC_MAXBOXES * 2 * nd : 0),
+                 sizeof *f->cur.boxes) ||
+        (ncell && h5l_grow((void **)&f->cells, &f->cap_cells, (size_t)ncell, sizeof *f->cells))) {
         f->recs.oom = 0;
         return fail(f, H5L_ENOMEM, "%s: out of memory buffering a write", f->path);
     }
     const uint8_t *src = buf;
-    /* a put that brings EARLY_STEP bytes pending while this tick writes
-     * early goes out now from the caller's buffer, uncopied (keep_rest) */
-    int direct = copy && f->early && f->data_bytes + bytes <= f->res_len && f->data_bytes + bytes - f->wt >= EARLY_STEP;
-    if (copy && !direct) {
+    if (ncell) { /* chunk by chunk: each chunk's part packed, in chunk order */
+        uint8_t *at = f->arena + f->arena_used;
+        for (uint64_t i = 0; i < ncell; i++) {
+            uint64_t s[H5L_MAX_DIMS], c[H5L_MAX_DIMS];
+            split_box(o, start, count, i, s, c);
+            f->cells[i] = at;
+            at += h5l_box_nelem(nd, c) * o->type.size;
+        }
+        h5l_box_split(nd, o->type.size, start, count, buf, o->chunk, f->cells);
+        src = f->arena + f->arena_used;
+        f->arena_used += bytes;
+    } else if (copy && !direct) {
         memcpy(f->arena + f->arena_used, buf, bytes);
         src = f->arena + f->arena_used;
         f->arena_used += bytes;
@@ -899,23 +992,15 @@ static int put_common(h5l_file_t *f, int varid, const uint64_t *start, const uin
     else
         f->pieces[f->npieces++] = (piece_t){src, bytes};
     /* the record: grow the open one's last box, add a box to it, or start
-     * a new one (format.md 6) */
-    openrec_t *r = &f->cur;
-    int k = r->varid == varid ? merge_dim(r, start, count) : -1;
-    if (k >= 0) {
-        r->boxes[(size_t)(r->nboxes - 1) * 2 * nd + nd + (size_t)k] += count[k];
+     * a new one (format.md 6) — a box per chunk for a split put */
+    if (ncell) {
+        for (uint64_t i = 0; i < ncell; i++) {
+            uint64_t s[H5L_MAX_DIMS], c[H5L_MAX_DIMS];
+            split_box(o, start, count, i, s, c);
+            rec_add_box(f, varid, nd, s, c);
+        }
     } else {
-        if (r->varid != varid || r->nboxes >= H5L_REC_MAXBOXES || nd == 0) { /* a scalar's record has one box */
-            openrec_close(f);
-            r->varid = varid;
-            r->ndims = nd;
-        }
-        uint64_t *b = r->boxes + (size_t)r->nboxes * 2 * nd;
-        for (uint32_t d = 0; d < nd; d++) {
-            b[d] = start[d];
-            b[nd + d] = count[d];
-        }
-        r->nboxes++;
+        rec_add_box(f, varid, nd, start, count);
     }
     f->nputs++;
     for (uint32_t d = 0; d < nd; d++) {

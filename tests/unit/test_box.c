@@ -393,5 +393,51 @@ static void test_scatter_bruteforce(void)
     }
 }
 
-TEST_MAIN(T(test_intersect_bruteforce), T(test_scatter_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
+/* h5l_box_split against element-by-element placement: each chunk's part
+ * of T packed row-major in its own buffer (random T, chunk shapes, skipped
+ * cells); bytes past a part stay untouched. */
+static void test_split_bruteforce(void)
+{
+    srand(4711);
+    for (int it = 0; it < 3000; it++) {
+        uint32_t nd = 1 + (uint32_t)rnd(MAXD - 1);
+        size_t es = (size_t)1 << rnd(4);
+        uint64_t ch[MAXD], ts[MAXD], tc[MAXD], g0[MAXD], gn[MAXD], ng = 1;
+        for (uint32_t d = 0; d < nd; d++) {
+            ch[d] = 1 + rnd(5);
+            ts[d] = rnd(9);
+            tc[d] = 1 + rnd(8);
+            g0[d] = ts[d] / ch[d];
+            gn[d] = (ts[d] + tc[d] - 1) / ch[d] - g0[d] + 1;
+            ng *= gn[d];
+        }
+        uint64_t n = nelem(nd, tc), cellcap = 1;
+        for (uint32_t d = 0; d < nd; d++) cellcap *= ch[d];
+        uint8_t *src = malloc(n * es);
+        for (uint64_t i = 0; i < n * es; i++) src[i] = (uint8_t)rnd(256);
+        uint8_t *got = malloc(ng * cellcap * es), *want = malloc(ng * cellcap * es);
+        memset(got, 0xEE, ng * cellcap * es);
+        memset(want, 0xEE, ng * cellcap * es);
+        uint8_t **cells = malloc(ng * sizeof *cells);
+        for (uint64_t g = 0; g < ng; g++) cells[g] = rnd(5) ? got + g * cellcap * es : NULL;
+        uint64_t p[MAXD], k = 0;
+        memcpy(p, ts, nd * sizeof *p);
+        do { /* the model: the element's index in its cell's part, counted */
+            uint64_t g = 0, idx = 0;
+            for (uint32_t d = 0; d < nd; d++) {
+                uint64_t cd = p[d] / ch[d], lo = ts[d] > cd * ch[d] ? ts[d] : cd * ch[d];
+                uint64_t hi = ts[d] + tc[d] < (cd + 1) * ch[d] ? ts[d] + tc[d] : (cd + 1) * ch[d];
+                g = g * gn[d] + (cd - g0[d]);
+                idx = idx * (hi - lo) + (p[d] - lo);
+            }
+            if (cells[g]) memcpy(want + g * cellcap * es + idx * es, src + k * es, es);
+            k++;
+        } while (next_point(nd, ts, tc, p));
+        h5l_box_split(nd, es, ts, tc, src, ch, cells);
+        CHECK(memcmp(got, want, ng * cellcap * es) == 0);
+        free(src), free(got), free(want), free(cells);
+    }
+}
+
+TEST_MAIN(T(test_intersect_bruteforce), T(test_scatter_bruteforce), T(test_split_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
           T(test_runs_contiguous_is_one_run), T(test_runs_stop_early), T(test_linear_bruteforce))
