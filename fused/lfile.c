@@ -869,22 +869,11 @@ static uint64_t sib_budget(void)
  * (filled, or nothing to gain), or the reader's error. */
 static int fill_siblings(hfs_snap_t *s, const hfs_svar_t *v, const hfs_region_t *g, const uint64_t *cc, h5l_err_t *err)
 {
-    uint32_t nd = v->ndims, t = 0;
-    uint64_t S = g->len, B = sib_budget(), row = S;
-    for (; t < nd; t++) { /* the first t at which a row of chunks fits */
-        row = S;
-        for (uint32_t d = t + 1; d < nd; d++) row *= v->nblk[d];
-        if (row <= B) break;
-    }
-    if (t == nd) return H5L_OK;
-    uint64_t m = B / row;
-    if (m > v->nblk[t] - cc[t]) m = v->nblk[t] - cc[t];
-    if (m * row <= S) return H5L_OK; /* the chunk alone */
-    uint64_t g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], ng = 1;
+    uint32_t nd = v->ndims;
+    uint64_t S = g->len, g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
+    uint64_t ng = h5l_box_tile(nd, v->nblk, S, cc, sib_budget(), g0, gn);
+    if (ng <= 1) return H5L_OK; /* the chunk alone */
     for (uint32_t d = 0; d < nd; d++) {
-        g0[d] = d <= t ? cc[d] : 0;
-        gn[d] = d < t ? 1 : d == t ? m : v->nblk[d];
-        ng *= gn[d];
         st[d] = g0[d] * v->block[d];
         uint64_t e = (g0[d] + gn[d]) * v->block[d];
         ct[d] = (e < v->shape[d] ? e : v->shape[d]) - st[d];

@@ -28,10 +28,12 @@
 #include "canon.h"
 #include "format.h"
 #include "h5type.h"
+#include "box.h"
 #include "schema.h"
 
 typedef struct varjob {
     uint32_t objid, ndims;
+    int chunked;
     int sparse; /* written chunk by chunk only where it holds data (h5l_canon_sparse) */
     char *path;
     h5l_type_t type;
@@ -82,6 +84,113 @@ static int cmp_u64(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* A chunk whose pieces lie thinly across the log (a z-plane chunk of
+ * x-slabs reads the whole slab's segments) is read with its siblings: a
+ * tile of whole chunks (h5l_box_tile) of at most TILE_BUDGET bytes, read
+ * once and cut into its chunks, as the daemon does; alone, each chunk
+ * read the log again (a 512^3 variable of z-plane chunks: 512 passes). */
+#define TILE_BUDGET ((uint64_t)128 << 20)
+#define TILE_FACTOR 4
+#define TILE_MIN ((uint64_t)1 << 20)
+
+/* Write box (start, count) of v from buf into ds. */
+static int write_box(hid_t ds, hid_t mt, hid_t fs, const char *out, const varjob_t *v, const uint64_t *start,
+                     const uint64_t *count, const void *buf)
+{
+    hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
+    for (uint32_t d = 0; d < v->ndims; d++) {
+        hs[d] = start[d];
+        hc[d] = count[d];
+    }
+    hid_t ms = v->ndims ? H5Screate_simple((int)v->ndims, hc, NULL) : H5Screate(H5S_SCALAR);
+    if (v->ndims) H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL);
+    int bad = H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, buf) < 0;
+    H5Sclose(ms);
+    if (bad) fprintf(stderr, "h5logreplay: %s: cannot write '%s'\n", out, v->path);
+    return bad ? -1 : 0;
+}
+
+/* The tile of chunk b (coordinates c) if it pays (see TILE_BUDGET): its
+ * chunks from b on that the replay writes (all, or those of the sparse
+ * list l from *j on), read once. 1 with *last the last chunk number it
+ * covers; 0: no tile (write b alone); -1 on failure (said). */
+static int copy_tile(h5l_reader_t *r, hid_t ds, hid_t mt, hid_t fs, const char *out, uint64_t tick, const varjob_t *v,
+                     const uint64_t *nb, uint64_t b, const uint64_t *c, const blist_t *l, size_t *j, uint64_t *last)
+{
+    uint32_t nd = v->ndims;
+    uint64_t S = v->type.size, st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS], g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], cost = 0;
+    for (uint32_t d = 0; d < nd; d++) {
+        S *= v->block[d];
+        st[d] = c[d] * v->block[d];
+        ct[d] = v->shape[d] - st[d] < v->block[d] ? v->shape[d] - st[d] : v->block[d];
+    }
+    h5l_err_t e;
+    if (h5l_reader_read_cost(r, tick, v->objid, st, ct, &cost, &e) || cost <= TILE_FACTOR * S || cost <= TILE_MIN)
+        return 0;
+    uint64_t ng = h5l_box_tile(nd, nb, S, c, TILE_BUDGET, g0, gn);
+    if (ng <= 1) return 0;
+    for (uint32_t d = 0; d < nd; d++) {
+        st[d] = g0[d] * v->block[d];
+        uint64_t end = (g0[d] + gn[d]) * v->block[d];
+        ct[d] = (end < v->shape[d] ? end : v->shape[d]) - st[d];
+    }
+    size_t bytes = (size_t)(h5l_box_nelem(nd, ct) * v->type.size);
+    uint8_t *tile = malloc(bytes), *parts = malloc(bytes);
+    uint8_t **cells = malloc((size_t)ng * sizeof *cells);
+    int rc = -1;
+    if (!tile || !parts || !cells) {
+        fprintf(stderr, "h5logreplay: out of memory (a tile of %zu bytes of '%s')\n", bytes, v->path);
+        goto out;
+    }
+    if (h5l_reader_read(r, tick, v->objid, st, ct, tile, &e)) {
+        fprintf(stderr, "h5logreplay: %s\n", e.msg);
+        goto out;
+    }
+    /* each chunk's part of the tile, packed, in the tile's chunk order */
+    uint64_t gi[H5L_MAX_DIMS] = {0}, at = 0;
+    for (uint64_t g = 0; g < ng; g++) {
+        uint64_t n = v->type.size;
+        for (uint32_t d = 0; d < nd; d++) {
+            uint64_t cs = (g0[d] + gi[d]) * v->block[d];
+            n *= v->shape[d] - cs < v->block[d] ? v->shape[d] - cs : v->block[d];
+        }
+        cells[g] = parts + at;
+        at += n;
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            if (++gi[d] < gn[d]) break;
+            gi[d] = 0;
+        }
+    }
+    h5l_box_split(nd, v->type.size, st, ct, tile, v->block, cells);
+    memset(gi, 0, sizeof gi);
+    rc = 1;
+    for (uint64_t g = 0; g < ng && rc == 1; g++) {
+        uint64_t cc[H5L_MAX_DIMS], cs[H5L_MAX_DIMS], cn[H5L_MAX_DIMS], blk = 0;
+        for (uint32_t d = 0; d < nd; d++) {
+            cc[d] = g0[d] + gi[d];
+            blk = blk * nb[d] + cc[d];
+            cs[d] = cc[d] * v->block[d];
+            cn[d] = v->shape[d] - cs[d] < v->block[d] ? v->shape[d] - cs[d] : v->block[d];
+        }
+        for (int d = (int)nd - 1; d >= 0; d--) {
+            if (++gi[d] < gn[d]) break;
+            gi[d] = 0;
+        }
+        *last = blk;
+        if (blk < b) continue; /* written before */
+        if (l) { /* sparse: only the chunks that hold data */
+            while (*j < l->n && l->b[*j] < blk) (*j)++;
+            if (*j >= l->n || l->b[*j] != blk) continue;
+        }
+        if (write_box(ds, mt, fs, out, v, cs, cn, cells[g])) rc = -1;
+    }
+out:
+    free(tile);
+    free(parts);
+    free(cells);
+    return rc;
+}
+
 /* Write one variable block by block (its chunks, or its index slabs) into
  * file (named out in messages). Returns 0, or -1 with a message printed. */
 static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick, const varjob_t *v)
@@ -114,17 +223,29 @@ static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick,
         if (l.n) qsort(l.b, l.n, sizeof *l.b, cmp_u64);
     }
     hid_t fs = H5Dget_space(ds);
+    uint64_t done = 0; /* blocks below it are written (tiles) */
+    size_t j = 0;
     for (uint64_t i = 0; i < (sparse ? l.n : nblk) && !rc; i++) {
         uint64_t b = sparse ? l.b[i] : i;
-        uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS], rem = b;
-        hsize_t hs[H5L_MAX_DIMS], hc[H5L_MAX_DIMS];
+        if (b < done) continue;
+        uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS], c[H5L_MAX_DIMS], rem = b;
         for (int d = (int)v->ndims - 1; d >= 0; d--) {
-            uint64_t c = rem % nb[d];
+            c[d] = rem % nb[d];
             rem /= nb[d];
-            start[d] = c * v->block[d];
+            start[d] = c[d] * v->block[d];
             count[d] = v->shape[d] - start[d] < v->block[d] ? v->shape[d] - start[d] : v->block[d];
-            hs[d] = start[d];
-            hc[d] = count[d];
+        }
+        if (v->chunked) {
+            uint64_t last = 0;
+            int t = copy_tile(r, ds, mt, fs, out, tick, v, nb, b, c, sparse ? &l : NULL, &j, &last);
+            if (t < 0) {
+                rc = -1;
+                break;
+            }
+            if (t) {
+                done = last + 1;
+                continue;
+            }
         }
         h5l_err_t e;
         if (h5l_reader_read(r, tick, v->objid, start, count, buf, &e)) {
@@ -132,13 +253,7 @@ static int copy_var(h5l_reader_t *r, hid_t file, const char *out, uint64_t tick,
             rc = -1;
             break;
         }
-        hid_t ms = v->ndims ? H5Screate_simple((int)v->ndims, hc, NULL) : H5Screate(H5S_SCALAR);
-        if (v->ndims) H5Sselect_hyperslab(fs, H5S_SELECT_SET, hs, NULL, hc, NULL);
-        if (H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, buf) < 0) {
-            fprintf(stderr, "h5logreplay: %s: cannot write '%s'\n", out, v->path);
-            rc = -1;
-        }
-        H5Sclose(ms);
+        rc = write_box(ds, mt, fs, out, v, start, count, buf);
     }
     H5Sclose(fs);
     free(buf);
@@ -339,6 +454,7 @@ static int replay(const char *in, const char *out, uint64_t tick, int ckpt)
          * t = 2^40 is not 2^36 chunks of fill (a replay once wrote 71 GB
          * of them before the disk was full) */
         v->sparse = h5l_canon_sparse(s, (uint32_t)i, tick);
+        v->chunked = o->chunked && o->ndims;
     }
     h5l_reader_unlock(r);
     if (rc) fprintf(stderr, "h5logreplay: %s: %s\n", out, e.msg);

@@ -199,3 +199,26 @@ void h5l_box_split(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *t
         if (d < 0) return;
     }
 }
+
+uint64_t h5l_box_tile(uint32_t nd, const uint64_t *nblk, uint64_t chunk_bytes, const uint64_t *c, uint64_t budget,
+                      uint64_t *g0, uint64_t *gn)
+{
+    uint32_t t = 0;
+    uint64_t row = chunk_bytes;
+    for (; t < nd; t++) { /* the first t at which a row of chunks fits */
+        row = chunk_bytes;
+        for (uint32_t d = t + 1; d < nd && row <= budget; d++) row *= nblk[d];
+        if (row <= budget) break;
+    }
+    uint64_t m = 1, n = 1;
+    if (t < nd) {
+        m = budget / row;
+        if (m > nblk[t] - c[t]) m = nblk[t] - c[t];
+    }
+    for (uint32_t d = 0; d < nd; d++) {
+        g0[d] = t >= nd || d <= t ? c[d] : 0;
+        gn[d] = t >= nd || d < t ? 1 : d == t ? m : nblk[d];
+        n *= gn[d];
+    }
+    return n;
+}

@@ -62,4 +62,17 @@ void h5l_box_scatter(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t 
 void h5l_box_split(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *tc, const uint8_t *src,
                    const uint64_t *ch, uint8_t *const *cells);
 
+/* The tile of whole chunks that chunk c (coordinates, in a grid of nblk
+ * chunks of chunk_bytes each) is assembled with when its pieces lie
+ * thinly across the log: c's own coordinate in the dimensions before
+ * some t, m chunks from c on along t, every chunk after t — t the first
+ * dimension at which one such row of chunks holds at most budget bytes, m
+ * as many rows as fit. Such a tile is read from the log in one pass and
+ * cut into its chunks (h5l_box_scatter): a z-plane chunk of x-slabs then
+ * costs the log once per tile, not once per chunk. *g0, *gn: the tile's
+ * chunks (first coordinate, count per dimension). Returns the number of
+ * chunks, 1 when nothing beyond c fits. */
+uint64_t h5l_box_tile(uint32_t nd, const uint64_t *nblk, uint64_t chunk_bytes, const uint64_t *c, uint64_t budget,
+                      uint64_t *g0, uint64_t *gn);
+
 #endif
