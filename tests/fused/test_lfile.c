@@ -15,7 +15,11 @@
  *   4. with each allocation of a whole-image read failing in turn
  *      (tests/unit/oom.h; nothing cached, so every block is served again),
  *      the read gives the right bytes or H5L_ENOMEM, and the next read,
- *      memory back, gives the whole image right.
+ *      memory back, gives the whole image right;
+ *   5. a second file whose chunks are thinly spread over the log (z-plane
+ *      chunks of x-bands): with a large cache assembled with their
+ *      siblings in one pass, right, and so with each allocation failing
+ *      in turn; with a tiny cache one by one.
  * The log file is written with libh5log on one rank (MPI singleton). */
 #include <mpi.h>
 #include <hdf5.h>
@@ -53,11 +57,21 @@ static char g_path[512];
 #define ER 4
 #define EC (1 << 20)
 
+/* In a second file: var F, chunked f32 [128,64,64] in z-plane chunks
+ * [128,64,1], written as two x-bands: each chunk needs a 4-byte piece of
+ * every 256 bytes of the log (2 MiB), so a chunk is assembled with its
+ * siblings (lfile.c) when the cache allows a tile. */
+#define F0 128
+#define F1 64
+#define F2 64
+
 static float refA[AR][AC];
 static uint8_t refE[ER][EC];
 static int16_t refB[B0][B1][B2];
 static double refC[CN][CN];
 static int64_t refD[DN];
+static float refF[F0][F1][F2];
+static char g_path2[512];
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(uint64_t n)
@@ -164,6 +178,122 @@ static long stat_of(const char *text, const char *key)
     p = p ? strstr(p, key) : NULL;
     return p ? atol(p + strlen(key)) : -1;
 }
+
+static int write_file2(void)
+{
+    h5l_file_t *f;
+    int rc = h5l_create(g_path2, MPI_COMM_WORLD, NULL, &f);
+    if (rc) return rc;
+    int df[3], vf;
+    h5l_def_dim(f, "f0", F0, &df[0]);
+    h5l_def_dim(f, "f1", F1, &df[1]);
+    h5l_def_dim(f, "f2", F2, &df[2]);
+    uint64_t chf[3] = {F0, F1, 1};
+    rc = h5l_def_var(f, "/f", H5T_IEEE_F32LE, 3, df, chf, &vf);
+    for (int i = 0; i < F0; i++)
+        for (int j = 0; j < F1; j++)
+            for (int k = 0; k < F2; k++) refF[i][j][k] = (float)(i * 10000 + j * 100 + k) + 0.5f;
+    for (int i = 0; i < F0 && !rc; i += F0 / 2) {
+        uint64_t st[3] = {(uint64_t)i, 0, 0}, c[3] = {F0 / 2, F1, F2};
+        rc = h5l_put(f, vf, st, c, refF[i]);
+    }
+    if (!rc) rc = h5l_flush(f);
+    if (rc) fprintf(stderr, "writer: %s\n", h5l_errmsg(f));
+    int crc = h5l_close(f);
+    return rc ? rc : crc;
+}
+
+/* The second file through a cache of limit bytes: the image holds /f, and
+ * its chunks were assembled with their siblings iff a tile fits a quarter
+ * of the cache (2 MiB; never in the gather build, which assembles
+ * nothing whole). */
+static void siblings_with_cache(size_t limit, int want)
+{
+    hfs_lfile_t *lf;
+    hfs_snap_t *s = snap_open(g_path2, limit, &lf);
+    if (!s) return;
+    h5l_err_t e = {0};
+    size_t eof = (size_t)s->skel->eof;
+    uint8_t *img = malloc(eof);
+    CHECK_EQ(hfs_snap_read(s, 0, eof, img, &e), (long)eof);
+    char ipath[600];
+    snprintf(ipath, sizeof ipath, "%s.img", g_path2);
+    FILE *fp = fopen(ipath, "wb");
+    CHECK(fp && fwrite(img, 1, eof, fp) == eof);
+    if (fp) fclose(fp);
+    hid_t file = H5Fopen(ipath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(file >= 0);
+    if (file >= 0) {
+        check_dataset(file, "/f", H5T_NATIVE_FLOAT, refF, (size_t)F0 * F1 * F2, sizeof(float));
+        H5Fclose(file);
+    }
+    unlink(ipath);
+    char *text = hfs_lfile_stats_text();
+    long siblings = text ? stat_of(text, "sibling tiles ") : -1;
+    if (want)
+        CHECK(siblings > 0);
+    else
+        CHECK_EQ(siblings, 0);
+    free(text);
+    free(img);
+    snap_close(s, lf);
+}
+
+static void test_siblings(void)
+{
+#ifdef LFILE_ALL_GATHER
+    siblings_with_cache((size_t)64 << 20, 0);
+#else
+    siblings_with_cache((size_t)64 << 20, 1);
+#endif
+    siblings_with_cache(1024, 0);
+}
+
+#ifndef LFILE_ALL_GATHER
+/* Siblings assembled in one pass, each allocation failing in turn: a
+ * fresh cache (and snapshot) for each, so every read assembles; the read
+ * gives the right bytes or H5L_ENOMEM, and the next read, memory back,
+ * the whole image right. */
+static void test_siblings_out_of_memory(void)
+{
+    hfs_lfile_t *lf;
+    hfs_snap_t *s = snap_open(g_path2, (size_t)64 << 20, &lf);
+    if (!s) return;
+    h5l_err_t e = {0};
+    size_t eof = (size_t)s->skel->eof;
+    uint8_t *img = malloc(eof), *got = malloc(eof);
+    CHECK_EQ(hfs_snap_read(s, 0, eof, img, &e), (long)eof);
+    snap_close(s, lf);
+    int fired = 1, bad = 0, failed = 0;
+    long n;
+    for (n = 1; fired && n < 100000; n++) {
+        if (!(s = snap_open(g_path2, (size_t)64 << 20, &lf))) break;
+        memset(got, 0xA5, eof);
+        oom_arm(n);
+        long k = hfs_snap_read(s, 0, eof, got, &e);
+        fired = oom_off();
+        if (k < 0) {
+            failed++;
+            if (k != H5L_ENOMEM || !fired) {
+                fprintf(stderr, "  allocation %ld failing: %ld (%s)\n", n, k, e.msg);
+                bad++;
+            }
+        } else if (k != (long)eof || memcmp(got, img, eof)) {
+            fprintf(stderr, "  allocation %ld failing: %ld bytes, not the image\n", n, k);
+            bad++;
+        }
+        if (hfs_snap_read(s, 0, eof, got, &e) != (long)eof || memcmp(got, img, eof)) {
+            fprintf(stderr, "  after allocation %ld failed: the next read is wrong\n", n);
+            bad++;
+        }
+        snap_close(s, lf);
+    }
+    CHECK(!fired && n > 5 && failed > 0);
+    CHECK_EQ(bad, 0);
+    free(img);
+    free(got);
+}
+#endif
 
 static void run_with_cache(size_t limit)
 {
@@ -310,7 +440,9 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(g_path, sizeof g_path, "%s/f.h5", dir);
+    snprintf(g_path2, sizeof g_path2, "%s/g.h5", dir);
     int rc = write_file();
+    if (!rc) rc = write_file2();
     if (rc) {
         fprintf(stderr, "cannot write %s\n0 passed, 1 failed\n", g_path);
         MPI_Finalize();
@@ -318,9 +450,15 @@ int main(int argc, char **argv)
     }
     static const th_test_t tests[] = {{"test_large_cache", test_large_cache},
                                       {"test_tiny_cache", test_tiny_cache},
-                                      {"test_read_out_of_memory", test_read_out_of_memory}};
-    int failed = th_run(tests, 3);
+                                      {"test_read_out_of_memory", test_read_out_of_memory},
+                                      {"test_siblings", test_siblings},
+#ifndef LFILE_ALL_GATHER /* (no block is assembled there: no siblings) */
+                                      {"test_siblings_out_of_memory", test_siblings_out_of_memory},
+#endif
+    };
+    int failed = th_run(tests, (int)(sizeof tests / sizeof tests[0]));
     unlink(g_path);
+    unlink(g_path2);
     rmdir(dir);
     MPI_Finalize();
     return failed ? 1 : 0;
