@@ -183,13 +183,28 @@ void h5l_box_split(uint32_t nd, size_t es, const uint64_t *ts, const uint64_t *t
             gb += (cd - g0[d]) * gstr[d];
             row = row * e[d] + (q[d] - o[d]);
         }
-        for (uint64_t z = zs; z < ze;) {
-            uint64_t cl = z / chL, z1 = (cl + 1) * chL < ze ? (cl + 1) * chL : ze;
-            uint8_t *c = cells[gb + (cl - g0[L])];
-            uint64_t oL = cl * chL > zs ? cl * chL : zs, eL = ((cl + 1) * chL < ze ? (cl + 1) * chL : ze) - oL;
-            if (c) memcpy(c + (row * eL + (z - oL)) * es, src, (size_t)((z1 - z) * es));
-            src += (z1 - z) * es;
-            z = z1;
+        if (chL == 1) { /* one element per chunk and row: the transposing case, tight */
+            uint8_t *const *cell = cells + gb;
+            uint64_t off = row * es;
+            for (uint64_t z = zs; z < ze; z++, src += es) {
+                uint8_t *c = cell[z - g0[L]];
+                if (!c) continue;
+                if (es == 4)
+                    memcpy(c + off, src, 4);
+                else if (es == 8)
+                    memcpy(c + off, src, 8);
+                else
+                    memcpy(c + off, src, es);
+            }
+        } else {
+            for (uint64_t z = zs; z < ze;) {
+                uint64_t cl = z / chL, z1 = (cl + 1) * chL < ze ? (cl + 1) * chL : ze;
+                uint8_t *c = cells[gb + (cl - g0[L])];
+                uint64_t oL = cl * chL > zs ? cl * chL : zs, eL = ((cl + 1) * chL < ze ? (cl + 1) * chL : ze) - oL;
+                if (c) memcpy(c + (row * eL + (z - oL)) * es, src, (size_t)((z1 - z) * es));
+                src += (z1 - z) * es;
+                z = z1;
+            }
         }
         int d = (int)L - 1;
         for (; d >= 0; d--) {
