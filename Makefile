@@ -90,6 +90,7 @@ help:
 	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick, from index checkpoints (as libraries and as the daemon open them) vs the whole journal vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_CKPT, BENCH_DAEMON, BENCH_STEP_ATTR=1: an attribute set every tick)"
 	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
 	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
+	@echo "                (a writer past WRITE_TIMEOUT=3600 seconds is recorded as not finishing, the run goes on)"
 	@echo "                plots in $(BUILD)/bench-seed/ (SETUP=quick|x256|x512|many ITERATIONS=3 RANKS=1,2)"
 	@echo "make install    install daemon, helpers, tools, library, headers, h5log.pc, units, man pages,"
 	@echo "                the Python package h5log (PYTHONDIR; docs/python.md)"
