@@ -29,6 +29,7 @@ import collections
 import copy
 import ctypes
 import ctypes.util
+import math
 import os
 import resource
 import subprocess
@@ -108,9 +109,38 @@ def hexof(arr):
 # the model: a numpy interpreter of the spec
 
 
+def default_chunk(type_, lengths, unlimited):
+    """The chunk shape a variable defined with no chunk shape and at least
+    one unlimited dimension gets (docs/format.md 3.3, "Default chunk
+    shape": netCDF-C's rule), from its type and its dimensions' lengths at
+    definition; None when the rule is undefined (a fixed dimension of
+    length 0)."""
+    size, nd = np_dtype(type_).itemsize, len(lengths)
+    fixed = [n for n, u in zip(lengths, unlimited) if not u]
+    if 0 in fixed:
+        return None
+    if nd == 1 and unlimited[0]:
+        return (4096 // size,)
+    if not fixed:
+        c = int(math.floor(math.pow(4194304.0 / size, 1.0 / nd)))
+        return tuple([max(c, 1)] * nd)
+    prod = float(np.prod(fixed, dtype=np.float64))
+    out = []
+    for n, u in zip(lengths, unlimited):
+        if u:
+            out.append(1)
+            continue
+        sug = math.pow(4194304.0 / (size * prod), 1.0 / len(fixed)) * n - 0.5
+        c = n if sug >= n else (1 if sug < 1 else int(math.floor(sug)))
+        nchunks = -(-n // c)
+        out.append(c - (nchunks * c - n) // nchunks)  # less overhang in the last chunk
+    return tuple(out)
+
+
 class Var:
-    def __init__(self, path, type_, dimidx, chunk):
+    def __init__(self, path, type_, dimidx, chunk, default=None):
         self.path, self.type, self.dimidx, self.chunk = path, type_, dimidx, chunk
+        self.default_chunk = default  # chunk None with an unlimited dimension: the default shape
         self.fill_kind, self.fill = "default", None  # "default" | "explicit" | "nofill"
         self.puts = []  # (tick, rank, order, start, count, seed)
 
@@ -127,7 +157,7 @@ class TickState:
     """What tick N must show. dims: [(name, length, unlimited)] in dimid
     order; groups: group paths in definition order ("/" first); members:
     group path -> [(name, "grp"|"var")] in definition order; vars: path ->
-    dict(type, dtype, dims, shape, data, written, fill_kind, fill, chunk);
+    dict(type, dtype, dims, shape, data, written, fill_kind, fill, chunk, default_chunk);
     attrs: object path -> [(name, value)] in order of first definition, a
     value being a str (text) or a 1-D numpy array (its dtype is the
     attribute's type)."""
@@ -196,7 +226,8 @@ def run_model(spec, nranks):
                 written[box] = True
             st.vars[p] = dict(type=o.type, dtype=dt, dims=[dims[k][0] for k in o.dimidx],
                               unlimited=[dims[k][1] for k in o.dimidx], shape=shape, data=data,
-                              written=written, fill_kind=o.fill_kind, fill=o.fill_value(), chunk=o.chunk)
+                              written=written, fill_kind=o.fill_kind, fill=o.fill_value(), chunk=o.chunk,
+                              default_chunk=o.default_chunk)
         st.attrs = {p: [(n, copy.deepcopy(v)) for n, v in a.items()] for p, a in attrs.items()}
         return st
 
@@ -236,7 +267,10 @@ def run_model(spec, nranks):
             add_group(split_path(tok[1])[0])
             nd = int(tok[4])
             chunk = None if tok[3] == "-" else tuple(int(c) for c in tok[3].split(","))
-            objs[tok[1]] = Var(tok[1], tok[2], [int(x) for x in tok[5:5 + nd]], chunk)
+            dimidx = [int(x) for x in tok[5:5 + nd]]
+            unl = [dims[k][1] for k in dimidx]
+            dflt = default_chunk(tok[2], [dims[k][2] for k in dimidx], unl) if chunk is None and any(unl) else None
+            objs[tok[1]] = Var(tok[1], tok[2], dimidx, chunk, dflt)
             attrs[tok[1]] = collections.OrderedDict()
         elif cmd == "fill":
             v = objs[tok[1]]
@@ -700,8 +734,31 @@ def check_live(path, states, proc, linger=30):
         diffs += [f"live, tick {t0} of {len(states)}: {x}" for x in d]
 
 
-def check_h5py(path, st, label):
-    """Compare the canonical file at path (h5py) with TickState st."""
+def chunk_diff(v, chunks, finalized):
+    """What is wrong with a variable's storage as a reader reports it
+    (chunks: a tuple, or None for contiguous), or None. An explicit chunk
+    shape is kept; a variable with no chunk shape given and an unlimited
+    dimension has the default one (docs/format.md 3.3); one with no
+    unlimited dimension is contiguous, except in a finalized file, where
+    it may be stored chunked in place with any chunk shape (docs/format.md
+    1.1, "A contiguous variable in place")."""
+    if v["chunk"] is not None:
+        if chunks != v["chunk"]:
+            return f"{chunks}, expected {v['chunk']} (explicit)"
+    elif any(v["unlimited"]):
+        if chunks is None:
+            return "contiguous, expected a default chunk shape (unlimited dimension)"
+        if v["default_chunk"] is not None and chunks != v["default_chunk"]:
+            return f"{chunks}, expected {v['default_chunk']} (the default chunk shape)"
+    elif chunks is not None and not (finalized and v["shape"]):
+        return f"{chunks}, expected contiguous"
+    return None
+
+
+def check_h5py(path, st, label, finalized=False):
+    """Compare the canonical file at path (h5py) with TickState st.
+    finalized: path is a finalized log-layout file read as it is, whose
+    contiguous variables may be stored chunked (chunk_diff)."""
     import h5py
     diffs = []
     where0 = f"tick {st.tick} ({label}, h5py)"
@@ -740,12 +797,9 @@ def check_h5py(path, st, label):
             fv = ds.fillvalue
             if not np.array_equal(np.asarray(fv, dtype=v["dtype"]), np.asarray(v["fill"], dtype=v["dtype"])):
                 diffs.append(f"{w}: HDF5 fill value: {_fmt(fv)}, expected {_fmt(v['fill'])} ({v['fill_kind']})")
-            if v["chunk"] is not None and ds.chunks != v["chunk"]:
-                diffs.append(f"{w}: chunks: {ds.chunks}, expected {v['chunk']} (explicit)")
-            elif v["chunk"] is None and any(v["unlimited"]) and ds.chunks is None:
-                diffs.append(f"{w}: chunks: contiguous, expected a default chunk shape (unlimited dimension)")
-            elif v["chunk"] is None and not any(v["unlimited"]) and ds.chunks is not None:
-                diffs.append(f"{w}: chunks: {ds.chunks}, expected contiguous")
+            cd = chunk_diff(v, ds.chunks, finalized)
+            if cd:
+                diffs.append(f"{w}: chunks: {cd}")
             got = _read_h5py(ds)
             # (a 0-D read is a numpy scalar, always in native order)
             if ds.dtype == v["dtype"] and v["shape"] and got.dtype != v["dtype"]:
@@ -806,8 +860,9 @@ def _nc_inq_var_fill(var):
     return no_fill.value, buf.raw[:var.dtype.itemsize]
 
 
-def check_netcdf(path, st, label):
-    """Compare the file at path, opened with netCDF4-python, with st."""
+def check_netcdf(path, st, label, finalized=False):
+    """Compare the file at path, opened with netCDF4-python, with st.
+    finalized: as for check_h5py."""
     import netCDF4
     diffs = []
     where0 = f"tick {st.tick} ({label}, netCDF4)"
@@ -850,7 +905,8 @@ def check_netcdf(path, st, label):
             for n in wv:
                 p = g.rstrip("/") + "/" + n
                 if n in grp.variables:
-                    _check_var_nc(f"{where0} {p}", grp.variables[n], st.vars[p], _expected_attrs(st, p), diffs)
+                    _check_var_nc(f"{where0} {p}", grp.variables[n], st.vars[p], _expected_attrs(st, p), diffs,
+                                  finalized)
     finally:
         ds.close()
     return diffs
@@ -866,7 +922,7 @@ def _check_attrs_nc(w, obj, names, want, diffs):
             _cmp_attr(w, n, obj.getncattr(n), val, diffs, exact_dtype=False)
 
 
-def _check_var_nc(w, var, v, want_attrs, diffs):
+def _check_var_nc(w, var, v, want_attrs, diffs, finalized):
     if tuple(var.dimensions) != tuple(v["dims"]):
         diffs.append(f"{w}: variable dimensions: {var.dimensions}, expected {tuple(v['dims'])}")
     if tuple(var.shape) != v["shape"]:
@@ -880,10 +936,9 @@ def _check_var_nc(w, var, v, want_attrs, diffs):
         if var.endian() != want_end:
             diffs.append(f"{w}: endian: {var.endian()}, expected {want_end}")
     ch = var.chunking()
-    if v["chunk"] is not None and (ch == "contiguous" or tuple(ch) != v["chunk"]):
-        diffs.append(f"{w}: chunks: {ch}, expected {list(v['chunk'])}")
-    elif v["chunk"] is None and not any(v["unlimited"]) and v["shape"] and ch != "contiguous":
-        diffs.append(f"{w}: chunks: {ch}, expected contiguous")
+    cd = chunk_diff(v, None if ch == "contiguous" else tuple(ch), finalized) if v["shape"] else None
+    if cd:
+        diffs.append(f"{w}: chunks: {cd}")
     no_fill, fbytes = _nc_inq_var_fill(var)
     want_nofill = 1 if v["fill_kind"] == "nofill" else 0
     if no_fill != want_nofill:

@@ -39,11 +39,12 @@ DUMP = os.path.join(BIN, "h5logdump")
 SEEDS = [(s, (1, 2, 4)[i % 3]) for i, s in enumerate(range(1, 13))]
 
 
-def netcdf_diffs(path, st, label):
+def netcdf_diffs(path, st, label, finalized=False):
     """check_netcdf, less the one expected difference: netCDF shows the
-    internal group /_h5log (h5py's check already allows it)."""
+    internal group /_h5log (h5py's check already allows it). finalized:
+    path is a finalized file (check_netcdf's)."""
     out = []
-    for d in difftest.check_netcdf(path, st, label):
+    for d in difftest.check_netcdf(path, st, label, finalized=finalized):
         if ": groups names: " in d and "'_h5log'" in d:
             got = d.split(": groups names: ")[1].split(", expected ")
             if got[0].replace("'_h5log', ", "").replace("'_h5log'", "") == got[1]:
@@ -78,8 +79,8 @@ def test_closed_file_equals_model_in_plain_clients(tmp_path, seed, nranks):
     h5, states, p = write(tmp_path, seed, nranks)
     assert p.returncode == 0, p.stderr[-2000:]
     assert not os.path.exists(str(h5) + ".h5lj")
-    diffs = difftest.check_h5py(str(h5), states[-1], "plain file")
-    diffs += netcdf_diffs(str(h5), states[-1], "plain file")
+    diffs = difftest.check_h5py(str(h5), states[-1], "plain file", finalized=True)
+    diffs += netcdf_diffs(str(h5), states[-1], "plain file", finalized=True)
     # the project's readers see the same file as before, at every tick
     diffs += difftest.check_replay(str(h5), states, str(tmp_path))
     if diffs:
@@ -133,8 +134,8 @@ def test_opted_out_file_fails_loudly_then_recovers(tmp_path, seed, nranks):
     r = recover(h5)
     assert r.returncode == 0 and "finalized at tick" in r.stdout, r.stdout + r.stderr
     assert "closed by its writer, journal embedded, finalized" in dump_state(h5)
-    diffs = difftest.check_h5py(str(h5), states[-1], "finalized later")
-    diffs += netcdf_diffs(str(h5), states[-1], "finalized later")
+    diffs = difftest.check_h5py(str(h5), states[-1], "finalized later", finalized=True)
+    diffs += netcdf_diffs(str(h5), states[-1], "finalized later", finalized=True)
     diffs += difftest.check_replay(str(h5), states, str(tmp_path))
     assert not diffs, fail_report(seed, nranks, diffs)
     r = recover(h5)
@@ -168,8 +169,8 @@ def test_recover_killed_writer(tmp_path, seed, nranks, kill):
         assert f"ticks: 0" in dump.stdout
         return
     want = states[kill - 2]
-    diffs = difftest.check_h5py(str(h5), want, "recovered")
-    diffs += netcdf_diffs(str(h5), want, "recovered")
+    diffs = difftest.check_h5py(str(h5), want, "recovered", finalized=True)
+    diffs += netcdf_diffs(str(h5), want, "recovered", finalized=True)
     diffs += difftest.check_replay(str(h5), states[:kill - 1], str(tmp_path))
     assert not diffs, fail_report(seed, nranks, diffs)
     r = recover(h5)
@@ -263,8 +264,8 @@ def test_close_that_cannot_finalize(tmp_path, where, size, says):
     assert_fails_loudly(str(h5), states[-1])
     r = recover(h5)
     assert r.returncode == 0 and "finalized at tick 1" in r.stdout, r.stdout + r.stderr
-    diffs = difftest.check_h5py(str(h5), states[-1], "finalized later")
-    diffs += netcdf_diffs(str(h5), states[-1], "finalized later")
+    diffs = difftest.check_h5py(str(h5), states[-1], "finalized later", finalized=True)
+    diffs += netcdf_diffs(str(h5), states[-1], "finalized later", finalized=True)
     assert not diffs, diffs
 
 
