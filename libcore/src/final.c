@@ -83,7 +83,7 @@ struct h5l_final {
     uint64_t *addrs; /* fin_base, then each variable's contig_addr */
     h5l_final_stats_t st;
     char fin_name[32];
-    const char *path; /* the reader's, for messages */
+    char *path; /* the file's, for messages (its own copy: the reader may be closed first) */
 };
 
 static uint64_t align8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
@@ -479,8 +479,11 @@ int h5l_final_plan(h5l_reader_t *r, uint64_t tick, h5l_final_t **out, h5l_err_t 
     h5l_final_t *p = calloc(1, sizeof *p);
     if (!p) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
     p->tick = tick;
-    p->path = h5l_reader_path(r);
     p->window = window_env();
+    if (!(p->path = strdup(h5l_reader_path(r)))) {
+        free(p);
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
+    }
     int rc = H5L_OK;
     h5l_reader_rdlock(r);
     const h5l_schema_t *s = h5l_reader_schema(r);
@@ -630,6 +633,7 @@ void h5l_final_free(h5l_final_t *p)
     }
     free(p->v);
     free(p->addrs);
+    free(p->path);
     free(p);
 }
 
@@ -1083,8 +1087,10 @@ static int check_var(const h5l_final_t *p, hid_t f, const fvar_t *v, h5l_err_t *
         unsigned mask = 0;
         haddr_t addr = HADDR_UNDEF;
         hsize_t size = 0;
-        if (H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size) < 0 || addr + p->base != v->addr[o] ||
-            size != v->S)
+        if (H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size) < 0)
+            rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: libhdf5 cannot read the chunk index of '%s' again",
+                             p->path, v->path);
+        else if (addr + p->base != v->addr[o] || size != v->S)
             rc = h5l_err_set(err, H5L_EHDF5,
                              "%s: finalizing: libhdf5 finds chunk %llu of '%s' at %llu (%llu bytes), not at %llu: "
                              "its layout is not the one this version writes",

@@ -2099,10 +2099,12 @@ static int one_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
     return c->n > 1; /* a second run: not one */
 }
 
-/* Are the box's bytes one contiguous run of the log? Each record box's
- * part of it must be one run in the record and in the box, and the parts,
- * in the box's order, must follow each other in the log and fill the box
- * (so no two overlap). The finalizer keeps such a chunk in place
+/* Are the box's bytes one contiguous run of the log? Records are taken
+ * newest first until their parts of the box add up to it (older ones are
+ * then hidden: a band rewritten whole at a later tick); each record box's
+ * part must be one run in the record and in the box, and the parts, in
+ * the box's order, must follow each other in the log and fill the box
+ * exactly (so no two overlap). The finalizer keeps such a chunk in place
  * (format.md 1.1): ranks writing the parts of one row in one tick lay them
  * side by side. */
 #define RUN_PIECES 64
@@ -2111,8 +2113,9 @@ static void chunk_run(const h5l_obj_t *o, h5l_rec_t *const *list, size_t n, cons
 {
     uint32_t nd = o->ndims;
     size_t es = o->type.size, np = 0;
+    uint64_t want = nd ? h5l_box_nelem(nd, count) : 1, got = 0;
     rpiece_t p[RUN_PIECES];
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = n; i-- > 0 && got < want;) { /* newest first */
         uint64_t boff = list[i]->offset;
         for (uint32_t k = 0; k < list[i]->nboxes; k++) {
             const uint64_t *bs = list[i]->boxes + (size_t)k * 2 * nd, *bc = bs + nd;
@@ -2122,11 +2125,12 @@ static void chunk_run(const h5l_obj_t *o, h5l_rec_t *const *list, size_t n, cons
                 onerun_t c = {0, 0, 0};
                 if (nd && h5l_box_runs(nd, xs, xc, bs, bc, start, count, one_run, &c)) return;
                 p[np++] = (rpiece_t){c.dst, boff + c.src * es, nd ? h5l_box_nelem(nd, xc) : 1};
+                got += p[np - 1].len;
             }
             boff += h5l_box_nelem(nd, bc) * es;
         }
     }
-    if (!np) return;
+    if (!np || got != want) return; /* (more: parts overlap; less: unwritten elements) */
     qsort(p, np, sizeof *p, cmp_rpiece);
     uint64_t at = 0;
     for (size_t i = 0; i < np; i++) {
