@@ -26,14 +26,19 @@ below BENCH_FLOOR_S (default 0.05 s: a finalize that keeps every chunk in
 place costs an index entry per chunk, and the difference of two closes of
 a few milliseconds is noise, not a ratio). Each ratio also gives the
 ratio of the bytes finalizing copied (fin_bytes: the /_h5log/fin.K
-datasets) and of the whole close with finalizing, for information.
+datasets), of the whole close with finalizing and of finalize_cpu_s
+(cpu_ratio: near the bytes ratio when the time ratio is not, the time went
+to waiting for a core or for I/O, not to work), for information.
 
-Per chunking and size: finalize_s (median) and its MB/s, the close with
-finalizing (close_fin_s; per rank its wall and CPU seconds: a rank whose
-CPU is far below its wall time waited, for a core or for I/O), the close
-without, write_flush_s, what finalizing made (fin_layout, fin_chunk: /x
-as libhdf5 sees it; fin_bytes, copied_fraction: the bytes of fin.K over
-the data's) and the file sizes.
+Per chunking and size: finalize_s (median) and its MB/s; finalize_cpu_s,
+the same difference in CPU seconds, the largest of the ranks' (the wall
+time less what a rank spent off its core, preempted by other processes or
+blocked; a rank waiting for another in MPI spins, and that counts); the
+close with finalizing (close_fin_s; per rank its wall and CPU seconds: a
+rank whose CPU is far below its wall time waited, for a core or for I/O);
+the close without; write_flush_s; what finalizing made (fin_layout,
+fin_chunk: /x as libhdf5 sees it; fin_bytes, copied_fraction: the bytes
+of fin.K over the data's) and the file sizes.
 
 Output: one JSON document on stdout, progress on stderr. Environment:
   BENCH_SIZES      cube edges N (default "256 406 512 645 812": 64 MiB,
@@ -220,6 +225,9 @@ def main():
             fin = [x["modes"]["fin"] for x in rs]
             nof = [x["modes"]["nofin"] for x in rs]
             fz = [x["finalize_s"] for x in rs]
+            # CPU: max over ranks of (close with - close without finalizing)
+            fc = [max(a - b for a, b in zip(x["modes"]["fin"]["close_cpu_rank_s"], x["modes"]["nofin"]["close_cpu_rank_s"]))
+                  for x in rs]
             nbytes = rs[0]["data_bytes"]
             mf = med(fz)
             mc = med([x["close_s"] for x in fin])
@@ -230,6 +238,7 @@ def main():
                 "finalize_s": rnd6(mf),
                 "finalize_s_every_round": [rnd6(x) for x in fz],
                 "finalize_MBps": round(nbytes / mf / 1e6, 1) if mf and mf > 0 else None,
+                "finalize_cpu_s": rnd6(med(fc)),
                 "close_fin_s": rnd6(mc),
                 "close_fin_s_range": [rnd6(min(x["close_s"] for x in fin)), rnd6(max(x["close_s"] for x in fin))],
                 "close_fin_MBps": round(nbytes / mc / 1e6, 1) if mc and mc > 0 else None,
@@ -258,6 +267,8 @@ def main():
             per = [y["finalize_s"] / x["finalize_s"] for x, y in zip(runs[(spec, a)], runs[(spec, b)])
                    if x["finalize_s"] > 0]
             cq = sb["close_fin_s"] / sa["close_fin_s"] if sa["close_fin_s"] else None
+            ua, ub = sa["finalize_cpu_s"], sb["finalize_cpu_s"]
+            uq = ub / ua if ua and ua > 0 else None
             fq = sb["fin_bytes"] / sa["fin_bytes"] if sa["fin_bytes"] else None
             key = "%s->%s" % (labels[a], labels[b])
             e["ratios"][key] = {
@@ -269,6 +280,7 @@ def main():
                 "below_floor": below,
                 "met": ok,
                 "close_fin_time_ratio": round(cq, 3) if cq else None,
+                "cpu_ratio": round(uq, 3) if uq is not None else None,
                 "fin_bytes_ratio": round(fq, 3) if fq else None,
             }
             e["targets_met"]["%s: time ratio <= %.2f" % (key, limit)] = ok

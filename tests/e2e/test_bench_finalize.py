@@ -25,12 +25,12 @@ TOP = {"benchmark", "target", "what", "nranks", "rounds", "statistic", "dir", "p
        "loadavg_before", "loadavg_after", "seconds_total", "sizes", "pairs", "chunkings", "ratios_checked",
        "all_targets_met", "verified"}
 CHUNKING = {"by_size", "ratios", "targets_met"}
-SIZE = {"n", "chunk", "bytes", "finalize_s", "finalize_s_every_round", "finalize_MBps", "close_fin_s",
+SIZE = {"n", "chunk", "bytes", "finalize_s", "finalize_s_every_round", "finalize_MBps", "finalize_cpu_s", "close_fin_s",
         "close_fin_s_range", "close_fin_MBps", "close_fin_rank_s", "close_fin_cpu_rank_s", "close_nofin_s", "write_flush_s", "fin_layout", "fin_chunk",
         "fin_bytes", "copied_fraction", "file_bytes_fin", "file_bytes_nofin", "allocated_bytes_fin",
         "allocated_bytes_nofin", "verified"}
 RATIO = {"n", "bytes_ratio", "time_ratio", "time_ratio_per_round", "limit", "below_floor", "met",
-         "close_fin_time_ratio", "fin_bytes_ratio"}
+         "close_fin_time_ratio", "cpu_ratio", "fin_bytes_ratio"}
 
 
 def check_doc(doc):
