@@ -23,7 +23,10 @@
  * then a barrier, then each rank times its h5l_close; close_s is the
  * maximum over ranks; per rank also the close's wall time, its CPU time
  * (user + system, getrusage) and its context switches (voluntary: it
- * blocked; involuntary: preempted), to tell computing from waiting.
+ * blocked; involuntary: preempted), to tell computing from waiting, and
+ * the machine's CPU seconds meanwhile (rank 0's /proc/stat: user, system,
+ * idle, iowait, steal; in 1/100 s ticks), to tell other processes and the
+ * host from the ranks.
  * write_flush_s (the put and the flush, max over ranks) is reported for
  * information. Nothing is synced, the page cache is not dropped.
  *
@@ -94,6 +97,29 @@ static double cpu_now(long *vcsw, long *ivcsw)
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
+/* The machine's CPU seconds so far (/proc/stat, all CPUs): user (with
+ * nice), system (with irq and softirq), idle, iowait, steal (taken by the
+ * host: a VM's vCPU waiting for its host). Zeros if unreadable. */
+enum { ST_USER, ST_SYSTEM, ST_IDLE, ST_IOWAIT, ST_STEAL, NST };
+static const char *const st_name[NST] = {"user", "system", "idle", "iowait", "steal"};
+static void machine_cpu(double *out)
+{
+    unsigned long long v[8] = {0};
+    memset(out, 0, NST * sizeof *out);
+    FILE *fp = fopen("/proc/stat", "r");
+    if (!fp) return;
+    int n = fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    fclose(fp);
+    if (n != 8) return;
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    out[ST_USER] = (double)(v[0] + v[1]) / hz;
+    out[ST_SYSTEM] = (double)(v[2] + v[5] + v[6]) / hz;
+    out[ST_IDLE] = (double)v[3] / hz;
+    out[ST_IOWAIT] = (double)v[4] / hz;
+    out[ST_STEAL] = (double)v[7] / hz;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -156,6 +182,7 @@ typedef struct result {
     double close_rank_s[MAXR]; /* each rank's close: wall, CPU (user + system) */
     double close_cpu_s[MAXR];
     long close_csw[MAXR][2];   /* context switches in it: voluntary (blocked), involuntary */
+    double machine[NST];       /* the machine's CPU seconds during the close (rank 0's view) */
     long long file_bytes, allocated_bytes;
     uint64_t fin_bytes;
     int fin_datasets;
@@ -335,9 +362,13 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
         perf_ctl(mode, "enable");
         long v0, i0, v1, i1;
+        double m0[NST], m1[NST];
+        machine_cpu(m0);
         double u0 = cpu_now(&v0, &i0), t1 = now();
         int rc = h5l_close(f);
         double c = now() - t1, u = cpu_now(&v1, &i1) - u0;
+        machine_cpu(m1);
+        for (int k = 0; k < NST; k++) rs->machine[k] = m1[k] - m0[k];
         perf_ctl(mode, "disable");
         if (rc != H5L_OK) DIE("h5l_close: %s [%s]", h5l_errmsg(NULL), h5l_strerror(rc));
         double cmax = c, mine[4] = {c, u, (double)(v1 - v0), (double)(i1 - i0)}, all[4 * MAXR];
@@ -388,6 +419,9 @@ int main(int argc, char **argv)
                 }
                 printf("]");
             }
+            printf(", \"close_machine_cpu_s\": {");
+            for (int k = 0; k < NST; k++) printf("%s\"%s\": %.2f", k ? ", " : "", st_name[k], rs->machine[k]);
+            printf("}");
             printf(", \"file_bytes\": %lld, \"allocated_bytes\": %lld, \"layout\": \"%s\", \"chunk\": ",
                    rs->file_bytes, rs->allocated_bytes, rs->layout);
             if (!strcmp(rs->layout, "chunked"))

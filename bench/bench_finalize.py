@@ -35,7 +35,10 @@ the same difference in CPU seconds, the largest of the ranks' (the wall
 time less what a rank spent off its core, preempted by other processes or
 blocked; a rank waiting for another in MPI spins, and that counts); the
 close with finalizing (close_fin_s; per rank its wall and CPU seconds: a
-rank whose CPU is far below its wall time waited, for a core or for I/O);
+rank whose CPU is far below its wall time waited, for a core or for I/O;
+and the machine's CPU seconds meanwhile, close_fin_machine_cpu_s: user,
+system, idle, iowait, steal from /proc/stat, all CPUs: user + system well
+above the ranks' CPU is other processes, idle + iowait the ranks blocked);
 the close without; write_flush_s; what finalizing made (fin_layout,
 fin_chunk: /x as libhdf5 sees it; fin_bytes, copied_fraction: the bytes
 of fin.K over the data's) and the file sizes.
@@ -244,6 +247,8 @@ def main():
                 "close_fin_MBps": round(nbytes / mc / 1e6, 1) if mc and mc > 0 else None,
                 "close_fin_rank_s": [rnd6(med([x["close_rank_s"][q] for x in fin])) for q in range(NP)],
                 "close_fin_cpu_rank_s": [rnd6(med([x["close_cpu_rank_s"][q] for x in fin])) for q in range(NP)],
+                "close_fin_machine_cpu_s": {k: round(med([x["close_machine_cpu_s"][k] for x in fin]), 2)
+                                            for k in fin[0]["close_machine_cpu_s"]},
                 "close_nofin_s": rnd6(med([x["close_s"] for x in nof])),
                 "write_flush_s": rnd6(med([x["write_flush_s"] for x in fin + nof])),
                 "fin_layout": fin[0]["layout"],

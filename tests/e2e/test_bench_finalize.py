@@ -26,7 +26,7 @@ TOP = {"benchmark", "target", "what", "nranks", "rounds", "statistic", "dir", "p
        "all_targets_met", "verified"}
 CHUNKING = {"by_size", "ratios", "targets_met"}
 SIZE = {"n", "chunk", "bytes", "finalize_s", "finalize_s_every_round", "finalize_MBps", "finalize_cpu_s", "close_fin_s",
-        "close_fin_s_range", "close_fin_MBps", "close_fin_rank_s", "close_fin_cpu_rank_s", "close_nofin_s", "write_flush_s", "fin_layout", "fin_chunk",
+        "close_fin_s_range", "close_fin_MBps", "close_fin_rank_s", "close_fin_cpu_rank_s", "close_fin_machine_cpu_s", "close_nofin_s", "write_flush_s", "fin_layout", "fin_chunk",
         "fin_bytes", "copied_fraction", "file_bytes_fin", "file_bytes_nofin", "allocated_bytes_fin",
         "allocated_bytes_nofin", "verified"}
 RATIO = {"n", "bytes_ratio", "time_ratio", "time_ratio_per_round", "limit", "below_floor", "met",
@@ -56,6 +56,7 @@ def check_doc(doc):
             assert len(s["finalize_s_every_round"]) == 1 and s["close_fin_s"] > 0 and s["close_nofin_s"] > 0
             assert len(s["close_fin_rank_s"]) == 2 and max(s["close_fin_rank_s"]) == s["close_fin_s"]
             assert len(s["close_fin_cpu_rank_s"]) == 2
+            assert set(s["close_fin_machine_cpu_s"]) == {"user", "system", "idle", "iowait", "steal"}
             assert s["fin_layout"] in ("chunked", "contiguous")
             # a finalized file holds at least its data once, and chunks
             # [N,N,c] with c < N (parts of each in every band, not one run
