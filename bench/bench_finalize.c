@@ -3,7 +3,7 @@
  * every size and chunking and checks that the cost grows linearly).
  *
  *   mpirun -np P bench_finalize --dir DIR --n N [--chunk A,B,C|default]
- *          [--modes nofin,fin] [--keep] [--cold] [--verify]
+ *          [--modes nofin,fin] [--keep] [--cold] [--sync] [--verify]
  *
  * One float32 variable /x [N,N,N] (dimensions z, y, x), chunked [A,B,C]
  * or, with --chunk default (the default), contiguous (chunk NULL: the
@@ -17,7 +17,9 @@
  *   nofin  h5l_opts_t.no_finalize
  * so close(fin) - close(nofin) is the finalizing cost.
  *
- * Timing: after the flush, each rank warms the memory the close will
+ * Timing: after the flush (and with --sync a syncfs of DIR's file system,
+ * so that no writeback of the log runs during the close), each rank warms
+ * the memory the close will
  * take (see warm_memory: this VM hands freed memory back to its host and
  * the first touch of such a page costs a host fault; --cold skips it),
  * then a barrier, then each rank times its h5l_close; close_s is the
@@ -261,7 +263,7 @@ static int verify(const char *path, uint64_t n)
 static void usage(void)
 {
     DIE("usage: bench_finalize --dir DIR --n N [--chunk A,B,C|default] [--modes nofin,fin] [--keep] [--cold] "
-        "[--verify]");
+        "[--sync] [--verify]");
 }
 
 int main(int argc, char **argv)
