@@ -24,7 +24,9 @@ the finalizing cost's medians; the target is met when it is at most 1.1x
 the bytes ratio (4.4 for exactly 4x), or when the larger size's cost is
 below BENCH_FLOOR_S (default 0.05 s: a finalize that keeps every chunk in
 place costs an index entry per chunk, and the difference of two closes of
-a few milliseconds is noise, not a ratio). Each ratio also gives the
+a few milliseconds is noise, not a ratio); a smaller size's cost not
+above 0 gives no ratio, and the target is then not met unless the larger
+one is below the floor too (note says which). Each ratio also gives the
 ratio of the bytes finalizing copied (fin_bytes: the /_h5log/fin.K
 datasets), of the whole close with finalizing and of finalize_cpu_s
 (cpu_ratio: near the bytes ratio when the time ratio is not, the time went
@@ -276,6 +278,13 @@ def main():
             uq = ub / ua if ua and ua > 0 else None
             fq = sb["fin_bytes"] / sa["fin_bytes"] if sa["fin_bytes"] else None
             key = "%s->%s" % (labels[a], labels[b])
+            if below:
+                note = "the larger size's cost is below floor_s: no growth to measure"
+            elif tq is None:
+                note = "the smaller size's cost is not above 0 (every chunk in place: the two closes differ by " \
+                       "noise): no ratio, growth from nothing to %.3f s" % tb
+            else:
+                note = None
             e["ratios"][key] = {
                 "n": [a, b],
                 "bytes_ratio": round(bq, 4),
@@ -284,6 +293,7 @@ def main():
                 "limit": round(limit, 3),
                 "below_floor": below,
                 "met": ok,
+                "note": note,
                 "close_fin_time_ratio": round(cq, 3) if cq else None,
                 "cpu_ratio": round(uq, 3) if uq is not None else None,
                 "fin_bytes_ratio": round(fq, 3) if fq else None,

@@ -29,7 +29,7 @@ SIZE = {"n", "chunk", "bytes", "finalize_s", "finalize_s_every_round", "finalize
         "close_fin_s_range", "close_fin_MBps", "close_fin_rank_s", "close_fin_cpu_rank_s", "close_fin_machine_cpu_s", "close_nofin_s", "write_flush_s", "fin_layout", "fin_chunk",
         "fin_bytes", "copied_fraction", "file_bytes_fin", "file_bytes_nofin", "allocated_bytes_fin",
         "allocated_bytes_nofin", "verified"}
-RATIO = {"n", "bytes_ratio", "time_ratio", "time_ratio_per_round", "limit", "below_floor", "met",
+RATIO = {"n", "bytes_ratio", "time_ratio", "time_ratio_per_round", "limit", "below_floor", "met", "note",
          "close_fin_time_ratio", "cpu_ratio", "fin_bytes_ratio"}
 
 
