@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -62,6 +63,33 @@ int h5l_fd_write(int fd, const void *buf, size_t n, uint64_t off, const char *wh
         }
         if (w == 0) return io_fail(ENOSPC, "writing", n, off, what, err); /* no progress: the device is full */
         done += (size_t)w;
+    }
+    return H5L_OK;
+}
+
+int h5l_fd_writev(int fd, struct iovec *iov, int niov, uint64_t off, const char *what, h5l_err_t *err)
+{
+    size_t n = 0, done = 0;
+    for (int i = 0; i < niov; i++) n += iov[i].iov_len;
+    while (niov > 0) {
+        if (!iov->iov_len) { /* nothing left of this one */
+            iov++, niov--;
+            continue;
+        }
+        ssize_t w = pwritev(fd, iov, niov, (off_t)(off + done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return io_fail(errno, "writing", n, off, what, err);
+        }
+        if (w == 0) return io_fail(ENOSPC, "writing", n, off, what, err);
+        done += (size_t)w;
+        for (size_t left = (size_t)w; left;) { /* skip what went out */
+            size_t k = left < iov->iov_len ? left : iov->iov_len;
+            iov->iov_base = (uint8_t *)iov->iov_base + k;
+            iov->iov_len -= k;
+            left -= k;
+            if (!iov->iov_len) iov++, niov--;
+        }
     }
     return H5L_OK;
 }

@@ -25,4 +25,11 @@ int h5l_fd_read_all(int fd, void *buf, size_t n, uint64_t off, const char *what,
  * cause (a write that makes no progress is ENOSPC). */
 int h5l_fd_write(int fd, const void *buf, size_t n, uint64_t off, const char *what, h5l_err_t *err);
 
+/* Write the niov buffers of iov back to back from off (one pwritev where
+ * the kernel takes them all; short writes continue where they stopped, so
+ * iov is modified). niov <= IOV_MAX. Errors as h5l_fd_write's, n being
+ * their total. */
+struct iovec;
+int h5l_fd_writev(int fd, struct iovec *iov, int niov, uint64_t off, const char *what, h5l_err_t *err);
+
 #endif

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -47,6 +48,8 @@
 #include "grow.h"
 
 #define TWO_K 64             /* children of a chunk B-tree node: libhdf5's default istore_k 32 */
+#define PART_GAP 64          /* bytes between the parts of a cut tile (cut_tile) */
+#define WRITE_IOV 256        /* the most parts one write of a cut tile takes */
 #define CHUNK_MAX ((uint64_t)1 << 32) /* a chunk must be smaller (libhdf5 keeps its size in 32 bits) */
 
 enum { FV_NONE, FV_CHUNKED, FV_CONTIG };
@@ -744,6 +747,7 @@ typedef struct cctx {
     uint8_t **part;
     size_t pcap;
     h5l_err_t *err;
+    struct iovec iov[WRITE_IOV]; /* one write's pieces */
 } cctx_t;
 
 static int grow_buf(uint8_t **b, size_t *cap, size_t need, h5l_err_t *err, const char *path)
@@ -863,7 +867,12 @@ static int cut_tile(cctx_t *c, const fvar_t *v, const tile_t *tl)
         part_of(v, tl, cc, o, P);
         uint64_t bytes = h5l_box_nelem(nd, P) * es;
         c->part[g] = (uint8_t *)(uintptr_t)total; /* an offset until out is sized */
-        if (ords[g] != UINT64_MAX || direct) total += bytes;
+        /* parts one cache line apart beyond their bytes: parts of a power
+         * of two bytes back to back put every row's pieces in one cache
+         * set, and the scatter below, writing a piece to each part in
+         * turn, misses on every one of them (z-plane chunks of 1 MiB:
+         * 2.3 ms a MiB, 1.0 with the gap) */
+        if (ords[g] != UINT64_MAX || direct) total += bytes + (direct ? 0 : PART_GAP);
         for (int d = (int)nd - 1; d >= 0; d--) {
             if (++gi[d] < gn[d]) break;
             gi[d] = 0;
@@ -915,10 +924,11 @@ static int cut_tile(cctx_t *c, const fvar_t *v, const tile_t *tl)
         h5l_box_scatter(nd, es, tl->start, tl->count, c->tile, v->chunk, cells);
         free(cells);
     }
-    /* write each copied chunk's part where it lies, merging neighbours */
+    /* write each copied chunk's part where it lies, neighbours in the
+     * file in one write */
     memset(gi, 0, sizeof gi);
-    uint64_t wo = 0, wn = 0; /* a pending write: file offset, bytes (from wb) */
-    const uint8_t *wb = NULL;
+    uint64_t wo = 0, wn = 0; /* a pending write: file offset, bytes (in iov) */
+    int niov = 0;
     for (uint64_t g = 0; g < ng && !rc; g++) {
         uint64_t cc[H5L_MAX_DIMS], o[H5L_MAX_DIMS], P[H5L_MAX_DIMS];
         for (uint32_t d = 0; d < nd; d++) cc[d] = g0[d] + gi[d];
@@ -931,16 +941,18 @@ static int cut_tile(cctx_t *c, const fvar_t *v, const tile_t *tl)
         uint64_t in = 0;
         for (uint32_t d = 0; d < nd; d++) in = in * v->chunk[d] + (o[d] - cc[d] * v->chunk[d]);
         uint64_t off = v->addr[ords[g]] + in * es, n = h5l_box_nelem(nd, P) * es;
-        if (wn && wo + wn == off && wb + wn == c->part[g]) {
+        if (wn && wo + wn == off && niov < WRITE_IOV) {
+            c->iov[niov++] = (struct iovec){c->part[g], (size_t)n};
             wn += n;
             continue;
         }
-        if (wn) rc = pwrite_at(c, wb, wn, wo);
+        if (wn) rc = h5l_fd_writev(c->fd, c->iov, niov, wo, c->p->path, c->err);
         wo = off;
         wn = n;
-        wb = c->part[g];
+        niov = 0;
+        c->iov[niov++] = (struct iovec){c->part[g], (size_t)n};
     }
-    if (!rc && wn) rc = pwrite_at(c, wb, wn, wo);
+    if (!rc && wn) rc = h5l_fd_writev(c->fd, c->iov, niov, wo, c->p->path, c->err);
 out:
     free(ords);
     return rc;
@@ -977,8 +989,12 @@ int h5l_final_copy(h5l_final_t *p, h5l_reader_t *r, int fd, int me, int nproc, h
     uint64_t tot[2] = {0, 0};
     all_tiles(p, count_tile, tot);
     unsigned __int128 T = tot[1];
-    cctx_t c = {p, r, fd, (uint64_t)(T * (unsigned)me / (unsigned)nproc),
-                (uint64_t)(T * (unsigned)(me + 1) / (unsigned)nproc), 0, NULL, NULL, 0, 0, NULL, 0, err};
+    cctx_t c = {.p = p,
+                .r = r,
+                .fd = fd,
+                .lo = (uint64_t)(T * (unsigned)me / (unsigned)nproc),
+                .hi = (uint64_t)(T * (unsigned)(me + 1) / (unsigned)nproc),
+                .err = err};
     int rc = c.lo < c.hi ? all_tiles(p, copy_tile, &c) : H5L_OK;
     free(c.tile);
     free(c.out);

@@ -10,12 +10,17 @@
  * how long the journal must grow before a retry can help, and must never
  * crash on any input. Frames are also built here by an independent encoder,
  * so the library's encoder is checked byte for byte. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -539,6 +544,98 @@ static void test_create_append_file(void)
     rmdir(dir);
 }
 
-TEST_MAIN(T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix), T(test_flip_in_last_frame),
+/* h5l_fd_writev: pieces land back to back; a write the kernel cuts short
+ * (a file size limit: the first pwritev writes up to it) goes on from
+ * where it stopped in the middle of a piece, and the next fails with the
+ * errno in the message. */
+static void test_writev(void)
+{
+    char path[] = "/tmp/h5lwvXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    static uint8_t a[5000], b[3], c[70000];
+    for (size_t i = 0; i < sizeof c; i++) c[i] = (uint8_t)(i * 13 + 5);
+    memset(a, 1, sizeof a);
+    memset(b, 2, sizeof b);
+    struct iovec iov[4] = {{a, sizeof a}, {b, 0}, {b, sizeof b}, {c, sizeof c}};
+    h5l_err_t e = {0};
+    CHECK_EQ(h5l_fd_writev(fd, iov, 4, 100, path, &e), H5L_OK);
+    uint8_t *d = malloc(100 + sizeof a + sizeof b + sizeof c);
+    size_t got = 0;
+    CHECK_EQ(h5l_fd_read(fd, d, 100 + sizeof a + sizeof b + sizeof c + 10, 0, &got, path, &e), H5L_OK);
+    CHECK_EQ(got, 100 + sizeof a + sizeof b + sizeof c);
+    CHECK(memcmp(d + 100, a, sizeof a) == 0 && memcmp(d + 100 + sizeof a, b, sizeof b) == 0 &&
+          memcmp(d + 100 + sizeof a + sizeof b, c, sizeof c) == 0);
+    /* a limit of 8 KiB: 8192 - 100 bytes go out, then EFBIG */
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = (struct rlimit){8192, old.rlim_max}; /* the soft limit only: it can be raised again */
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    CHECK(ftruncate(fd, 0) == 0);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    struct iovec iov2[2] = {{a, sizeof a}, {c, sizeof c}};
+    CHECK_EQ(h5l_fd_writev(fd, iov2, 2, 100, path, &e), H5L_EIO);
+    CHECK_EQ(errno, EFBIG);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, was);
+    CHECK(strstr(e.msg, path) && strstr(e.msg, "writing 75000 bytes at 100") && strstr(e.msg, strerror(EFBIG)));
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0 && st.st_size == 8192);
+    CHECK_EQ(h5l_fd_read(fd, d, 8192, 0, &got, path, &e), H5L_OK);
+    CHECK(memcmp(d + 100, a, sizeof a) == 0 && memcmp(d + 100 + sizeof a, c, 8192 - 100 - sizeof a) == 0);
+    free(d);
+    close(fd);
+    unlink(path);
+
+    /* a short write followed by a good one (the fault shim cuts the first
+     * pwritev at 5001 bytes, one into the second piece): this program
+     * again, under the shim, writes and checks (writev_child) */
+    const char *bd = getenv("H5LOG_BUILD");
+    char shim[512];
+    snprintf(shim, sizeof shim, "%s/tests/fault_shim.so", bd ? bd : "build");
+    CHECK(access(shim, R_OK) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LD_PRELOAD", shim, 1);
+        setenv("H5L_FAULT_PATH", ".wvchild", 1);
+        setenv("H5L_FAULT_KIND", "short:5001", 1);
+        setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+        execl("/proc/self/exe", "test_journal", "--writev-child", (char *)NULL);
+        _exit(127);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The child of test_writev, under the fault shim: 0 when the bytes are
+ * right after the shim cut the first pwritev short (it must have fired). */
+static int writev_child(void)
+{
+    char path[] = "/tmp/h5lwvXXXXXX.wvchild";
+    int fd = mkstemps(path, 8);
+    if (fd < 0) return 2;
+    static uint8_t a[5000], c[70000], d[75000];
+    memset(a, 1, sizeof a);
+    for (size_t i = 0; i < sizeof c; i++) c[i] = (uint8_t)(i * 13 + 5);
+    struct iovec iov[2] = {{a, sizeof a}, {c, sizeof c}};
+    h5l_err_t e = {0};
+    int rc = h5l_fd_writev(fd, iov, 2, 0, path, &e);
+    size_t got = 0;
+    long (*fired)(void) = (long (*)(void))dlsym(RTLD_DEFAULT, "h5l_fault_fired");
+    int bad = rc || h5l_fd_read(fd, d, sizeof d, 0, &got, path, &e) || got != sizeof d ||
+              memcmp(d, a, sizeof a) || memcmp(d + sizeof a, c, sizeof c) || !fired || fired() != 1;
+    if (bad) fprintf(stderr, "writev under the shim: rc %d, %zu bytes read back, %s\n", rc, got, e.msg);
+    close(fd);
+    unlink(path);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "--writev-child")) return writev_child();
+    static const th_test_t th_tests[] = {T(test_encoder_matches_spec), T(test_walk_all_frames), T(test_every_prefix), T(test_flip_in_last_frame),
           T(test_flip_in_middle_frame_is_corrupt), T(test_flipped_length_bit_of_frame_5), T(test_zero_filled_tail),
-          T(test_wrong_seed), T(test_bad_version_or_length), T(test_create_append_file))
+          T(test_wrong_seed), T(test_bad_version_or_length), T(test_create_append_file), T(test_writev)};
+    return th_run(th_tests, (int)(sizeof th_tests / sizeof th_tests[0]));
+}
