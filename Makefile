@@ -359,7 +359,7 @@ bench-scale: all $(BUILD)/bench/live_many $(BUILD)/bench/h5floor $(HOOKS_DAEMON)
 bench-longlog: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_longlog.sh $(BUILD)
 # bench_finalize is built with the tests too (tests/e2e/test_bench_finalize.py)
-tests: $(BUILD)/bench/bench_finalize
+tests: $(BUILD)/bench/bench_finalize $(BUILD)/bench/bench_close
 bench-finalize: all $(BUILD)/bench/bench_finalize
 	@$(PY) bench/bench_finalize.py $(BUILD)
 

@@ -547,6 +547,15 @@ int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t 
     return with_reason(a, alloc_ext(a, name, size, off, err), err);
 }
 
+void h5l_anchor_drop(h5l_anchor_t *a, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/_h5log/%s", name);
+    memset(&a->io, 0, sizeof a->io);
+    if (H5Lexists(a->file, path, H5P_DEFAULT) > 0) H5Ldelete(a->file, path, H5P_DEFAULT);
+    memset(&a->io, 0, sizeof a->io);
+}
+
 static int set_extents(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err)
 {
     for (size_t i = 1; i < s->nobjs; i++) {

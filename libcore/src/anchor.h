@@ -28,6 +28,11 @@ int h5l_anchor_op(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, const h
  * before (by a flush that then failed) is reused; another is replaced. */
 int h5l_anchor_alloc(h5l_anchor_t *a, const char *name, uint64_t size, uint64_t *off, h5l_err_t *err);
 
+/* Remove /_h5log/NAME, an extent no tick points at (made ahead of need):
+ * libhdf5 gives its space back, so a closed file does not end with an
+ * extent of nothing. A failure only leaves the extent (best effort). */
+void h5l_anchor_drop(h5l_anchor_t *a, const char *name);
+
 /* Close: with *final, the anchors are replaced by the finalized objects
  * of tick (docs/format.md 1.1: the canonical objects of canon.c, their
  * chunks in place in the log or copied, read and verified through a

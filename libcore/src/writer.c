@@ -1825,6 +1825,17 @@ static int close_append(h5l_file_t *f, h5l_err_t *e)
     if (c) {
         h5l_anchor_abort(f->anc);
         f->anc = NULL;
+        return c;
+    }
+    /* the extent made ahead of a tick that never came: without it the
+     * file's size is its data's, not up to three times that (its space,
+     * the end of the file, goes back to libhdf5 before finalizing
+     * allocates) */
+    if (f->ahead_off) {
+        char name[64];
+        snprintf(name, sizeof name, "log.%llu", (unsigned long long)(f->ext_count + 1));
+        h5l_anchor_drop(f->anc, name);
+        f->ahead_off = f->ahead_size = 0;
     }
     return c;
 }
