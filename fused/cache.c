@@ -424,12 +424,13 @@ static hfs_centry_t *superseded_locked(hfs_cds_t *d, hfs_centry_t *e)
     return out;
 }
 
-/* Assemble a reserved entry and publish it (READY, on probation) or, on
- * failure, take it out of the index; waiters wake either way. */
-static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int *rc)
+/* Publish a reserved entry whose assembly returned arc: READY, on
+ * probation, or on failure (or a closed owner) out of the index; waiters
+ * wake either way. The entry stays pinned for the caller when returned;
+ * NULL (*rc = arc) when it failed. */
+static hfs_centry_t *get_publish(hfs_cds_t *d, hfs_centry_t *e, int arc, int *rc)
 {
     hfs_cache_t *c = d->c;
-    int arc = d->layout->assemble(ctx, &e->key, e->data, e->len);
     atomic_fetch_add(&c->bytes_assembled, e->len);
     pthread_mutex_lock(&d->mu);
     assert(e->state == E_LOADING);
@@ -453,6 +454,12 @@ static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int 
         return NULL;
     }
     return e;
+}
+
+/* Assemble a reserved entry and publish it. */
+static hfs_centry_t *get_assemble(hfs_cds_t *d, hfs_centry_t *e, void *ctx, int *rc)
+{
+    return get_publish(d, e, d->layout->assemble(ctx, &e->key, e->data, e->len), rc);
 }
 
 hfs_centry_t *hfs_cache_get(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx, int *rc, int *hit)
@@ -479,6 +486,28 @@ int hfs_cache_put(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx)
     if (!e) return 0;
     int rc = 0;
     e = get_assemble(d, e, ctx, &rc);
+    if (!e) return rc;
+    hfs_cache_release(e);
+    return 1;
+}
+
+hfs_centry_t *hfs_cache_reserve(hfs_cds_t *d, const hfs_ckey_t *key, size_t len)
+{
+    uint64_t h = key_hash(key);
+    pthread_mutex_lock(&d->mu);
+    if (idx_find(d, key, h)) {
+        pthread_mutex_unlock(&d->mu);
+        return NULL;
+    }
+    return get_reserve(d, key, h, len); /* releases d->mu */
+}
+
+void *hfs_centry_buf(hfs_centry_t *e) { return e->data; }
+
+int hfs_cache_publish(hfs_centry_t *e, int arc)
+{
+    int rc = 0;
+    e = get_publish(e->d, e, arc, &rc);
     if (!e) return rc;
     hfs_cache_release(e);
     return 1;

@@ -84,6 +84,19 @@ hfs_centry_t *hfs_cache_peek(hfs_cds_t *d, const hfs_ckey_t *key);
  * caller. 1 if cached, 0 if not (there already, or no room), or the
  * assembly's negative code. */
 int hfs_cache_put(hfs_cds_t *d, const hfs_ckey_t *key, size_t len, void *ctx);
+/* The same in two steps, for a caller that fills many chunks in one pass
+ * straight into their entries (siblings, lfile.c): a pinned LOADING entry
+ * for key, charged against the limit (NULL: an entry of that key exists in
+ * any state, or no room; never waits), whose buffer (hfs_centry_buf, len
+ * bytes) the caller fills; then hfs_cache_publish(e, rc) with rc 0 (filled:
+ * READY) or the failure's code (dropped; waiters get rc), which releases
+ * the caller's pin. Returns as hfs_cache_put. Threads that ask for such a
+ * chunk meanwhile wait for its publication, so the caller must publish
+ * every entry it reserved, and must not wait for another thread's chunk
+ * while it holds any. */
+hfs_centry_t *hfs_cache_reserve(hfs_cds_t *d, const hfs_ckey_t *key, size_t len);
+void *hfs_centry_buf(hfs_centry_t *e);
+int hfs_cache_publish(hfs_centry_t *e, int rc);
 const void *hfs_centry_data(const hfs_centry_t *e);
 void hfs_cache_release(hfs_centry_t *e);
 

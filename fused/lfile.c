@@ -739,7 +739,6 @@ typedef struct asm_ctx {
     hfs_snap_t *s;
     const hfs_region_t *g;
     h5l_err_t *err;
-    const uint8_t *ready; /* NULL, or the chunk assembled already (siblings): copied */
 } asm_ctx_t;
 
 /* Layout callback: one code path for chunks and slabs (assemble() knows
@@ -748,10 +747,6 @@ static int layout_assemble(void *ctx, const hfs_ckey_t *key, void *buf, size_t l
 {
     (void)key;
     asm_ctx_t *a = ctx;
-    if (a->ready) {
-        memcpy(buf, a->ready, len);
-        return 0;
-    }
     if (len != a->g->len) return H5L_EINVAL;
     return assemble(a->s, a->g, buf, a->err);
 }
@@ -866,13 +861,18 @@ static uint64_t sib_budget(void)
 }
 
 /* Fill the siblings of chunk cc (coordinates) of v in snapshot s: H5L_OK
- * (filled, or nothing to gain), or the reader's error. */
+ * (filled, or nothing to gain), or the reader's error. The chunks to cache
+ * are reserved first and the tile is cut straight into their entries:
+ * on this VM fresh pages cost more than the copy, and a chunk buffer of
+ * our own between tile and cache would be 2 of the 3 passes over fresh
+ * memory. A chunk not cached (there already, no data, no room) is cut into
+ * a scratch chunk and dropped. */
 static int fill_siblings(hfs_snap_t *s, const hfs_svar_t *v, const hfs_region_t *g, const uint64_t *cc, h5l_err_t *err)
 {
     uint32_t nd = v->ndims;
     uint64_t S = g->len, g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
     uint64_t ng = h5l_box_tile(nd, v->nblk, S, cc, sib_budget(), g0, gn);
-    if (ng <= 1) return H5L_OK; /* the chunk alone */
+    if (ng <= 1 || !v->cds) return H5L_OK; /* the chunk alone, or no cache to fill */
     for (uint32_t d = 0; d < nd; d++) {
         st[d] = g0[d] * v->block[d];
         uint64_t e = (g0[d] + gn[d]) * v->block[d];
@@ -881,40 +881,48 @@ static int fill_siblings(hfs_snap_t *s, const hfs_svar_t *v, const hfs_region_t 
     h5l_reader_t *r = s->lf->reader;
     size_t es = v->esize;
     uint8_t *tile = malloc((size_t)(h5l_box_nelem(nd, ct) * es));
-    uint8_t *out = calloc((size_t)ng, (size_t)S); /* (edge chunks' padding: zeros) */
+    uint8_t *scratch = malloc((size_t)S);
     h5l_box_dst_t *cells = malloc((size_t)ng * sizeof *cells);
-    int rc = tile && out && cells ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
-    if (!rc) rc = h5l_reader_read(r, s->tick, v->objid, st, ct, tile, err);
-    if (!rc) {
-        for (uint64_t i = 0; i < ng; i++) cells[i] = (h5l_box_dst_t){out + i * S, 0};
-        h5l_box_scatter(nd, es, st, ct, tile, v->block, cells);
-        atomic_fetch_add(&s->lf->st_assembled, ng * S);
-    }
-    free(tile);
-    uint64_t gi[H5L_MAX_DIMS] = {0};
+    hfs_centry_t **ents = calloc((size_t)ng, sizeof *ents);
+    int rc = tile && scratch && cells && ents ? H5L_OK : h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", s->lf->path);
+    uint64_t gi[H5L_MAX_DIMS] = {0}, nres = 0;
     for (uint64_t i = 0; !rc && i < ng; i++) {
         hfs_ckey_t key;
         memset(&key, 0, sizeof key);
         key.ndims = nd;
         uint64_t cs[H5L_MAX_DIMS], cn[H5L_MAX_DIMS];
+        int edge = 0;
         for (uint32_t d = 0; d < nd; d++) {
             key.coord[d] = g0[d] + gi[d];
             cs[d] = key.coord[d] * v->block[d];
             cn[d] = v->shape[d] - cs[d] < v->block[d] ? v->shape[d] - cs[d] : v->block[d];
+            edge |= cn[d] < v->block[d];
         }
         for (int d = (int)nd - 1; d >= 0; d--) {
             if (++gi[d] < gn[d]) break;
             gi[d] = 0;
         }
+        cells[i] = (h5l_box_dst_t){scratch, 0};
         h5l_chunk_info_t ci;
         if ((rc = h5l_reader_chunk_info(r, s->tick, v->objid, key.coord, cs, cn, &ci, err))) break;
         if (!ci.nrec) continue; /* no data: not in the image */
         memcpy(key.ver, ci.ver, sizeof key.ver);
         key.extent = XXH3_64bits(cn, nd * sizeof cn[0]);
-        asm_ctx_t ac = {s, g, err, out + i * S};
-        if (v->cds && hfs_cache_put(v->cds, &key, (size_t)S, &ac) == 1) atomic_fetch_add(&s->lf->st_cached, (int64_t)S);
+        if (!(ents[i] = hfs_cache_reserve(v->cds, &key, (size_t)S))) continue;
+        cells[i].base = hfs_centry_buf(ents[i]);
+        if (edge) memset(cells[i].base, 0, (size_t)S); /* an edge chunk's padding: zeros */
+        nres++;
     }
-    free(out);
+    if (!rc && nres) rc = h5l_reader_read(r, s->tick, v->objid, st, ct, tile, err);
+    if (!rc && nres) {
+        h5l_box_scatter(nd, es, st, ct, tile, v->block, cells);
+        atomic_fetch_add(&s->lf->st_assembled, ng * S);
+    }
+    for (uint64_t i = 0; ents && i < ng; i++)
+        if (ents[i] && hfs_cache_publish(ents[i], rc) == 1) atomic_fetch_add(&s->lf->st_cached, (int64_t)S);
+    free(tile);
+    free(scratch);
+    free(ents);
     free(cells);
     atomic_fetch_add(&s->lf->st_siblings, 1);
     return rc;
@@ -1013,7 +1021,7 @@ static int read_block(hfs_snap_t *s, const hfs_region_t *g, uint64_t a, uint64_t
         hfs_cache_count_skip(g_cache, b - a);
         return H5L_OK;
     }
-    asm_ctx_t ac = {s, g, err, NULL};
+    asm_ctx_t ac = {s, g, err};
     int hit = 0;
     hfs_centry_t *e = d ? hfs_cache_get(d, &key, g->len, &ac, &rc, &hit) : NULL;
     if (e) { /* 2. cache */

@@ -1284,6 +1284,79 @@ static void test_put(void)
     owner_fini(&o);
 }
 
+/* ---- reserve and publish (siblings filled in one pass) ------------------------- */
+
+static atomic_int rp_waiting;
+static void *rp_getter(void *arg)
+{
+    void **a = arg;
+    int rc = 0, hit = 0;
+    atomic_fetch_add(&rp_waiting, 1);
+    hfs_centry_t *e = hfs_cache_get(a[0], a[1], 1000, a[2], &rc, &hit);
+    long *out = a[3];
+    out[0] = rc;
+    out[1] = hit;
+    out[2] = e ? data_ok(hfs_centry_data(e), a[1], 1000, 7) : -1;
+    if (e) hfs_cache_release(e);
+    return NULL;
+}
+
+/* A reserved chunk is in the index from the reservation on: a reader of it
+ * waits for its publication and then gets the filler's bytes (never
+ * assembles it itself), a second reservation or put of the key is refused
+ * at once, a failed publication hands its code to the waiter and caches
+ * nothing, and the memory is charged while reserved. */
+static void test_reserve_publish(void)
+{
+    hfs_cache_t *c = hfs_cache_new(1 << 20);
+    owner_t o;
+    owner_init(&o);
+    actx_t ax;
+    memset(&ax, 0, sizeof ax);
+    ax.salt = 8; /* what the cache would assemble: never the filler's salt 7 */
+    hfs_cds_t *d = hfs_cds_new(c, &layout, &o);
+    hfs_ckey_t k = mkkey(1, 5, 1, 1, 0), k2 = mkkey(1, 6, 1, 1, 0);
+    hfs_centry_t *e = hfs_cache_reserve(d, &k, 1000);
+    CHECK(e != NULL);
+    CHECK(hfs_cache_reserve(d, &k, 1000) == NULL);
+    CHECK_EQ(hfs_cache_put(d, &k, 1000, &ax), 0);
+    CHECK(hfs_cache_peek(d, &k) == NULL); /* not ready */
+    CHECK_EQ(stats(c).mem, 1000);
+    long got[3] = {99, 99, 99};
+    void *args[4] = {d, &k, &ax, got};
+    pthread_t th;
+    pthread_create(&th, NULL, rp_getter, args);
+    while (atomic_load(&rp_waiting) == 0) sleep_ms(1);
+    sleep_ms(20); /* the getter is now waiting on the reservation */
+    if (e) {
+        fill_ref(hfs_centry_buf(e), &k, 1000, 7);
+        CHECK_EQ(hfs_cache_publish(e, 0), 1);
+    }
+    pthread_join(th, NULL);
+    CHECK_EQ(got[0], 0);
+    CHECK_EQ(got[1], 1);
+    CHECK_EQ(got[2], 1);
+    CHECK_EQ(atomic_load(&ax.calls), 0);
+    /* a failed fill: the waiter gets its code, nothing stays */
+    atomic_store(&rp_waiting, 0);
+    hfs_centry_t *e2 = hfs_cache_reserve(d, &k2, 1000);
+    CHECK(e2 != NULL);
+    long got2[3] = {99, 99, 99};
+    void *args2[4] = {d, &k2, &ax, got2};
+    pthread_create(&th, NULL, rp_getter, args2);
+    while (atomic_load(&rp_waiting) == 0) sleep_ms(1);
+    sleep_ms(20);
+    if (e2) CHECK_EQ(hfs_cache_publish(e2, H5L_EIO), H5L_EIO);
+    pthread_join(th, NULL);
+    CHECK_EQ(got2[0], H5L_EIO);
+    CHECK_EQ(got2[2], -1);
+    CHECK(hfs_cache_peek(d, &k2) == NULL);
+    CHECK_EQ(stats(c).mem, 1000);
+    hfs_cds_close(d);
+    hfs_cache_free(c);
+    owner_fini(&o);
+}
+
 /* ---- superseded versions ------------------------------------------------------ */
 
 /* A live file's chunk gets a new content version every tick; without this
@@ -1371,6 +1444,6 @@ static void test_superseded(void)
     owner_fini(&o2);
 }
 
-TEST_MAIN(T(test_put), T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys), T(test_pinned_not_evicted),
+TEST_MAIN(T(test_put), T(test_reserve_publish), T(test_limit_never_exceeded), T(test_scan_resistance), T(test_version_keys), T(test_pinned_not_evicted),
           T(test_concurrent_miss), T(test_stress_threads), T(test_assembly_failure), T(test_close_pinned),
           T(test_stats_arithmetic), T(test_peek), T(test_evict_pin_window), T(test_superseded))
