@@ -34,11 +34,10 @@
 #   BENCH_VERIFY  1: every run reads its file back and checks it (untimed)
 #   BENCH_WARM    0: skip bench_write's untimed warm-up (--cold); see
 #                 warm_memory in bench_write.c for why it exists
-#   BENCH_FINALIZE 1: libh5log finalizes at close (h5l_close's default: the
-#                 data written a second time into the datasets; docs/api.md);
-#                 default 0 measures the write path alone (bench_flushes
-#                 too: --no-finalize), the finalizing
-#                 cost being make bench-standalone's
+#   BENCH_FINALIZE 1 (default): libh5log finalizes at close, h5l_close's
+#                 default (docs/api.md), so a run times what a user's job
+#                 pays from create to close; 0: the write path alone
+#                 (bench_write and bench_flushes --no-finalize)
 #   BENCH_SMALL_PAGES  1: the benchmark's data buffers on 4 KiB pages
 #                 (--small-pages; default: transparent huge pages, like
 #                 h5l_put's arena: see alloc_data in bench_write.c)
@@ -133,7 +132,7 @@ for round in $(seq 1 "$rounds"); do
             if [ "${BENCH_VERIFY:-0}" = 1 ]; then args+=(--verify); fi
             if [ "${BENCH_WARM:-1}" = 0 ]; then args+=(--cold); fi
             if [ "${BENCH_SMALL_PAGES:-0}" = 1 ]; then args+=(--small-pages); fi
-            if [ "${BENCH_FINALIZE:-0}" = 1 ]; then args+=(--finalize); fi
+            if [ "${BENCH_FINALIZE:-1}" = 1 ]; then args+=(--finalize); fi
             echo "bench_write.sh: round $round/$rounds case $c impl $impl" >&2
             # shellcheck disable=SC2086
             if ! out=$(mpirun --oversubscribe -np "$np" ${BENCH_MPIRUN_ARGS:-} "$bin" "${args[@]}"); then
@@ -157,7 +156,7 @@ flushes=null
 if [ "$nflushes" -gt 0 ]; then
     echo "bench_write.sh: bench_flushes, $nflushes flushes on $flush_np ranks" >&2
     # shellcheck disable=SC2086
-    if [ "${BENCH_FINALIZE:-0}" = 1 ]; then fin=; else fin=--no-finalize; fi
+    if [ "${BENCH_FINALIZE:-1}" = 1 ]; then fin=; else fin=--no-finalize; fi
     # shellcheck disable=SC2086
     flushes=$(mpirun --oversubscribe -np "$flush_np" ${BENCH_MPIRUN_ARGS:-} \
         "$build/bench/bench_flushes" "$work/flushes.h5" "$nflushes" $fin | grep '^{' | tail -n 1)
@@ -171,7 +170,7 @@ echo "  $copy" >&2
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$py" - "$runs" "$np" "$rounds" "$load_before" "$load_after" "$dir" "$flushes" "$copy" "$copy_row" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 
 path, np_, rounds, load_before, load_after, where, flushes, copy, copy_row = sys.argv[1:10]
 runs = [json.loads(line) for line in open(path) if line.strip()]
@@ -218,6 +217,7 @@ doc = {
     "rounds": int(rounds),
     "statistic": "median over interleaved rounds; ranges are min..max",
     "dir": where,
+    "h5log_finalize": os.environ.get("BENCH_FINALIZE", "1") == "1",
     "loadavg_before": load_before,
     "loadavg_after": load_after,
     "cases": {},
