@@ -1,5 +1,5 @@
 /* bench_close.c — what finalizing costs at h5l_close (docs/performance.md,
- * "Closed files read without the project").
+ * "Reading through the mount").
  *
  *   mpirun -np P bench_close --dir DIR --pattern a|c [--mib M] [--no-finalize]
  *

@@ -5,7 +5,7 @@
  * Usage: mpirun -np P bench_flushes FILE [N] [--no-finalize] [--step-attr]
  * --step-attr: every flush also sets the global attribute "step" (a double,
  * the row's index), as models stamp their step: a log whose checkpoint
- * segments are not simple (docs/performance.md, "Opening from summaries").
+ * segments are not simple (docs/performance.md, "Opening long logs").
  * --no-finalize: h5l_close does not finalize (make bench-write's default,
  * like its other runs: finalizing stores the data a second time, in 100,000
  * one-row chunks here, which is make bench-standalone's subject).

@@ -1,5 +1,5 @@
 """bench_standalone.py BUILD — what finalizing at close costs and what it
-buys (docs/performance.md, "Closed files read without the project").
+buys (docs/performance.md, "Reading through the mount").
 
 For each pattern of bench/bench_close.c (a: one M x 1024 x 256 float32
 contiguous variable; c: 1000 [time, 256] variables of 1 KiB chunks),

@@ -80,6 +80,8 @@ struct hfs_memvfd {
     bool trace;
     bool failed;    /* an allocation failed while capturing */
     bool windowed;  /* hfs_memvfd_use_windows: regions only inside windows */
+    bool raw_begun; /* a dataset region was allocated (cb_alloc: raw_gap) */
+    uint64_t raw_gap; /* hfs_memvfd_raw_gap */
     unsigned depth; /* open raw windows */
     uint64_t eoa, eof;
     piece_t *pc;
@@ -359,6 +361,13 @@ static haddr_t cb_alloc(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, hsize_t size)
     memfile_t *f = (memfile_t *)file;
     hfs_memvfd_t *s = f->s;
     uint64_t eoa = s->eoa;
+    /* the first dataset region starts raw_gap past what lies before it
+     * (hfs_memvfd_raw_gap) */
+    if (type == H5FD_MEM_DRAW && s->windowed && s->depth > 0 && !s->raw_begun) {
+        s->raw_begun = true;
+        if (s->raw_gap && eoa <= MEMVFD_MAXADDR - s->raw_gap - 4096)
+            eoa = (eoa + s->raw_gap + 4095) & ~(uint64_t)4095;
+    }
     /* Mirror H5FD__alloc_real: size includes `extra` alignment padding,
      * and the library returns eoa + extra to its caller. (The padding
      * [eoa, eoa + extra) goes to H5MF as a free fragment.) */
@@ -616,6 +625,11 @@ hfs_memvfd_t *hfs_memvfd_get_vfd(H5FD_t *fd)
     hfs_memvfd_t *s = ((memfile_t *)fd)->s;
     s->refs++;
     return s;
+}
+
+void hfs_memvfd_raw_gap(hfs_memvfd_t *s, uint64_t bytes)
+{
+    if (s) s->raw_gap = bytes;
 }
 
 void hfs_memvfd_use_windows(hfs_memvfd_t *s)

@@ -201,6 +201,14 @@ hfs_memvfd_t *hfs_memvfd_get_vfd(H5FD_t *fd);
  * itself allocates no raw-typed space). Cannot be undone. */
 void hfs_memvfd_use_windows(hfs_memvfd_t *s);
 
+/* Windowed mode: the first dataset region (the first DRAW allocation in
+ * a raw window) starts at least `bytes` past the end of what was allocated
+ * before it, rounded up to 4 KiB: a hole. Call before the first H5Dcreate.
+ * Why: the skeleton's metadata comes first, and a reader opening the file
+ * reads it; the kernel's readahead would otherwise run on into the first
+ * chunk, whose assembly may cost a pass over the log (skel.c). */
+void hfs_memvfd_raw_gap(hfs_memvfd_t *s, uint64_t bytes);
+
 /* Open / close a raw window (they nest). Both return hfs_memvfd_raw_count,
  * so `r0 = begin; H5Dcreate2(...); r1 = end;` gives the dataset's records
  * raw[r0..r1) and nothing else. Without windows, counting from one

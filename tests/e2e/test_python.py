@@ -486,6 +486,49 @@ def test_opts_struct_matches_the_header(tmp_path):
     assert got.stdout.split() == want
 
 
+def test_header_look_assembles_nothing(tmp_path, h5logfs):
+    """A closed 64 MiB file whose z-plane chunks cut across the x-slabs the
+    ranks wrote: its first chunk is assembled with its siblings in a pass
+    over the whole log. A fresh daemon serving a first look at the metadata
+    (h5py opens the file and asks shape, chunks and attributes, as xarray
+    and netCDF do) must not pay that pass: the kernel's readahead past the
+    metadata must not reach the first chunk (skel.c: raw_gap). Then the
+    whole variable reads right, its chunks assembled in tiles."""
+    src = tmp_path / "src"
+    src.mkdir()
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import sys, numpy as np, h5log\n"
+        "from mpi4py import MPI\n"
+        "c = MPI.COMM_WORLD\n"
+        "with h5log.File(sys.argv[1], 'w', comm=c) as f:\n"
+        "    f.dimensions = {'x': 256, 'y': 256, 'z': 256}\n"
+        "    v = f.create_variable('/X', ('x', 'y', 'z'), 'f4', chunks=(256, 256, 1))\n"
+        "    v.attrs['units'] = 'K'\n"
+        "    lo = c.rank * 128\n"
+        "    v[lo:lo + 128] = np.arange(128 * 256 * 256, dtype='f4').reshape(128, 256, 256) + lo * 256 * 256\n")
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", PY, "-m", "mpi4py", str(script), str(src / "x.h5")],
+                       env=PYENV, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    m = h5logfs(src)
+    import h5py
+
+    def stats():
+        with open(m.path(".h5logfs-stats")) as fh:
+            line = next(l for l in fh if "x.h5" in l)
+        return (int(line.split("assembled ")[1].split()[0]), int(line.split("sibling tiles ")[1].split(",")[0]))
+
+    with h5py.File(m.path("x.h5"), "r") as f:
+        d = f["X"]
+        assert d.shape == (256, 256, 256) and d.chunks == (256, 256, 1) and d.attrs["units"] in (b"K", "K")
+    assert stats() == (0, 0)
+    with h5py.File(m.path("x.h5"), "r") as f:
+        x = f["X"][...]
+    assert (x.ravel() == np.arange(256 ** 3, dtype="f4")).all()
+    assembled, tiles = stats()
+    assert tiles >= 1 and assembled >= 256 ** 3 * 4
+
+
 def test_transposed_read_drops_each_log_byte_once(tmp_path, h5logfs):
     """A closed file whose chunks cut across what each rank wrote (ranks
     wrote x-slabs, chunks are z-planes): reading it through the mount, every
