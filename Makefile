@@ -37,7 +37,7 @@ H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' lib
 H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
 H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 
-CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader
+CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader wlock
 LIB_MODS := h5type anchor writer canon btree final
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
