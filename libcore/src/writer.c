@@ -797,7 +797,7 @@ static int open_rank0(h5l_file_t *f, h5l_buf_t *ops, uint64_t info[3], h5l_err_t
     f->reopened = 1; /* from here on a failure never removes the file's sidecar (file_ready) */
     int live_now = 0;
     h5l_reader_t *r = NULL;
-    if ((c = h5l_reader_open(f->path, &r, e))) return c;
+    if ((c = h5l_reader_open_flags(f->path, H5L_READER_NO_CHUNK_MAP, &r, e))) return c;
     uint64_t bad = 0;
     h5l_err_t de = {0};
     if (h5l_reader_damage(r, &bad, &de)) {
