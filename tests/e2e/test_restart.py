@@ -226,3 +226,45 @@ def test_damaged_journal_refused_untouched(tmp_path, state):
     assert not os.path.exists(h5 + ".h5lock")
     if state == "closed":
         assert not os.path.exists(side)
+
+
+# --------------------------------------------------------------------------
+# h5logtail --follow keeps following the file across restarts
+
+
+def test_h5logtail_follows_restarts(tmp_path):
+    """h5logtail --follow on the file prints every row of /v once, in order,
+    while the file is closed and reopened, killed and reopened (the same
+    file: same identity, same inode). It stopped at the first close before
+    (the reader saw CLOSE and waited for a new file under the name)."""
+    seeds = [11, 12, 13, 14, 15, 16, 17]
+    job0 = "create\ndim t U\nvar /v i4 - 1 0\n" + "".join(f"put 0 /v {s} {i} 1\nflush\n" for i, s in enumerate(seeds[:3])) + "close\n"
+    rc, out = spec_job(tmp_path, "j0.txt", job0)
+    assert rc == 0, out
+    log = open(tmp_path / "tail.out", "w")
+    tail = subprocess.Popen([os.path.join(BIN, "h5logtail"), "--follow", "-i", "0.05", "--from", "0", "--no-labels",
+                             str(tmp_path / "d.h5"), "/v"], stdout=log, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        rc, out = spec_job(tmp_path, "j1.txt", "open 2\nput 1 /v 14 3 1\nflush\nput 0 /v 15 4 1\nflush\nclose\n", np_=2)
+        assert rc == 0, out
+        time.sleep(0.5)
+        rc, out = spec_job(tmp_path, "j2.txt", "open\nput 0 /v 16 5 1\nflush\ncrash\n")
+        assert rc != 0
+        time.sleep(0.5)
+        rc, out = spec_job(tmp_path, "j3.txt", "open 4\nput 3 /v 17 6 1\nflush\nclose\n", np_=4)
+        assert rc == 0, out
+        deadline = time.monotonic() + 20
+        want = [str(int(difftest.gen_values("i4", s, 1)[0])) for s in seeds]
+        while time.monotonic() < deadline:
+            got = (tmp_path / "tail.out").read_text().split()
+            if len(got) >= len(want):
+                break
+            time.sleep(0.1)
+        assert tail.poll() is None, tail.stderr.read()
+    finally:
+        tail.send_signal(2)
+        _, err = tail.communicate(timeout=20)
+        log.close()
+    got = (tmp_path / "tail.out").read_text().split()
+    assert got == want, f"{got} != {want}\n{err}"
