@@ -616,7 +616,7 @@ def split_jobs(spec):
     return out
 
 
-def write_restarts(spec, ranks_seq, workdir, timeout=120, after_job=None):
+def write_restarts(spec, ranks_seq, workdir, timeout=120, after_job=None, env=None):
     """Run each job of a restart script in turn on its ranks, on one file.
     A job that crashes must die (a non-zero status from mpirun) with every
     call before the crash done; the others must succeed. after_job(i, h5),
@@ -628,8 +628,9 @@ def write_restarts(spec, ranks_seq, workdir, timeout=120, after_job=None):
         sp = os.path.join(workdir, f"job{i}.txt")
         with open(sp, "w") as fh:
             fh.write(text)
-        cmd = ["mpirun", "--oversubscribe", "-np", str(np_), SPEC_WRITER, sp, out]
-        p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+        cmd = ["mpirun", "--oversubscribe", "-np", str(np_)] + [a for k in (env or {}) for a in ("-x", k)]
+        p = subprocess.run(cmd + [SPEC_WRITER, sp, out], env=dict(ENV, **(env or {})), capture_output=True,
+                           text=True, timeout=timeout)
         if crashes:
             bad = [l for l in p.stderr.splitlines() if "spec_writer rank" in l]
             if p.returncode == 0 or bad:
