@@ -488,7 +488,14 @@ static int file_new(const char *path, MPI_Comm comm, const h5l_opts_t *opts, con
     *out = NULL;
     if (!path || !path[0]) return fail(NULL, H5L_EINVAL, "%s: empty path", fn);
     h5l_file_t *f = calloc(1, sizeof *f);
-    if (!f) return fail(NULL, H5L_ENOMEM, "%s: out of memory", path);
+    /* every rank learns of a rank without f (no communicator of its own
+     * yet: on the caller's), so none waits in a collective alone */
+    int ok = f != NULL, all = 0;
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) all = 0;
+    if (!all) {
+        free(f);
+        return fail(NULL, H5L_ENOMEM, "%s: out of memory%s", path, ok ? " on another rank" : "");
+    }
     f->jfd = -1;
     f->comm = MPI_COMM_NULL;
     if (opts)
@@ -567,7 +574,8 @@ static int file_ready(h5l_file_t *f, int rc, h5l_file_t **out)
 int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
 {
     h5l_file_t *f;
-    int rc = file_new(path, comm, opts, "h5l_create", &f);
+    if (out) *out = NULL;
+    int rc = file_new(path, comm, opts, "h5l_create", out ? &f : NULL);
     if (rc) return rc;
     bstat_t st = {0};
     if (f->rank == 0) {
@@ -910,7 +918,8 @@ static int open_rank0(h5l_file_t *f, h5l_buf_t *ops, uint64_t info[3], h5l_err_t
 int h5l_open(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
 {
     h5l_file_t *f;
-    int rc = file_new(path, comm, opts, "h5l_open", &f);
+    if (out) *out = NULL;
+    int rc = file_new(path, comm, opts, "h5l_open", out ? &f : NULL);
     if (rc) return rc;
     bstat_t st = {0};
     h5l_buf_t ops = {0};
