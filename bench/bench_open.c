@@ -148,10 +148,11 @@ int main(int argc, char **argv)
                "\"write_s\": %.2f, \"open_ms\": [",
                size, ticks, nvars, (long long)st.st_size, tw);
         for (int r = 0; r < rounds; r++) printf("%s%.2f", r ? ", " : "", ms[r]);
-        printf("], \"open_ms_median\": %.2f, \"reader_open_ms_median\": %.2f, \"reader_open_with_map_ms_median\": %.2f, "
-               "\"journal_bytes\": %llu, \"ticks_after\": %llu, \"ticks_ok\": %s}\n",
-               sorted[rounds / 2], rd[rounds / 2], rf[rounds / 2], (unsigned long long)jbytes, (unsigned long long)nt,
-               keep || nt == (uint64_t)(ticks + rounds) ? "true" : "false");
+        printf(
+            "], \"open_ms_median\": %.2f, \"reader_open_ms_median\": %.2f, \"reader_open_with_map_ms_median\": %.2f, "
+            "\"journal_bytes\": %llu, \"ticks_after\": %llu, \"ticks_ok\": %s}\n",
+            sorted[rounds / 2], rd[rounds / 2], rf[rounds / 2], (unsigned long long)jbytes, (unsigned long long)nt,
+            keep || nt == (uint64_t)(ticks + rounds) ? "true" : "false");
     }
     free(ms);
     free(rd);

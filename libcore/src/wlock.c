@@ -117,7 +117,8 @@ int h5l_wlock_take(const char *path, char **lockpath, h5l_err_t *err)
 {
     *lockpath = NULL;
     char *lp = NULL;
-    if (asprintf(&lp, "%s%s", path, H5L_LOCK_SUFFIX) < 0) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
+    if (asprintf(&lp, "%s%s", path, H5L_LOCK_SUFFIX) < 0)
+        return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", path);
     char host[256], body[512];
     my_host(host, sizeof host);
     long pid = (long)getpid();
@@ -140,8 +141,7 @@ int h5l_wlock_take(const char *path, char **lockpath, h5l_err_t *err)
         if (errno != EEXIST) {
             int e = errno;
             free(lp);
-            return h5l_err_set(err, H5L_EIO, "%s: cannot make its lock file%s: %s", path, H5L_LOCK_SUFFIX,
-                               strerror(e));
+            return h5l_err_set(err, H5L_EIO, "%s: cannot make its lock file%s: %s", path, H5L_LOCK_SUFFIX, strerror(e));
         }
         holder_t h;
         char raw[1024], who[384];
