@@ -37,7 +37,7 @@ H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' lib
 H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
 H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 
-CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader
+CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader wlock
 LIB_MODS := h5type anchor writer canon btree final
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev python3-h5py-mpi python3-matplotlib
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog bench-seed bench-finalize clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog bench-seed bench-finalize bench-open clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -88,6 +88,7 @@ help:
 	@echo "make bench-standalone  finalizing at close (JSON): close time, file size, plain h5py vs the mount"
 	@echo "make bench-scale  live files and skeletons at scale (JSON): newest tick's delay, daemon CPU and RSS, lookups during a build, libhdf5's own time for the 20,000 datasets (bench/h5floor)"
 	@echo "make bench-longlog first open of 10^4..10^6-tick logs: reader time and memory per tick, from index checkpoints (as libraries and as the daemon open them) vs the whole journal vs a base commit, daemon lookup+read (JSON; BENCH_TICKS, BENCH_ROUNDS, BENCH_BASE, BENCH_CKPT, BENCH_DAEMON, BENCH_STEP_ATTR=1: an attribute set every tick)"
+	@echo "make bench-open   h5l_open (a restart) of a long log of many variables (JSON): open time per round, the reader's share, the journal's bytes (BENCH_TICKS=100000, BENCH_VARS=1000, BENCH_NP=2, BENCH_ROUNDS=5, BENCH_DIR=/tmp)"
 	@echo "make bench-finalize  finalizing's cost at h5l_close against the bytes (JSON): a float32 cube of 64 MiB..2 GiB"
 	@echo "                written as bands by 2 ranks, every chunking of bench-seed (x256, x512); ratios for 4x the"
 	@echo "                bytes against <= 4.4x the time (BENCH_SIZES, BENCH_CHUNKINGS, BENCH_ROUNDS=3, BENCH_NP=2)"
@@ -358,6 +359,15 @@ bench-scale: all $(BUILD)/bench/live_many $(BUILD)/bench/h5floor $(HOOKS_DAEMON)
 	@bash bench/bench_scale.sh $(BUILD)
 bench-longlog: all $(BUILD)/bench/bench_flushes
 	@bash bench/bench_longlog.sh $(BUILD)
+BENCH_TICKS ?= 100000
+BENCH_VARS ?= 1000
+BENCH_NP ?= 2
+BENCH_ROUNDS ?= 5
+BENCH_DIR ?= /tmp
+bench-open: all $(BUILD)/bench/bench_open
+	@d=$$(mktemp -d $(BENCH_DIR)/bench-open.XXXXXX) && \
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(BENCH_NP) \
+		$(BUILD)/bench/bench_open $$d/open.h5 $(BENCH_TICKS) $(BENCH_VARS) $(BENCH_ROUNDS); rc=$$?; rm -rf $$d; exit $$rc
 # bench_finalize is built with the tests too (tests/e2e/test_bench_finalize.py)
 tests: $(BUILD)/bench/bench_finalize $(BUILD)/bench/bench_close
 bench-finalize: all $(BUILD)/bench/bench_finalize

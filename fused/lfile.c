@@ -21,6 +21,7 @@
 #include "lfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,6 +55,11 @@ struct hfs_lfile {
     char *path;
     dev_t dev;
     ino_t ino;
+    /* a closed file's size and mtime when it was loaded: a writer that
+     * reopens it (h5l_open) changes both, in place (same inode) */
+    off_t csize;
+    struct timespec cmtime;
+    uint8_t cub[H5L_UB_LEN]; /* and its user block */
     h5l_reader_t *reader;
     pthread_mutex_t mu; /* skel, snap, failed, reported, entry */
     hfs_skel_t *skel;   /* newest skeleton */
@@ -200,12 +206,44 @@ void hfs_lfile_unref(hfs_lfile_t *lf)
     if (lf && atomic_fetch_sub(&lf->refs, 1) == 1) lfile_free(lf);
 }
 
+/* A file loaded closed that a writer has opened again (h5l_open: same
+ * inode, its user block live again, or closed again by then with its
+ * journal elsewhere): its user block is not the one the file had when it
+ * was seen closed. Its size or mtime moved first, so the user block is
+ * read only then (and once after the file was first seen closed). Under
+ * reg_mu. */
+static int reopened(hfs_lfile_t *lf, const char *path)
+{
+    struct stat st;
+    if (!lf->closed_seen || stat(path, &st) != 0) return 0;
+    if (lf->csize && st.st_size == lf->csize && st.st_mtim.tv_sec == lf->cmtime.tv_sec &&
+        st.st_mtim.tv_nsec == lf->cmtime.tv_nsec)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint8_t b[H5L_UB_LEN];
+    h5l_ub_t ub;
+    int ok = fd >= 0 && pread(fd, b, sizeof b, 0) == (ssize_t)sizeof b && h5l_ub_decode(b, &ub, path, NULL) == H5L_OK;
+    if (fd >= 0) close(fd);
+    if (!ok) return 0;
+    if (!(ub.flags & H5L_UB_CLOSED) || (lf->csize && memcmp(b, lf->cub, 48) != 0)) return 1;
+    /* closed as seen (or seen closed by the ticker): remember how it looks */
+    memcpy(lf->cub, b, sizeof b);
+    lf->csize = st.st_size;
+    lf->cmtime = st.st_mtim;
+    return 0;
+}
+
 int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l_err_t *err)
 {
     *out = NULL;
     pthread_mutex_lock(&reg_mu);
-    for (hfs_lfile_t *lf = reg_head; lf; lf = lf->next) {
+    for (hfs_lfile_t **pp = &reg_head, *lf; (lf = *pp); pp = &lf->next) {
         if (lf->dev == dev && lf->ino == ino) {
+            if (reopened(lf, path)) { /* a new writer goes on with it: load it anew */
+                *pp = lf->next;
+                hfs_lfile_unref(lf);
+                break;
+            }
             atomic_fetch_add(&lf->refs, 1);
             lf->last_use = now_s();
             pthread_mutex_unlock(&reg_mu);
@@ -232,6 +270,7 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->ino = ino;
     lf->reader = r;
     lf->closed_seen = h5l_reader_closed(r); /* already closed: nothing to announce */
+    if (lf->closed_seen) (void)reopened(lf, path); /* its look when closed */
     atomic_init(&lf->wd, -1);
     atomic_init(&lf->changed, 0);
     if (h5l_reader_damage(r, &lf->damaged_tick, &lf->derr)) {

@@ -22,7 +22,7 @@
  * finalized file is left alone. A file whose journal is damaged (not just
  * torn at its end) is refused: its ticks before the damage can be copied
  * with h5logreplay --tick. A file whose writer is still running (it holds
- * the file's lock) is refused. */
+ * the file's lock, or its lock file FILE.h5lock) is refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -40,6 +40,7 @@
 #include "fdio.h"
 #include "format.h"
 #include "journal.h"
+#include "wlock.h"
 
 static void usage(FILE *o)
 {
@@ -77,7 +78,8 @@ static int slurp(const char *path, uint64_t n, h5l_buf_t *b)
 }
 
 /* The writer's libhdf5 holds an exclusive lock on the file while it is
- * open: a file still being written is not a crashed one. */
+ * open: a file still being written is not a crashed one. (Its lock file
+ * FILE.h5lock, which works where flock does not, is looked at by main.) */
 static int check_unlocked(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -235,7 +237,20 @@ int main(int argc, char **argv)
         return 2;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages say what failed */
+    /* one writer at a time (wlock.c): a live writer's lock file refuses
+     * the recovery (as its flock does, check_unlocked); a dead one's is
+     * removed once the file is recovered, and left as it was otherwise */
+    h5l_err_t le = {0};
+    if (h5l_wlock_held(argv[1], &le)) {
+        fprintf(stderr, "h5logrecover: %s: not recovered (its writer is still running?)\n", le.msg);
+        return 1;
+    }
     int rc = recover(argv[1]);
+    if (!rc && !h5l_wlock_held(argv[1], NULL)) {
+        char lock[4096];
+        snprintf(lock, sizeof lock, "%s%s", argv[1], H5L_LOCK_SUFFIX);
+        (void)unlink(lock);
+    }
     H5close();
     return rc;
 }

@@ -15,7 +15,8 @@
  *     records are read as of the newest tick. When the writer closes the file
  *     (CLOSE record) the remaining records are printed and h5logtail exits 0;
  *     with --follow it keeps watching the name and starts over when a new
- *     log-layout file replaces it (like tail -F).
+ *     log-layout file replaces it (like tail -F), and goes on with the new
+ *     ticks when a restarted job opens the same file again (h5l_open).
  *   - any other HDF5 file (for instance a log-layout file seen through an
  *     h5logfs mount) is reopened read-only with libhdf5 at every poll, so a
  *     mounted file shows its newest snapshot, and the slice [old, new) along
@@ -686,6 +687,25 @@ static int replaced(const char *path, h5l_reader_t *r)
     return log_identity(path, id) == 0 && memcmp(id, h5l_reader_id(r), 16) != 0;
 }
 
+/* 1 if the closed file r read was opened again by a writer (h5l_open, a
+ * restart: same identity, same inode) and has gone on: its user block is
+ * live again, or closed again with a longer journal. */
+static int continued(const char *path, h5l_reader_t *r)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t b[64];
+    ssize_t n = pread(fd, b, sizeof b, 0);
+    close(fd);
+    if (n != (ssize_t)sizeof b || memcmp(b, LOG_MAGIC, 8) != 0 || memcmp(b + 16, h5l_reader_id(r), 16) != 0) return 0;
+    uint64_t jlen = 0, flags = 0;
+    for (int i = 7; i >= 0; i--) {
+        jlen = jlen << 8 | b[40 + i];
+        flags = flags << 8 | b[48 + i];
+    }
+    return !(flags & 1) || jlen != h5l_reader_journal_pos(r);
+}
+
 static int run_core(const char *file, tvar_t *vars, int nvars)
 {
     core_t c = {.file = file};
@@ -765,6 +785,17 @@ static int run_core(const char *file, tvar_t *vars, int nvars)
             break;
         }
         nap(O.interval);
+        if (O.follow && !g_stop && closed && continued(file, c.r)) {
+            /* the same file opened again by a restarted job: its ticks go
+             * on where they stopped, and so does the output */
+            h5l_reader_t *nr;
+            if (h5l_reader_open(file, &nr, &err) == 0) {
+                note("%s: opened again by a writer; following its new ticks", file);
+                h5l_reader_close(c.r);
+                c.r = nr;
+            }
+            continue;
+        }
         if (O.follow && !g_stop && replaced(file, c.r)) {
             /* like tail -F: a new log-layout file under the same name (after
              * a close, or a rerun after a crash) starts over */

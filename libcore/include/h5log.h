@@ -71,6 +71,48 @@ H5L_API void h5l_opts_init(h5l_opts_t *o);
  * On failure *f is NULL and h5l_errmsg(NULL) tells why (per thread). */
 H5L_API int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **f);
 
+/* Collective. Go on writing an existing log-layout file (a restart), from
+ * any number of ranks: the file continues at its newest committed tick
+ * (a file whose writer was killed: its last complete tick, as
+ * h5logrecover decides), with that tick's dimensions, groups, variables
+ * and attributes (look them up with h5l_inq_*); new ones may be defined,
+ * unlimited dimensions keep growing, tick numbers go on. Nothing of the
+ * data is copied. A file with a damaged journal is refused and left
+ * untouched (H5L_ECORRUPT). One writer at a time: a file open for writing
+ * (h5l_create or h5l_open elsewhere, its lock file PATH.h5lock) is refused
+ * with H5L_EBUSY, naming the holder. Until the next h5l_close the file is
+ * live again (docs/api.md, "Continuing a file"). On failure *f is NULL and
+ * h5l_errmsg(NULL) tells why. */
+H5L_API int h5l_open(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **f);
+
+/* Lookups, local (no communication), of what is defined so far (committed
+ * or pending on this rank): the id of dimension `name`, of the group or
+ * variable at absolute `path`; a dimension's length as of the last flush
+ * (pending growth counts at the next one) and whether it is unlimited; a
+ * variable's number of dimensions and their ids (dimids: room for
+ * H5L_MAX_DIMS). H5L_ENOTFOUND / H5L_EBADID when there is no such thing. */
+#define H5L_HAVE_OPEN 1
+H5L_API int h5l_inq_dimid(const h5l_file_t *f, const char *name, int *dimid);
+H5L_API int h5l_inq_varid(const h5l_file_t *f, const char *path, int *varid);
+H5L_API int h5l_inq_grpid(const h5l_file_t *f, const char *path, int *grpid);
+H5L_API int h5l_inq_dimlen(const h5l_file_t *f, int dimid, uint64_t *len);
+H5L_API int h5l_inq_unlimited(const h5l_file_t *f, int dimid, int *unlimited);
+H5L_API int h5l_inq_varndims(const h5l_file_t *f, int varid, int *ndims);
+H5L_API int h5l_inq_vardimid(const h5l_file_t *f, int varid, int *dimids);
+/* Enumeration (what a binding needs to show an opened file): the number
+ * of dimensions (ids 0..n-1) and of objects (ids 0..n-1, 0 the root
+ * group); an object's kind (1 group, 2 variable) and path; a dimension's
+ * name; a variable's type (a predefined HDF5 type id, not to be closed),
+ * chunk shape (*chunked 0: index slab shape, a contiguous variable) and
+ * fill value (one element; *fill_mode 0 netCDF's default, 1 set, 2 none).
+ * Names are copied into buf (cap bytes, NUL-terminated; H5L_ERANGE if too
+ * small). */
+H5L_API int h5l_inq_counts(const h5l_file_t *f, int *ndims, int *nobjs);
+H5L_API int h5l_inq_dimname(const h5l_file_t *f, int dimid, char *buf, size_t cap);
+H5L_API int h5l_inq_obj(const h5l_file_t *f, int objid, int *kind, char *buf, size_t cap);
+H5L_API int h5l_inq_var(const h5l_file_t *f, int varid, hid_t *type, int *chunked, uint64_t *chunk, void *fill,
+                        int *fill_mode);
+
 /* Collective. Define a dimension; len may be H5L_UNLIMITED (starts at 0). */
 H5L_API int h5l_def_dim(h5l_file_t *f, const char *name, uint64_t len, int *dimid);
 

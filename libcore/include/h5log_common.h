@@ -40,7 +40,8 @@ enum h5l_error {
     H5L_EMISMATCH = -13, /* ranks passed different arguments to a collective */
     H5L_ENOTFOUND = -14, /* no such tick, object or attribute */
     H5L_EEXIST = -15,    /* name already defined */
-    H5L_ETORN = -16      /* (reader) data not complete yet: try again */
+    H5L_ETORN = -16,     /* (reader) data not complete yet: try again */
+    H5L_EBUSY = -17      /* the file is open for writing by another writer (its lock) */
 };
 
 /* A fixed description of an error code. Cannot fail. */

@@ -923,3 +923,17 @@ void h5l_anchor_abort(h5l_anchor_t *a)
     free(a->path);
     free(a);
 }
+
+/* A writer continuing a file (h5l_open) makes its HDF5 file with
+ * h5l_anchor_recreate (the old metadata, a finalized file's included, is
+ * never edited: its in-place chunks would be freed by libhdf5 deleting
+ * them, format.md 1.1), so the anchors of the objects defined before are
+ * made only when first needed — a definition that touches them, or a
+ * close without finalizing — and opening costs no libhdf5 call per
+ * variable. */
+int h5l_anchor_rebuild(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err)
+{
+    memset(&a->io, 0, sizeof a->io);
+    int rc = h5l_canon_build(a->file, s, tick, H5L_ALLOC_NONE, NULL, NULL, err);
+    return with_reason(a, rc, err);
+}

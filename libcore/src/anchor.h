@@ -84,6 +84,10 @@ int h5l_anchor_recreate(const char *path, const uint8_t id[16], uint64_t keep_fr
 int h5l_anchor_open(const char *path, const uint8_t id[16], h5l_anchor_t **out, h5l_err_t *err);
 int h5l_anchor_finalize_closed(h5l_anchor_t *a, uint64_t tick, uint64_t joff, uint64_t jlen, int sync, h5l_err_t *err);
 
+/* For a writer continuing a file made with h5l_anchor_recreate: the
+ * anchors of every object of s defined at or before tick. */
+int h5l_anchor_rebuild(h5l_anchor_t *a, const h5l_schema_t *s, uint64_t tick, h5l_err_t *err);
+
 /* Error-path close: close the HDF5 file (its I/O errors ignored), leave the
  * user block live (the sidecar journal stays the truth). Frees a. Accepts
  * NULL. */

@@ -905,6 +905,16 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
     w->ops.len = 0;
 }
 
+void h5l_ckpt_w_resume(h5l_ckpt_w_t *w, uint64_t first, uint64_t prevpos)
+{
+    if (!w) return;
+    w->first = first;
+    w->prevpos = prevpos;
+    w->nti = 0;
+    w->tbytes = 0;
+    w->ops.len = 0;
+}
+
 /* ---- the reader's side: the chain ---- */
 
 #define SWIN ((size_t)1 << 20) /* backward search window */

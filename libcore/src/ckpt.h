@@ -115,6 +115,12 @@ h5l_ckpt_w_t *h5l_ckpt_w_new(const char *path, uint64_t every, uint64_t seed);
 uint64_t h5l_ckpt_every(void);
 void h5l_ckpt_w_free(h5l_ckpt_w_t *w);
 
+/* A writer continuing a file (h5l_open): the chain goes on from the
+ * checkpoint at journal offset prevpos (0: none yet) whose last tick is
+ * first - 1; the ticks from `first` to the file's last one are then given
+ * to h5l_ckpt_w_tick in order, as they were when written. */
+void h5l_ckpt_w_resume(h5l_ckpt_w_t *w, uint64_t first, uint64_t prevpos);
+
 /* The TICK frame of ti->tick (payload ops `ops`, opslen bytes, nops of them)
  * is about to be appended at journal offset pos, its record table written
  * and ordered before this call. When N ticks are pending, a CHECKPOINT

@@ -42,6 +42,8 @@ const char *h5l_strerror(int code)
         return "already exists";
     case H5L_ETORN:
         return "incomplete data";
+    case H5L_EBUSY:
+        return "open for writing by another writer";
     default:
         return "unknown error";
     }

@@ -84,6 +84,7 @@ typedef _Atomic(lztick_t *) lzslot_t;
 
 struct h5l_reader {
     int lazy_attrs; /* H5L_READER_LAZY_ATTRS */
+    int no_map;     /* H5L_READER_NO_CHUNK_MAP (format.h) */
     int unshared; /* 1 while h5l_reader_open loads it: no other thread can reach it, so loading a tick
                    * takes no lock (10^6 lock pairs were a tenth of opening a long log) */
     char *path, *jpath;
@@ -303,6 +304,7 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     r->serial = atomic_fetch_add(&reader_serial, 1) + 1;
     r->unshared = 1;
     r->lazy_attrs = (flags & H5L_READER_LAZY_ATTRS) != 0;
+    r->no_map = (flags & H5L_READER_NO_CHUNK_MAP) != 0;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     /* writer preference: a stream of reads must not starve tick loading */
@@ -1187,7 +1189,7 @@ static int apply_summary(h5l_reader_t *r, const h5l_cksum_t *sm, uint64_t first,
         if (h5l_schema_apply(&r->schema, last, &sm->at[i], NULL)) return 0;
     r->nticks = (size_t)last;
     r->lazy_nrec += sm->nrec;
-    return ck_runs_fit(r, sm, last) && h5l_ckmap_add_runs(r->ckmap, sm) == H5L_OK;
+    return r->no_map || (ck_runs_fit(r, sm, last) && h5l_ckmap_add_runs(r->ckmap, sm) == H5L_OK);
 }
 
 static int start_from_checkpoints(h5l_reader_t *r)
@@ -1249,7 +1251,7 @@ static int start_from_checkpoints(h5l_reader_t *r)
             ok = load_tick_body(r, &t->info, &cur, t->nops, eager ? 0 : 2, &e) == H5L_OK && cur.pos == cur.len;
         }
         if (ok) r->segs[i] = (ckseg_t){.first = c.first, .last = c.last, .pos = ch.pos[i], .len = ch.lens[i]};
-        ok = ok && ck_chunks_fit(r, &c) && h5l_ckmap_add(r->ckmap, &c) == H5L_OK;
+        ok = ok && (r->no_map || (ck_chunks_fit(r, &c) && h5l_ckmap_add(r->ckmap, &c) == H5L_OK));
         h5l_ckpt_clear(&c);
     }
     free(fb);

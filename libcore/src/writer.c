@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,11 +47,13 @@
 #include "ckpt.h"
 #include "final.h"
 #include "codec.h"
+#include "fdio.h"
 #include "format.h"
 #include "h5type.h"
 #include "journal.h"
 #include "grow.h"
 #include "schema.h"
+#include "wlock.h"
 
 #define DEFAULT_BUFFER_LIMIT ((size_t)1 << 30)
 #define MPI_BLOCK_MAX ((size_t)1 << 30) /* bytes per hindexed block (int counts) */
@@ -164,6 +167,13 @@ struct h5l_file {
     h5l_buf_t jcopy;  /* every journal byte, embedded at close */
     h5l_buf_t pend;   /* the sealed tick's frame, to be written again unchanged */
     h5l_ckpt_w_t *ck; /* index checkpoints (ckpt.c); NULL: none */
+    char *lockpath;   /* the writer's lock file (wlock.c), removed by free_file */
+    /* A file continued by h5l_open: jpre journal bytes (those before the
+     * reopen) are in the sidecar but not in jcopy, read back at close;
+     * anc_lazy: the anchors of ticks <= it are still to be made
+     * (h5l_anchor_rebuild), 0 when made. */
+    int reopened;
+    uint64_t jpre, anc_lazy;
 };
 
 static _Thread_local char create_err[512];
@@ -207,6 +217,134 @@ const char *h5l_errmsg(const h5l_file_t *f) { return f ? f->errmsg : create_err;
 uint64_t h5l_ntick(const h5l_file_t *f) { return f ? f->tick - (uint64_t)f->sealed : 0; }
 size_t h5l_buffered(const h5l_file_t *f) { return f ? f->arena_used : 0; }
 
+/* ---- lookups (h5log.h): the writer's schema, committed and pending ---- */
+
+static int copy_name(const char *s, char *buf, size_t cap)
+{
+    if (!buf || strlen(s) + 1 > cap) return H5L_ERANGE;
+    memcpy(buf, s, strlen(s) + 1);
+    return H5L_OK;
+}
+
+static const h5l_obj_t *inq_obj(const h5l_file_t *f, int id, int kind)
+{
+    if (!f || id < 0 || (size_t)id >= f->schema.nobjs) return NULL;
+    const h5l_obj_t *o = &f->schema.objs[id];
+    return (kind ? o->kind == kind : o->kind != 0) ? o : NULL;
+}
+
+int h5l_inq_dimid(const h5l_file_t *f, const char *name, int *dimid)
+{
+    if (!f || !name || !dimid) return H5L_EINVAL;
+    long d = h5l_schema_find_dim(&f->schema, name);
+    if (d < 0) return H5L_ENOTFOUND;
+    *dimid = (int)d;
+    return H5L_OK;
+}
+
+static int inq_path(const h5l_file_t *f, const char *path, int kind, int *id)
+{
+    if (!f || !path || !id) return H5L_EINVAL;
+    long o = h5l_schema_find(&f->schema, path);
+    if (o < 0 || f->schema.objs[o].kind != kind) return H5L_ENOTFOUND;
+    *id = (int)o;
+    return H5L_OK;
+}
+
+int h5l_inq_varid(const h5l_file_t *f, const char *path, int *varid) { return inq_path(f, path, H5L_OBJ_VAR, varid); }
+int h5l_inq_grpid(const h5l_file_t *f, const char *path, int *grpid)
+{
+    if (path && !strcmp(path, "/") && grpid) {
+        *grpid = H5L_GLOBAL;
+        return f ? H5L_OK : H5L_EINVAL;
+    }
+    return inq_path(f, path, H5L_OBJ_GROUP, grpid);
+}
+
+int h5l_inq_dimlen(const h5l_file_t *f, int dimid, uint64_t *len)
+{
+    if (!f || !len) return H5L_EINVAL;
+    if (dimid < 0 || (size_t)dimid >= f->schema.ndims) return H5L_EBADID;
+    *len = h5l_schema_dimlen_now(&f->schema, (uint32_t)dimid);
+    return H5L_OK;
+}
+
+int h5l_inq_unlimited(const h5l_file_t *f, int dimid, int *unlimited)
+{
+    if (!f || !unlimited) return H5L_EINVAL;
+    if (dimid < 0 || (size_t)dimid >= f->schema.ndims) return H5L_EBADID;
+    *unlimited = f->schema.dims[dimid].unlimited;
+    return H5L_OK;
+}
+
+int h5l_inq_varndims(const h5l_file_t *f, int varid, int *ndims)
+{
+    const h5l_obj_t *o = inq_obj(f, varid, H5L_OBJ_VAR);
+    if (!ndims) return H5L_EINVAL;
+    if (!o) return H5L_EBADID;
+    *ndims = (int)o->ndims;
+    return H5L_OK;
+}
+
+int h5l_inq_vardimid(const h5l_file_t *f, int varid, int *dimids)
+{
+    const h5l_obj_t *o = inq_obj(f, varid, H5L_OBJ_VAR);
+    if (!dimids) return H5L_EINVAL;
+    if (!o) return H5L_EBADID;
+    for (uint32_t d = 0; d < o->ndims; d++) dimids[d] = (int)o->dimids[d];
+    return H5L_OK;
+}
+
+int h5l_inq_counts(const h5l_file_t *f, int *ndims, int *nobjs)
+{
+    if (!f) return H5L_EINVAL;
+    if (ndims) *ndims = (int)f->schema.ndims;
+    if (nobjs) *nobjs = (int)f->schema.nobjs;
+    return H5L_OK;
+}
+
+int h5l_inq_dimname(const h5l_file_t *f, int dimid, char *buf, size_t cap)
+{
+    if (!f) return H5L_EINVAL;
+    if (dimid < 0 || (size_t)dimid >= f->schema.ndims) return H5L_EBADID;
+    return copy_name(f->schema.dims[dimid].name, buf, cap);
+}
+
+int h5l_inq_obj(const h5l_file_t *f, int objid, int *kind, char *buf, size_t cap)
+{
+    const h5l_obj_t *o = inq_obj(f, objid, 0);
+    if (!o) return f ? H5L_EBADID : H5L_EINVAL;
+    if (kind) *kind = o->kind;
+    return buf ? copy_name(o->path, buf, cap) : H5L_OK;
+}
+
+int h5l_inq_var(const h5l_file_t *f, int varid, hid_t *type, int *chunked, uint64_t *chunk, void *fill,
+                int *fill_mode)
+{
+    const h5l_obj_t *o = inq_obj(f, varid, H5L_OBJ_VAR);
+    if (!o) return f ? H5L_EBADID : H5L_EINVAL;
+    if (type) {
+        hid_t t = h5l_type_to_hid(o->type, 1);
+        if (t < 0) return H5L_ETYPE;
+        /* the predefined type of the same class, size, sign and order */
+        hid_t p = H5I_INVALID_HID;
+        hid_t cand[] = {H5T_STD_I8LE,  H5T_STD_I8BE,  H5T_STD_U8LE,  H5T_STD_U8BE,  H5T_STD_I16LE, H5T_STD_I16BE,
+                        H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_I32LE, H5T_STD_I32BE, H5T_STD_U32LE, H5T_STD_U32BE,
+                        H5T_STD_I64LE, H5T_STD_I64BE, H5T_STD_U64LE, H5T_STD_U64BE, H5T_IEEE_F32LE, H5T_IEEE_F32BE,
+                        H5T_IEEE_F64LE, H5T_IEEE_F64BE};
+        for (size_t i = 0; i < sizeof cand / sizeof *cand && p < 0; i++)
+            if (H5Tequal(t, cand[i]) > 0) p = cand[i];
+        H5Tclose(t);
+        if (p < 0) return H5L_ETYPE;
+        *type = p;
+    }
+    if (chunked) *chunked = o->chunked;
+    if (chunk) memcpy(chunk, o->chunk, o->ndims * sizeof *chunk);
+    if (fill) memcpy(fill, o->fill, o->type.size);
+    if (fill_mode) *fill_mode = o->fill_mode;
+    return H5L_OK;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -245,6 +383,7 @@ static void free_file(h5l_file_t *f)
     free(f->sz_now);
     free(f->wsums);
     if (f->comm != MPI_COMM_NULL) MPI_Comm_free(&f->comm);
+    h5l_wlock_drop(f->lockpath);
     free(f->path);
     free(f->jpath);
     free(f);
@@ -340,13 +479,23 @@ static int agree(h5l_file_t *f, int code)
     return all;
 }
 
-int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
+/* What h5l_create and h5l_open share before the file is touched: f with
+ * its communicator, buffers and write arena. Every rank agrees on the
+ * outcome; on failure f is freed and create_err says why. */
+static int file_new(const char *path, MPI_Comm comm, const h5l_opts_t *opts, const char *fn, h5l_file_t **out)
 {
-    if (!out) return fail(NULL, H5L_EINVAL, "h5l_create: NULL output pointer");
+    if (!out) return fail(NULL, H5L_EINVAL, "%s: NULL output pointer", fn);
     *out = NULL;
-    if (!path || !path[0]) return fail(NULL, H5L_EINVAL, "h5l_create: empty path");
+    if (!path || !path[0]) return fail(NULL, H5L_EINVAL, "%s: empty path", fn);
     h5l_file_t *f = calloc(1, sizeof *f);
-    if (!f) return fail(NULL, H5L_ENOMEM, "%s: out of memory", path);
+    /* every rank learns of a rank without f (no communicator of its own
+     * yet: on the caller's), so none waits in a collective alone */
+    int ok = f != NULL, all = 0;
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) all = 0;
+    if (!all) {
+        free(f);
+        return fail(NULL, H5L_ENOMEM, "%s: out of memory%s", path, ok ? " on another rank" : "");
+    }
     f->jfd = -1;
     f->comm = MPI_COMM_NULL;
     if (opts)
@@ -391,12 +540,51 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         }
     }
     rc = agree(f, rc);
+    if (rc) {
+        snprintf(create_err, sizeof create_err, "%s", f->errmsg);
+        free_file(f);
+        return rc;
+    }
+    *out = f;
+    return H5L_OK;
+}
+
+/* The end of h5l_create and h5l_open: every rank opens the file with
+ * MPI-IO; on failure (rc, or that) everything is undone and freed. */
+static int file_ready(h5l_file_t *f, int rc, h5l_file_t **out)
+{
+    if (!rc) {
+        f->seed = h5l_seed(f->id);
+        /* read-write: a flush may move bytes written early (move_early) */
+        int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_RDWR, MPI_INFO_NULL, &f->fh);
+        f->fh_open = mrc == MPI_SUCCESS;
+        rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", f->path));
+    }
+    if (rc) {
+        snprintf(create_err, sizeof create_err, "%s", f->errmsg);
+        if (f->fh_open) MPI_File_close(&f->fh);
+        if (f->rank == 0 && f->jfd >= 0 && !f->reopened) unlink(f->jpath);
+        free_file(f);
+        return rc;
+    }
+    *out = f;
+    return H5L_OK;
+}
+
+int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
+{
+    h5l_file_t *f;
+    if (out) *out = NULL;
+    int rc = file_new(path, comm, opts, "h5l_create", out ? &f : NULL);
+    if (rc) return rc;
     bstat_t st = {0};
-    if (!rc && f->rank == 0) {
+    if (f->rank == 0) {
         h5l_err_t e = {0};
         new_identity(f->id);
+        /* one writer at a time (wlock.c), before anything is touched */
+        int c = h5l_wlock_take(path, &f->lockpath, &e);
         /* sidecar first: a reader that sees the new user block finds it */
-        int c = h5l_journal_create(f->jpath, f->id, now_ns(), f->seglog, &f->jfd, &f->jcopy, &e);
+        if (!c) c = h5l_journal_create(f->jpath, f->id, now_ns(), f->seglog, &f->jfd, &f->jcopy, &e);
         f->joff = H5L_JHDR_LEN;
         if (!c) c = h5l_anchor_create(path, f->id, &f->anc, &e);
         if (!c) f->ck = h5l_ckpt_w_new(path, h5l_ckpt_every(), h5l_seed(f->id)); /* NULL: none */
@@ -404,24 +592,388 @@ int h5l_create(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file
         if (c) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
         memcpy(st.v, f->id, 16);
     }
-    if (!rc) rc = bcast_status(f, &st);
+    rc = bcast_status(f, &st);
+    if (!rc) memcpy(f->id, st.v, 16);
+    return file_ready(f, rc, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* h5l_open: going on writing an existing file (docs/format.md 6.2)     */
+
+/* The definitions of schema s as of tick, as ops that rebuild it: every
+ * dimension at its current length (a DIM, then a DIMLEN for a grown
+ * unlimited one), every group and variable in id order, and each
+ * attribute's current value, attributes in the order their names were
+ * first set (the canonical file's attribute order). Appended to b; *nops
+ * counts them. The writer starts from these instead of the history: its
+ * checks need only what is, and a snapshot costs the schema's size, not
+ * the log's. */
+typedef struct atpair {
+    size_t first, last;
+} atpair_t;
+static const h5l_schema_t *at_sort_s;
+static int at_cmp(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const h5l_attr_t *x = &at_sort_s->attrs[i], *y = &at_sort_s->attrs[j];
+    if (x->objid != y->objid) return x->objid < y->objid ? -1 : 1;
+    int c = strcmp(x->name, y->name);
+    if (c) return c;
+    return i < j ? -1 : i > j;
+}
+static int pair_cmp(const void *a, const void *b)
+{
+    const atpair_t *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int snapshot_ops(const h5l_schema_t *s, uint64_t tick, h5l_buf_t *b, uint32_t *nops, h5l_err_t *e)
+{
+    *nops = 0;
+    for (size_t d = 0; d < s->ndims; d++) {
+        const h5l_dim_t *dm = &s->dims[d];
+        uint64_t len = h5l_schema_dimlen(s, (uint32_t)d, tick);
+        h5l_op_t op = {.kind = H5L_OP_DIM, .id = (uint32_t)d, .name = dm->name};
+        op.flags = dm->unlimited ? 1u : 0u;
+        op.len = dm->unlimited ? 0 : len;
+        h5l_op_encode(b, &op);
+        ++*nops;
+        if (dm->unlimited && len) {
+            h5l_op_t g = {.kind = H5L_OP_DIMLEN, .id = (uint32_t)d, .len = len};
+            h5l_op_encode(b, &g);
+            ++*nops;
+        }
+    }
+    for (size_t i = 1; i < s->nobjs; i++) {
+        const h5l_obj_t *o = &s->objs[i];
+        h5l_op_t op = {.id = (uint32_t)i, .name = o->path};
+        if (o->kind == H5L_OBJ_GROUP) {
+            op.kind = H5L_OP_GROUP;
+        } else if (o->kind == H5L_OBJ_VAR) {
+            op.kind = H5L_OP_VAR;
+            op.type = o->type;
+            op.flags = (o->chunked ? H5L_VAR_CHUNKED : 0) |
+                       (o->fill_mode == H5L_FILL_USER ? H5L_VAR_FILL_USER
+                        : o->fill_mode == H5L_FILL_NONE ? H5L_VAR_NOFILL
+                                                        : 0);
+            op.ndims = o->ndims;
+            op.dimids = o->dimids;
+            op.chunk = o->chunk;
+            op.data = o->fill;
+            op.data_len = h5l_type_size(o->type);
+        } else {
+            return h5l_err_set(e, H5L_ECORRUPT, "object %zu of the schema is undefined", i);
+        }
+        h5l_op_encode(b, &op);
+        ++*nops;
+    }
+    size_t n = s->nattrs, *ix = malloc((n ? n : 1) * sizeof *ix);
+    atpair_t *pr = malloc((n ? n : 1) * sizeof *pr);
+    if (!ix || !pr) {
+        free(ix);
+        free(pr);
+        return h5l_err_set(e, H5L_ENOMEM, "out of memory");
+    }
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) ix[i] = i;
+    at_sort_s = s;
+    qsort(ix, n, sizeof *ix, at_cmp);
+    for (size_t i = 0; i < n; i++) {
+        const h5l_attr_t *a = &s->attrs[ix[i]];
+        if (i && s->attrs[ix[i - 1]].objid == a->objid && !strcmp(s->attrs[ix[i - 1]].name, a->name)) {
+            if (a->tick <= tick) pr[np - 1].last = ix[i]; /* a later version */
+            continue;
+        }
+        pr[np++] = (atpair_t){ix[i], ix[i]};
+    }
+    qsort(pr, np, sizeof *pr, pair_cmp);
+    for (size_t k = 0; k < np; k++) {
+        const h5l_attr_t *a = &s->attrs[pr[k].last];
+        if (a->tick > tick) continue;
+        h5l_op_t op = {.kind = H5L_OP_ATTR, .id = a->objid, .name = a->name, .type = a->type, .len = a->n};
+        op.data = a->value;
+        op.data_len = (size_t)a->n * h5l_type_size(a->type);
+        h5l_op_encode(b, &op);
+        ++*nops;
+    }
+    free(ix);
+    free(pr);
+    return b->oom ? h5l_err_set(e, H5L_ENOMEM, "out of memory") : H5L_OK;
+}
+
+/* Copy n bytes at offset from of fd `in` to offset 0 of fd `out`: the
+ * embedded journal into a new sidecar. copy_file_range lets the file
+ * system do it without passing the bytes through us (server-side on NFS
+ * 4.2, a reflink where supported); read/write where it cannot. */
+static int copy_range(int in, uint64_t from, int out, uint64_t n, const char *what, h5l_err_t *e)
+{
+    loff_t io = (loff_t)from, oo = 0;
+    uint64_t done = 0;
+    while (done < n) {
+        ssize_t k = copy_file_range(in, &io, out, &oo, (size_t)(n - done), 0);
+        if (k > 0) {
+            done += (uint64_t)k;
+            continue;
+        }
+        if (k == 0) break;
+        if (errno == EINTR) continue;
+        if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+            return h5l_err_set(e, H5L_EIO, "%s: copying the journal: %s", what, strerror(errno));
+        break;
+    }
+    if (done == n) return H5L_OK;
+    size_t cap = (size_t)1 << 20;
+    uint8_t *b = malloc(cap);
+    if (!b) return h5l_err_set(e, H5L_ENOMEM, "%s: out of memory", what);
+    int rc = H5L_OK;
+    while (!rc && done < n) {
+        size_t k = n - done < cap ? (size_t)(n - done) : cap;
+        rc = h5l_fd_read_all(in, b, k, from + done, what, e);
+        if (!rc) rc = h5l_fd_write(out, b, k, done, what, e);
+        done += k;
+    }
+    free(b);
+    return rc;
+}
+
+/* Rank 0: the checkpoint chain goes on where the file's stops (ckpt.c):
+ * the newest checkpoint, found from the end of the journal, and the TICK
+ * frames after it (fewer than a segment) given to the builder again. No
+ * chain and more ticks than a segment (checkpoints were off or broken):
+ * none are made for the new ticks either. */
+static void resume_ckpt(h5l_file_t *f, uint64_t ntick)
+{
+    f->ck = h5l_ckpt_w_new(f->path, h5l_ckpt_every(), f->seed);
+    if (!f->ck) return;
+    h5l_ckpt_chain_t ch;
+    uint64_t from = H5L_JHDR_LEN, first = 1, prev = 0;
+    int k = h5l_ckpt_chain_read(f->jfd, 0, f->joff, f->seed, f->jpath, &ch);
+    if (k == 1) {
+        from = ch.next;
+        first = ch.last + 1;
+        prev = ch.pos[ch.n - 1];
+        h5l_ckpt_chain_free(&ch);
+    } else if (ntick >= h5l_ckpt_every()) {
+        h5l_ckpt_w_free(f->ck);
+        f->ck = NULL;
+        return;
+    }
+    h5l_ckpt_w_resume(f->ck, first, prev);
+    h5l_jscan_t sc;
+    h5l_jscan_init(&sc, f->jfd, NULL, 0, 0, f->seed, f->jpath);
+    h5l_buf_t out = {0};
+    int ok = 1;
+    for (uint64_t pos = from; ok && pos < f->joff;) {
+        h5l_frame_t fr;
+        h5l_err_t e = {0};
+        if (h5l_jscan_next(&sc, pos, f->joff, &fr, &e) != 1) {
+            ok = 0;
+            break;
+        }
+        if (fr.type == H5L_REC_TICK) {
+            h5l_cur_t c = h5l_cur(fr.payload, fr.len);
+            h5l_tick_info_t ti;
+            uint32_t nops;
+            ok = h5l_tick_decode(&c, &ti, &nops) == H5L_OK && fr.len >= H5L_TICK_LEN;
+            if (ok)
+                h5l_ckpt_w_tick(f->ck, &ti, nops, fr.payload + H5L_TICK_LEN, fr.len - H5L_TICK_LEN, fr.pos,
+                                &f->schema, &out);
+            ok = ok && out.len == 0; /* a checkpoint due here would have been written then */
+        }
+        pos = fr.next;
+    }
+    h5l_jscan_free(&sc);
+    h5l_buf_free(&out);
+    if (!ok) {
+        h5l_ckpt_w_free(f->ck);
+        f->ck = NULL;
+    }
+}
+
+/* Rank 0's part of h5l_open, in the order that keeps the file readable
+ * at every step (format.md 6.2): lock; read and check the journal (the
+ * file is not touched if anything is wrong with it); the snapshot of the
+ * schema into *ops; the sidecar made (a closed file: its embedded journal
+ * copied, without the CLOSE frame) or cut after its last complete frame
+ * (a killed writer's); the user block marked live; a new HDF5 file
+ * written over the old one's metadata (h5l_anchor_recreate: the log stays
+ * where it is). *info: the tick, the journal's SEGLOG, and the ops count. */
+static int open_rank0(h5l_file_t *f, h5l_buf_t *ops, uint64_t info[3], h5l_err_t *e)
+{
+    int c = h5l_wlock_take(f->path, &f->lockpath, e);
+    if (c) return c;
+    f->reopened = 1; /* from here on a failure never removes the file's sidecar (file_ready) */
+    int live_now = 0;
+    h5l_reader_t *r = NULL;
+    if ((c = h5l_reader_open_flags(f->path, H5L_READER_NO_CHUNK_MAP, &r, e))) return c;
+    uint64_t bad = 0;
+    h5l_err_t de = {0};
+    if (h5l_reader_damage(r, &bad, &de)) {
+        c = h5l_err_set(e, H5L_ECORRUPT,
+                        "%s: not opened, its journal is damaged at tick %llu (the file is left as it was; "
+                        "h5logreplay --tick %llu copies the newest intact tick): %s",
+                        f->path, (unsigned long long)bad, (unsigned long long)(bad ? bad - 1 : 0), de.msg);
+        h5l_reader_close(r);
+        return c;
+    }
+    uint64_t n = h5l_reader_ntick(r), jpos = h5l_reader_journal_pos(r);
+    int live = h5l_reader_live(r), closed = h5l_reader_closed(r);
+    memcpy(f->id, h5l_reader_id(r), 16);
+    f->seed = h5l_seed(f->id);
+    /* the lowest log byte: tick 1's (extents only follow it, format.md 1);
+     * a killed writer's file is looked at tick by tick, as h5logrecover does */
+    uint64_t from = UINT64_MAX;
+    for (uint64_t t = 1; t <= n && (t == 1 || live); t++) {
+        h5l_tick_info_t ti;
+        if (h5l_reader_tick_info(r, t, &ti)) continue;
+        if (ti.data_size && ti.data_off < from) from = ti.data_off;
+        if (ti.table_size && ti.table_off < from) from = ti.table_off;
+    }
+    h5l_reader_rdlock(r);
+    uint32_t nops = 0;
+    c = snapshot_ops(h5l_reader_schema(r), n, ops, &nops, e);
+    h5l_reader_unlock(r);
+    h5l_reader_close(r);
+    if (c) return h5l_err_set(e, c, "%s: not opened: %s", f->path, e->msg);
+    /* the user block and where the journal is */
+    int fd = open(f->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return h5l_err_set(e, H5L_EIO, "%s: %s", f->path, strerror(errno));
+    uint8_t ub8[H5L_UB_LEN], jh[H5L_JHDR_LEN], fh[H5L_FRAME_LEN];
+    h5l_ub_t ub;
+    struct stat sb;
+    c = h5l_fd_read_all(fd, ub8, sizeof ub8, 0, f->path, e);
+    if (!c) c = h5l_ub_decode(ub8, &ub, f->path, e);
+    if (!c && fstat(fd, &sb) != 0) c = h5l_err_set(e, H5L_EIO, "%s: %s", f->path, strerror(errno));
+    int embedded = !c && (ub.flags & H5L_UB_CLOSED);
+    int src = -1;
+    if (!c && embedded) {
+        src = fd;
+    } else if (!c) {
+        src = open(f->jpath, O_RDWR | O_CLOEXEC);
+        if (src < 0) c = h5l_err_set(e, H5L_EIO, "%s: its journal %s: %s", f->path, f->jpath, strerror(errno));
+    }
+    uint64_t base = embedded ? ub.jr_off : 0;
+    h5l_jhdr_t hd;
+    if (!c) c = h5l_fd_read_all(src, jh, sizeof jh, base, f->path, e);
+    if (!c) c = h5l_jhdr_decode(jh, &hd, f->path, e);
+    /* the journal goes on after its last complete frame; a CLOSE frame
+     * (the last one, format.md 3.4) is left out: the file is open again */
+    uint64_t p = jpos;
+    if (!c && closed) {
+        h5l_frame_hdr_t h;
+        p = jpos - h5l_frame_size(16);
+        if (jpos < H5L_JHDR_LEN + h5l_frame_size(16) || h5l_fd_read_all(src, fh, sizeof fh, base + p, f->path, e) ||
+            h5l_frame_hdr_decode(fh, f->seed, &h) != H5L_FRAME_OK || h.type != H5L_REC_CLOSE)
+            c = h5l_err_set(e, H5L_ECORRUPT, "%s: not opened: its journal does not end with its CLOSE frame", f->path);
+    }
+    if (!c && !embedded) { /* a killed writer's sidecar: cut a torn tail off */
+        if (ftruncate(src, (off_t)p) != 0)
+            c = h5l_err_set(e, H5L_EIO, "%s: cutting its journal at %llu: %s", f->jpath, (unsigned long long)p,
+                            strerror(errno));
+        f->jfd = src;
+        src = -1;
+    } else if (!c) { /* a closed file: its journal back into a sidecar */
+        f->jfd = open(f->jpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (f->jfd < 0)
+            c = h5l_err_set(e, H5L_EIO, "%s: cannot create journal: %s", f->jpath, strerror(errno));
+        if (!c) c = copy_range(fd, base, f->jfd, p, f->jpath, e);
+        if (!c && f->opts.sync == H5L_SYNC_TICK && fsync(f->jfd) != 0)
+            c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->jpath, strerror(errno));
+        src = -1;
+        if (!c) { /* live again: readers now take the sidecar */
+            uint8_t was[H5L_UB_LEN];
+            memcpy(was, ub8, sizeof was);
+            ub.jr_off = ub.jr_len = 0;
+            ub.flags = 0;
+            h5l_ub_encode(&ub, ub8);
+            c = h5l_fd_write(fd, ub8 + 32, 32, 32, f->path, e);
+            if (c) /* put the closed bytes back: the embedded journal stays the truth */
+                (void)h5l_fd_write(fd, was + 32, 32, 32, NULL, NULL);
+            else if (f->opts.sync == H5L_SYNC_TICK && fsync(fd) != 0)
+                c = h5l_err_set(e, H5L_EIO, "%s: fsync: %s", f->path, strerror(errno));
+            live_now = !c;
+        }
+        if (c && !live_now) unlink(f->jpath); /* a closed file: the sidecar was ours */
+    }
+    if (src >= 0 && src != fd) close(src);
+    close(fd);
+    if (c) return c;
+    f->joff = f->jpre = p;
+    f->seglog = hd.seglog;
+    /* the HDF5 file made anew over the old metadata; the log's bytes stay
+     * the storage of /_h5log/log */
+    c = h5l_anchor_recreate(f->path, f->id, from == UINT64_MAX ? 0 : from, from == UINT64_MAX ? 0 : (uint64_t)sb.st_size,
+                            &f->anc, e);
+    if (c)
+        return h5l_err_set(e, c,
+                           "%s; the file is left live with ticks 1..%llu in its journal %s (h5l_open or "
+                           "h5logrecover again)",
+                           e->msg, (unsigned long long)n, f->jpath);
+    info[0] = n;
+    info[1] = hd.seglog;
+    info[2] = nops;
+    return H5L_OK;
+}
+
+int h5l_open(const char *path, MPI_Comm comm, const h5l_opts_t *opts, h5l_file_t **out)
+{
+    h5l_file_t *f;
+    if (out) *out = NULL;
+    int rc = file_new(path, comm, opts, "h5l_open", out ? &f : NULL);
+    if (rc) return rc;
+    bstat_t st = {0};
+    h5l_buf_t ops = {0};
+    uint64_t info[4] = {0};
+    if (f->rank == 0) {
+        h5l_err_t e = {0};
+        st.code = open_rank0(f, &ops, info, &e);
+        if (st.code) snprintf(st.msg, sizeof st.msg, "%s", e.msg);
+        memcpy(st.v, f->id, 16);
+        info[3] = ops.len;
+    }
+    rc = bcast_status(f, &st);
     if (!rc) {
         memcpy(f->id, st.v, 16);
         f->seed = h5l_seed(f->id);
-        /* read-write: a flush may move bytes written early (move_early) */
-        int mrc = MPI_File_open(f->comm, f->path, MPI_MODE_RDWR, MPI_INFO_NULL, &f->fh);
-        f->fh_open = mrc == MPI_SUCCESS;
-        rc = agree(f, f->fh_open ? H5L_OK : fail(f, H5L_EMPI, "%s: MPI_File_open failed", path));
+        if (bcast_bytes(f, info, (int)sizeof info, 0) != MPI_SUCCESS)
+            rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", path);
     }
-    if (rc) {
-        snprintf(create_err, sizeof create_err, "%s", f->errmsg);
-        if (f->fh_open) MPI_File_close(&f->fh);
-        if (f->rank == 0 && f->jfd >= 0) unlink(f->jpath);
-        free_file(f);
-        return rc;
+    /* every rank starts from rank 0's snapshot of the schema */
+    if (!rc) {
+        int mem = f->rank && h5l_buf_reserve(&ops, (size_t)info[3] + 1);
+        rc = agree(f, mem ? fail(f, H5L_ENOMEM, "%s: out of memory", path) : H5L_OK);
     }
-    *out = f;
-    return H5L_OK;
+    for (uint64_t at = 0; !rc && at < info[3]; at += (uint64_t)1 << 30) {
+        int k = (int)(info[3] - at < ((uint64_t)1 << 30) ? info[3] - at : (uint64_t)1 << 30);
+        if (bcast_bytes(f, ops.p + at, k, 0) != MPI_SUCCESS) rc = fail(f, H5L_EMPI, "%s: MPI_Bcast failed", path);
+    }
+    int lrc = H5L_OK;
+    if (!rc) {
+        uint64_t tick = info[0];
+        h5l_cur_t c = h5l_cur(ops.p, (size_t)info[3]);
+        for (uint64_t i = 0; i < info[2] && !lrc; i++) {
+            h5l_op_t op;
+            h5l_err_t e = {0};
+            if (h5l_op_decode(&c, &op) != H5L_OK) {
+                lrc = fail(f, H5L_ECORRUPT, "%s: not opened: its schema does not decode", path);
+                break;
+            }
+            if (h5l_schema_apply(&f->schema, tick, &op, &e)) lrc = fail(f, H5L_ECORRUPT, "%s: not opened: %s", path, e.msg);
+            h5l_op_clear(&op);
+        }
+        f->tick = tick;
+        f->seglog = (uint32_t)info[1];
+        f->ndims_committed = f->schema.ndims;
+        f->anc_lazy = f->schema.nobjs > 1 ? tick : 0;
+        if (!lrc && (h5l_grow((void **)&f->want, &f->cap_want, f->schema.ndims + 1, sizeof *f->want) ||
+                     gath_room(f, f->schema.ndims)))
+            lrc = fail(f, H5L_ENOMEM, "%s: out of memory", path);
+        if (f->want) memset(f->want, 0, f->cap_want * sizeof *f->want);
+        if (!lrc && f->rank == 0) resume_ckpt(f, tick);
+        rc = agree(f, lrc);
+    }
+    h5l_buf_free(&ops);
+    return file_ready(f, rc, out);
 }
 
 static int check_open(h5l_file_t *f)
@@ -1600,6 +2152,18 @@ static int flush_place(h5l_file_t *f, flush_t *fl)
     return H5L_OK;
 }
 
+/* Rank 0, a file continued by h5l_open: the anchors of the objects it
+ * had (h5l_anchor_rebuild), made once, when first needed. */
+static int ensure_anchors(h5l_file_t *f)
+{
+    if (!f->anc_lazy || !f->anc) return H5L_OK;
+    h5l_err_t e = {0};
+    int rc = h5l_anchor_rebuild(f->anc, &f->schema, f->anc_lazy, &e);
+    if (rc) return fail(f, rc, "%s: making the anchors of its objects: %s", f->path, e.msg);
+    f->anc_lazy = 0;
+    return H5L_OK;
+}
+
 /* Step 4: write. Rank 0 mirrors the tick's definitions into the HDF5 file
  * (its failure stops the commit); every rank writes its data and then its
  * record block, independently, every byte checked. The data goes in
@@ -1616,6 +2180,8 @@ _Static_assert(WRITE_BLOCK % ((uint64_t)1 << H5L_SEGLOG_DEFAULT) == 0, "a write 
 static int flush_write(h5l_file_t *f, flush_t *fl)
 {
     int wrc = H5L_OK;
+    if (f->rank == 0 && f->nops && f->anc_lazy) /* a continued file's anchors: at its first definition */
+        wrc = ensure_anchors(f);
     if (f->rank == 0)
         for (size_t i = 0; i < f->nops && !wrc; i++) {
             h5l_err_t e = {0};
@@ -1928,6 +2494,29 @@ static int close_finalize(h5l_file_t *f, h5l_final_t **pp, int *given_up, h5l_er
     return rc;
 }
 
+/* Rank 0, closing a continued file: the journal's bytes from before the
+ * reopen (f->jpre, in the sidecar only) put in front of jcopy, so the
+ * embedded journal is the whole of it. Read at close, not at open: an
+ * open must not cost the log's length. */
+static int journal_whole(h5l_file_t *f, h5l_err_t *e)
+{
+    h5l_buf_t all = {0};
+    if (h5l_buf_reserve(&all, (size_t)f->jpre + f->jcopy.len))
+        return h5l_err_set(e, H5L_ENOMEM, "%s: out of memory for its %llu-byte journal", f->path,
+                           (unsigned long long)(f->jpre + f->jcopy.len));
+    int rc = h5l_fd_read_all(f->jfd, all.p, (size_t)f->jpre, 0, f->jpath, e);
+    if (rc) {
+        h5l_buf_free(&all);
+        return rc;
+    }
+    memcpy(all.p + f->jpre, f->jcopy.p, f->jcopy.len);
+    all.len = (size_t)f->jpre + f->jcopy.len;
+    h5l_buf_free(&f->jcopy);
+    f->jcopy = all;
+    f->jpre = 0;
+    return H5L_OK;
+}
+
 /* Rank 0's last steps of close (format.md 6): the HDF5 file closed with
  * the journal embedded (finalizing first, with plan p, or alone when p is
  * NULL; given_up: finalizing was tried and undone, e says why), the user
@@ -1939,9 +2528,19 @@ static int close_finalize(h5l_file_t *f, h5l_final_t **pp, int *given_up, h5l_er
 static int close_finish(h5l_file_t *f, h5l_final_t *p, int given_up, h5l_err_t *e, int *closed)
 {
     int sync = f->opts.sync == H5L_SYNC_TICK;
-    int final = !f->opts.no_finalize && !given_up;
+    int final = !f->opts.no_finalize && !given_up, c;
     h5l_err_t why = *e;
-    int c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, p, &final, e);
+    if (f->anc_lazy && !final && ensure_anchors(f)) { /* the anchors are what a file closed unfinalized has */
+        h5l_anchor_abort(f->anc);
+        f->anc = NULL;
+        return h5l_err_set(e, H5L_EHDF5, "%s", f->errmsg);
+    }
+    if (f->jpre && (c = journal_whole(f, e))) {
+        h5l_anchor_abort(f->anc);
+        f->anc = NULL;
+        return c;
+    }
+    c = h5l_anchor_finish(f->anc, &f->schema, f->tick, f->jcopy.p, f->jcopy.len, sync, p, &final, e);
     f->anc = NULL;
     *closed = !c;
     if (!c && given_up) *e = why;

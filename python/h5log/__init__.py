@@ -78,7 +78,11 @@ class MismatchError(Error):                 # H5L_EMISMATCH: ranks defined diffe
     pass
 
 
-_ERROR_CLASS = {-1: InvalidError, -2: InvalidError, -15: InvalidError, -3: RangeError,
+class BusyError(Error, OSError):            # H5L_EBUSY: another writer has the file open
+    pass
+
+
+_ERROR_CLASS = {-17: BusyError, -1: InvalidError, -2: InvalidError, -15: InvalidError, -3: RangeError,
                 -4: TypeMismatchError, -5: BufferFullError, -6: IOFailure, -12: StateError,
                 -13: MismatchError}
 __all__ += [c.__name__ for c in set(_ERROR_CLASS.values())]
@@ -538,7 +542,12 @@ class File(Group):
 
     File(path, "w", comm=MPI.COMM_WORLD, buffer_limit=None, sync=False,
     check_collective=True, finalize=True, early_writes=False) creates
-    (truncates) path and its journal path.h5lj; collective. buffer_limit:
+    (truncates) path and its journal path.h5lj; collective. Mode "r+" goes
+    on writing an existing log-layout file (h5l_open: a restart, on any
+    number of ranks; its dimensions, groups and variables are in
+    f.dimensions, f.groups and f.variables, with the lengths of its
+    newest tick); "a" does the same, or creates the file if it does not
+    exist. A file another job has open for writing raises BusyError. buffer_limit:
     bytes a rank may buffer between flushes (default 1 GiB). sync=True
     makes every tick durable against a node crash (two syncs per flush).
     check_collective: each flush checks that the ranks made the same
@@ -550,9 +559,9 @@ class File(Group):
     def __init__(self, path, mode="w", comm=None, buffer_limit=None, sync=False, check_collective=True,
                  finalize=True, early_writes=False):
         self._h = None
-        if mode not in ("w", "x"):
-            raise ValueError(f"h5log: mode {mode!r}: libh5log only creates files (mode 'w'); read them "
-                             "through the h5logfs mount or h5logreplay's copy")
+        if mode not in ("w", "x", "a", "r+"):
+            raise ValueError(f"h5log: mode {mode!r}: libh5log writes files (modes 'w', 'x', 'a', 'r+'); read "
+                             "them through the h5logfs mount or h5logreplay's copy")
         from mpi4py import MPI
         if comm is None:
             comm = MPI.COMM_WORLD
@@ -568,7 +577,11 @@ class File(Group):
         opts.no_finalize = 0 if finalize else 1
         opts.early_writes = 1 if early_writes else 0
         h = ctypes.c_void_p()
-        rc = _lib.create(os.fsencode(self.filename), handle, ctypes.byref(opts), ctypes.byref(h))
+        # "a": open when the file exists (every rank must decide alike: rank 0 looks)
+        reopen = mode == "r+" or (mode == "a" and comm.bcast(os.path.exists(self.filename) if comm.Get_rank() == 0
+                                                             else None, root=0))
+        call = _lib.open_ if reopen else _lib.create
+        rc = call(os.fsencode(self.filename), handle, ctypes.byref(opts), ctypes.byref(h))
         if rc:
             _raise(rc, _lib.errmsg(None), self.filename)
         self._h = h
@@ -578,6 +591,50 @@ class File(Group):
         self._vars = {}
         Group.__init__(self, self, "/", 0)  # H5L_GLOBAL
         self._groups["/"] = self
+        if reopen:
+            self._load()
+
+    def _load(self):
+        """What the reopened file holds: its dimensions, groups and
+        variables, from libh5log's lookups (attributes already in the file
+        are not read back: f.attrs shows those set since the open)."""
+        nd, no = ctypes.c_int(), ctypes.c_int()
+        _lib.inq_counts(self._h, ctypes.byref(nd), ctypes.byref(no))
+        buf = ctypes.create_string_buffer(4096)
+        byid = []
+        for d in range(nd.value):
+            ln, unl = ctypes.c_uint64(), ctypes.c_int()
+            _lib.inq_dimname(self._h, d, buf, len(buf))
+            _lib.inq_dimlen(self._h, d, ctypes.byref(ln))
+            _lib.inq_unlimited(self._h, d, ctypes.byref(unl))
+            name = buf.value.decode("utf-8")
+            dim = Dimension(self, name, d, None if unl.value else int(ln.value))
+            dim._published = int(ln.value) if unl.value else 0
+            self._dimensions._dims[name] = dim
+            byid.append(dim)
+        rev = {v: k for k, v in _lib.H5T.items()}
+        for i in range(1, no.value):
+            kind = ctypes.c_int()
+            if _lib.inq_obj(self._h, i, ctypes.byref(kind), buf, len(buf)):
+                continue
+            path = buf.value.decode("utf-8")
+            if kind.value == 1:
+                self._groups[path] = Group(self, path, i)
+                continue
+            ndims = ctypes.c_int()
+            _lib.inq_varndims(self._h, i, ctypes.byref(ndims))
+            ids = (ctypes.c_int * max(1, ndims.value))()
+            _lib.inq_vardimid(self._h, i, ids)
+            tid, chunked, mode = _lib.hid_t(), ctypes.c_int(), ctypes.c_int()
+            chunk = (ctypes.c_uint64 * max(1, ndims.value))()
+            fill = ctypes.create_string_buffer(8)
+            _lib.inq_var(self._h, i, ctypes.byref(tid), ctypes.byref(chunked), chunk, fill, ctypes.byref(mode))
+            k, size, be = rev[tid.value]
+            dtype = np.dtype(f"{'>' if be else '<'}{k}{size}")
+            fv = (None if mode.value == 0 else False if mode.value == 2
+                  else np.frombuffer(fill.raw[:size], dtype=dtype)[0])
+            chunks = tuple(int(chunk[j]) for j in range(ndims.value)) if chunked.value else None
+            self._vars[path] = Variable(self, path, i, [byid[ids[j]] for j in range(ndims.value)], dtype, chunks, fv)
 
     def _check_open(self):
         if self._h is None:

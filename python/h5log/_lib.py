@@ -29,7 +29,7 @@ ERRORS = {
     -1: "H5L_EINVAL", -2: "H5L_EBADID", -3: "H5L_ERANGE", -4: "H5L_ETYPE", -5: "H5L_ENOBUFS",
     -6: "H5L_EIO", -7: "H5L_ENOMEM", -8: "H5L_EHDF5", -9: "H5L_EMPI", -10: "H5L_ECORRUPT",
     -11: "H5L_EFORMAT", -12: "H5L_ESTATE", -13: "H5L_EMISMATCH", -14: "H5L_ENOTFOUND",
-    -15: "H5L_EEXIST", -16: "H5L_ETORN",
+    -15: "H5L_EEXIST", -16: "H5L_ETORN", -17: "H5L_EBUSY",
 }
 UNLIMITED = (1 << 64) - 1  # H5L_UNLIMITED
 SONAME = "libh5log.so.0"
@@ -94,6 +94,15 @@ put = _proto("h5l_put", c_int, c_void_p, c_int, u64p, u64p, c_void_p)
 flush = _proto("h5l_flush", c_int, c_void_p)
 close = _proto("h5l_close", c_int, c_void_p)
 ntick = _proto("h5l_ntick", ctypes.c_uint64, c_void_p)
+open_ = _proto("h5l_open", c_int, c_char_p, c_void_p, ctypes.POINTER(Opts), ctypes.POINTER(c_void_p))
+inq_counts = _proto("h5l_inq_counts", c_int, c_void_p, intp, intp)
+inq_dimname = _proto("h5l_inq_dimname", c_int, c_void_p, c_int, c_char_p, c_size_t)
+inq_dimlen = _proto("h5l_inq_dimlen", c_int, c_void_p, c_int, u64p)
+inq_unlimited = _proto("h5l_inq_unlimited", c_int, c_void_p, c_int, intp)
+inq_obj = _proto("h5l_inq_obj", c_int, c_void_p, c_int, intp, c_char_p, c_size_t)
+inq_var = _proto("h5l_inq_var", c_int, c_void_p, c_int, ctypes.POINTER(hid_t), intp, u64p, c_void_p, intp)
+inq_varndims = _proto("h5l_inq_varndims", c_int, c_void_p, c_int, intp)
+inq_vardimid = _proto("h5l_inq_vardimid", c_int, c_void_p, c_int, intp)
 buffered = _proto("h5l_buffered", c_size_t, c_void_p)
 errmsg = _proto("h5l_errmsg", c_char_p, c_void_p)
 strerror = _proto("h5l_strerror", c_char_p, c_int)

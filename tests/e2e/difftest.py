@@ -240,10 +240,16 @@ def run_model(spec, nranks):
         cmd = tok[0]
         if cmd == "create":
             continue
+        if cmd == "open":  # a restart: the ticks go on, on the job's ranks
+            nranks = int(tok[1]) if len(tok) > 1 else nranks
+            continue
+        if cmd == "crash":  # killed: what was not flushed is lost (the generator crashes right after a flush)
+            assert not pending, "model: a crash with calls pending"
+            continue
         if cmd == "close":
             if pending:
                 publish()  # close flushes what is pending
-            break
+            continue
         if cmd == "flush":
             publish()
             continue
@@ -535,6 +541,107 @@ class Gen:
             self.emit("flush")  # an empty tick
         self.emit("close")
         return "\n".join(self.lines) + "\n"
+
+
+    def script_restarts(self, ranks_seq):
+        """A script written by len(ranks_seq) jobs one after another, the
+        first on ranks_seq[0] ranks (create), each later one reopening the
+        file on its own number of ranks (open N) after the one before
+        closed it or was killed right after a flush (crash); every job
+        defines and writes more."""
+        rng = self.rng
+        self.nofill = True
+        self.nranks = ranks_seq[0]
+        self.emit(f"# difftest restart seed {self.seed}, ranks {'/'.join(map(str, ranks_seq))}")
+        self.emit("create")
+        for _ in range(int(rng.integers(1, 4))):
+            self.def_dim()
+        for _ in range(int(rng.integers(0, 3))):
+            self.def_grp()
+        for _ in range(int(rng.integers(1, 4))):
+            self.def_var()
+        for _ in range(int(rng.integers(0, 4))):
+            self.put_att()
+        for job, nr in enumerate(ranks_seq):
+            if job:
+                self.nranks = nr
+                self.emit(f"open {nr}")
+                # what a restarted job defines: more of everything, and
+                # attributes of objects the earlier jobs made replaced
+                if len(self.dims) < 6 and rng.random() < 0.5:
+                    self.def_dim()
+                if rng.random() < 0.3:
+                    self.def_grp()
+                for _ in range(int(rng.integers(0, 3))):
+                    self.def_var()
+                for _ in range(int(rng.integers(0, 3))):
+                    self.put_att(replace_only=rng.random() < 0.5)
+            for _ in range(int(rng.integers(1, 4))):
+                self.puts(int(rng.integers(1, 3 * self.nranks + 1)))
+                if rng.random() < 0.3:
+                    self.put_att()
+                self.emit("flush")
+            last = job == len(ranks_seq) - 1
+            if not last and rng.random() < 0.4:
+                self.emit("crash")
+            else:
+                if rng.random() < 0.3:  # pending writes: close publishes them
+                    self.puts(int(rng.integers(1, 3)))
+                self.emit("close")
+        return "\n".join(self.lines) + "\n"
+
+
+def generate_restarts(seed, ranks_seq):
+    """(spec text, ranks of each job) of a restart script (Gen.script_restarts)."""
+    g = Gen(seed)
+    return g.script_restarts(list(ranks_seq)), list(ranks_seq)
+
+
+def split_jobs(spec):
+    """The restart script's jobs: [(nranks, spec text of the job, crashes)]."""
+    jobs, cur, nr = [], [], None
+    for line in spec.splitlines():
+        tok = line.split()
+        if tok and tok[0] == "open" and cur:
+            jobs.append(cur)
+            cur = []
+        cur.append(line)
+    jobs.append(cur)
+    out = []
+    for lines in jobs:
+        first = [l.split() for l in lines if l.split() and not l.startswith("#")][0]
+        nr = int(first[1]) if first[0] == "open" else None
+        crashes = any(l.split() == ["crash"] for l in lines)
+        out.append((nr, "\n".join(lines) + "\n", crashes))
+    return out
+
+
+def write_restarts(spec, ranks_seq, workdir, timeout=120, after_job=None, env=None):
+    """Run each job of a restart script in turn on its ranks, on one file.
+    A job that crashes must die (a non-zero status from mpirun) with every
+    call before the crash done; the others must succeed. after_job(i, h5),
+    if given, runs after job i (checks between jobs). Returns (h5 path,
+    problem or None)."""
+    os.makedirs(workdir, exist_ok=True)
+    out = os.path.join(workdir, "d.h5")
+    for i, ((nr, text, crashes), np_) in enumerate(zip(split_jobs(spec), ranks_seq)):
+        sp = os.path.join(workdir, f"job{i}.txt")
+        with open(sp, "w") as fh:
+            fh.write(text)
+        cmd = ["mpirun", "--oversubscribe", "-np", str(np_)] + [a for k in (env or {}) for a in ("-x", k)]
+        p = subprocess.run(cmd + [SPEC_WRITER, sp, out], env=dict(ENV, **(env or {})), capture_output=True,
+                           text=True, timeout=timeout)
+        if crashes:
+            bad = [l for l in p.stderr.splitlines() if "spec_writer rank" in l]
+            if p.returncode == 0 or bad:
+                return out, f"spec_writer: job {i} (crash): status {p.returncode}: {' '.join(bad)[-1500:]}"
+        else:
+            prob = _writer_problem(p.returncode, p.stderr)
+            if prob:
+                return out, f"job {i} ({np_} ranks): {prob}"
+        if after_job:
+            after_job(i, out)
+    return out, None
 
 
 def generate(seed, nranks=None, nofill=True, data_ticks=0):

@@ -200,6 +200,45 @@ def crash(out, args):
     return {}
 
 
+def reopen(out, args):
+    """A file written, closed, and opened again with mode "a": what the
+    package shows of it; "a" of a missing file creates it, "r+" of a
+    missing file fails; an open while another writer holds the file (a
+    second File("r+") in this process) raises BusyError."""
+    with h5log.File(out, "w", comm=comm) as f:
+        f.dimensions = {"time": None, "x": 4}
+        v = f.create_variable("/g/temp", ("time", "x"), "f4", fillvalue=-1.0, chunks=(1, 4))
+        f.create_variable("/w", ("x",), "i2")
+        v[0:2, :] = 1
+        f.flush()
+        v[2, :] = 2
+        f.flush()
+    rec = {}
+    with h5log.File(out, "a", comm=comm) as f:
+        rec["dims"] = [[n, d.size, d.isunlimited()] for n, d in f.dimensions.items()]
+        rec["groups"] = list(f.groups)
+        vs = {"/g/temp": f["g/temp"], "/w": f["w"]}
+        rec["vars"] = {p: [v.dtype.str, list(v.chunks) if v.chunks else None,
+                           None if v.fillvalue is None else float(v.fillvalue), list(v.dimensions)]
+                       for p, v in vs.items()}
+        f["g/temp"][3, :] = 3
+        f.flush()
+        rec["ntick"] = f.ntick
+        try:
+            h5log.File(out, "r+", comm=comm)
+            rec["busy"] = "opened"
+        except h5log.Error as e:
+            rec["busy"] = type(e).__name__
+    try:
+        h5log.File(out + ".missing", "r+", comm=comm)
+        rec["r+missing"] = "opened"
+    except h5log.Error as e:
+        rec["r+missing"] = "Error"
+    with h5log.File(out + ".new", "a", comm=comm) as f:
+        f.dimensions["y"] = 2
+    return rec
+
+
 if __name__ == "__main__":
     case, outdir = sys.argv[1], sys.argv[2]
     args = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else {}

@@ -17,9 +17,15 @@ How each call maps to the package (so the spec exercises its paths):
                                               fewer dimensions)
   iput                                        v[slices] = a non-contiguous view of the data
   0-D put                                     v[...] = data
+  open [N]                                    File(OUT, "r+"): a restart; dimension
+                                              indices and variables are the reopened
+                                              file's (f.dimensions, f[path])
+  crash                                       every rank kills itself (SIGKILL)
 The data is difftest.gen_values (the generator shared with the model; what
 is under test is h5log and libh5log).
 """
+import os
+import signal
 import sys
 
 import numpy as np
@@ -49,6 +55,22 @@ def main(spec_path, out):
         if cmd == "create":
             limit = int(tok[1]) if len(tok) > 1 else None
             f = h5log.File(out, "w", comm=comm, buffer_limit=limit)
+        elif cmd == "open":
+            f = h5log.File(out, "r+", comm=comm)
+            dimnames.extend(f.dimensions)  # in definition order: the spec's indices
+
+            def walk(g):
+                for v in g.variables.values():
+                    dt = v.dtype
+                    vtype[v.name] = ("" if dt.itemsize == 1 or dt.byteorder != ">" else ">") + dt.kind + str(dt.itemsize)
+                for sub in g.groups.values():
+                    walk(sub)
+            walk(f)
+        elif cmd == "crash":
+            comm.Barrier()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
         elif cmd == "dim":
             f.dimensions[tok[1]] = None if tok[2] == "U" else int(tok[2])
             dimnames.append(tok[1])

@@ -84,6 +84,50 @@ def test_python_script_equals_model(tmp_path, seed, nranks):
                     pytrace=False)
 
 
+# restart scripts (difftest.generate_restarts) through File(path, "r+"):
+# jobs of 1 and 2 ranks in turn, each after the one before closed or was
+# killed
+PY_RESTARTS = [(201, (1, 2, 1)), (202, (2, 1, 2)), (205, (2, 2, 1)), (208, (1, 1, 2))]
+
+
+@pytest.mark.parametrize("seed,ranks", PY_RESTARTS, ids=[f"seed{s}-np{'-'.join(map(str, r))}" for s, r in PY_RESTARTS])
+def test_python_restarts_equal_model(tmp_path, seed, ranks):
+    spec, ranks = difftest.generate_restarts(seed, ranks)
+    states = difftest.run_model(spec, 4)
+    src = tmp_path / "src"
+    src.mkdir()
+    out = src / "d.h5"
+    for i, ((_, text, crashes), np_) in enumerate(zip(difftest.split_jobs(spec), ranks)):
+        sp = src / f"job{i}.txt"
+        sp.write_text(text)
+        p = mpirun(np_, "py_spec_writer.py", sp, out)
+        assert (p.returncode != 0) == crashes, f"job {i}: status {p.returncode}\n{p.stderr[-3000:]}"
+        if crashes:
+            assert "failed" not in p.stderr, p.stderr[-3000:]
+    diffs = difftest.check_replay(str(out), states, str(tmp_path))
+    diffs += difftest.check_h5py(str(out), states[-1], "plain file", finalized=True)
+    if diffs:
+        pytest.fail(difftest.report(seed, ranks[0], diffs) + f"\n  jobs: {src}", pytrace=False)
+
+
+def test_python_reopen_shows_the_file(tmp_path):
+    """File("a") of an existing file: its dimensions (lengths of the newest
+    tick), groups and variables (dtype, chunks, fill) are there; "a" of a
+    missing file creates it; "r+" of a missing one fails; a file another
+    job writes raises BusyError."""
+    r = mpirun(1, "py_cases.py", "reopen", tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(tmp_path / "reopen.rank0.json") as fh:
+        got = json.load(fh)
+    assert got == {"dims": [["time", 3, True], ["x", 4, False]], "groups": ["g"],
+                   "vars": {"/g/temp": ["<f4", [1, 4], -1.0, ["time", "x"]], "/w": ["<i2", None, None, ["x"]]},
+                   "ntick": 3, "r+missing": "Error", "busy": "BusyError"}, got
+    assert os.path.exists(tmp_path / "reopen.h5.new")
+    import h5py
+    with h5py.File(tmp_path / "reopen.h5", "r") as h:
+        assert h["g/temp"][...].tolist() == [[1] * 4, [1] * 4, [2] * 4, [3] * 4]
+
+
 @pytest.mark.parametrize("nranks", [1, 2])
 def test_early_writes_steady_and_changing_ticks(tmp_path, nranks):
     """early_writes=True (docs/api.md) with tick sizes that repeat, grow on

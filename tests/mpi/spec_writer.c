@@ -20,6 +20,13 @@
  * HEX is lower- or upper-case hex of raw bytes; "-" is zero bytes.
  *
  *   create [BUFFER_LIMIT]      h5l_create(OUT) (must be the first call)
+ *   open [NRANKS]              h5l_open(OUT) instead (a restart: the run
+ *                              goes on writing a file an earlier run made;
+ *                              dimension indices and paths are those of
+ *                              the file, dimension ids being their order);
+ *                              NRANKS, if given, must be the job's size
+ *   crash                      every rank kills itself (SIGKILL) without
+ *                              closing: the run ends there (instead of close)
  *   dim NAME LEN               h5l_def_dim; LEN a number or U (unlimited)
  *   grp PATH                   h5l_def_grp
  *   var PATH TYPE CHUNK NDIMS D0 .. D(n-1)
@@ -61,6 +68,7 @@
  * after each flush that succeeded, so a reader of the mount sees each tick
  * as the newest for a while (tests/e2e/test_differential.py, live). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +223,33 @@ static int parse_u64(const char *s, uint64_t *v)
     return 0;
 }
 
+/* After open: the file's dimensions (index = id, their definition order)
+ * and objects (paths, variable types), so later lines can name them. */
+static int learn_file(h5l_file_t *f)
+{
+    int nd = 0, no = 0;
+    if (h5l_inq_counts(f, &nd, &no) || nd > MAXDIM) return -1;
+    for (int d = 0; d < nd; d++) g_dimids[d] = d;
+    g_ndims = nd;
+    for (int i = 1; i < no; i++) {
+        char path[4096];
+        int kind, ndims = 0;
+        vtype_t vt = {0};
+        if (h5l_inq_obj(f, i, &kind, path, sizeof path)) return -1;
+        if (kind == 2) {
+            hid_t t;
+            if (h5l_inq_var(f, i, &t, NULL, NULL, NULL, NULL) || h5l_inq_varndims(f, i, &ndims)) return -1;
+            for (int k = 0; k < 10 && !vt.d; k++) {
+                if (H5Tequal(t, g_types[k].le) > 0) vt = (vtype_t){&g_types[k], 0};
+                if (H5Tequal(t, g_types[k].be) > 0) vt = (vtype_t){&g_types[k], 1};
+            }
+            if (!vt.d) return -1;
+        }
+        if (add_obj(path, i, kind == 2, ndims, vt)) return -1;
+    }
+    return 0;
+}
+
 /* Outcome of one line: done (call succeeded or skipped on this rank),
  * refused by the library (rc), or a spec error (bad line). */
 typedef struct {
@@ -242,7 +277,26 @@ static res_t do_call(h5l_file_t **f, char **tok, int n, const char *out)
         o.no_finalize = nf && nf[0] == '1';
         return (res_t){h5l_create(out, MPI_COMM_WORLD, &o, f), NULL};
     }
-    if (!*f) SPEC_ERR("no file: the first call must be create");
+    if (!strcmp(cmd, "open")) {
+        uint64_t np;
+        if (*f) SPEC_ERR("open after create or open");
+        if (n > 2 || (n == 2 && (parse_u64(tok[1], &np) || np != (uint64_t)g_size)))
+            SPEC_ERR("open [NRANKS]: NRANKS must be the job's size");
+        h5l_opts_t o;
+        h5l_opts_init(&o);
+        const char *nf = getenv("SPEC_WRITER_NO_FINALIZE");
+        o.no_finalize = nf && nf[0] == '1';
+        int rc = h5l_open(out, MPI_COMM_WORLD, &o, f);
+        if (!rc && learn_file(*f)) SPEC_ERR("open: cannot list what the file holds");
+        return (res_t){rc, NULL};
+    }
+    if (!strcmp(cmd, "crash")) { /* a job killed between two flushes */
+        if (n != 1) SPEC_ERR("crash takes no arguments");
+        MPI_Barrier(MPI_COMM_WORLD);
+        fflush(NULL);
+        raise(SIGKILL);
+    }
+    if (!*f) SPEC_ERR("no file: the first call must be create or open");
     if (!strcmp(cmd, "dim")) {
         uint64_t len;
         if (n != 3) SPEC_ERR("dim NAME LEN");
@@ -428,8 +482,9 @@ int main(int argc, char **argv)
             r.why = "a call after close";
         else if (ncall == 0)
             r.why = "fail: no call";
-        else if (expect_fail && (!strcmp(call[0], "create") || !strcmp(call[0], "close")))
-            r.why = "fail: create and close cannot be expected to fail";
+        else if (expect_fail && (!strcmp(call[0], "create") || !strcmp(call[0], "close") ||
+                                 !strcmp(call[0], "open") || !strcmp(call[0], "crash")))
+            r.why = "fail: create, open, crash and close cannot be expected to fail";
         else
             r = do_call(&f, call, ncall, argv[2]);
         if (r.why) {

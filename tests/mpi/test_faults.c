@@ -35,7 +35,9 @@
  *   builds index checkpoints here, every 3 ticks, and on the last rank:
  *   every rank must fail with the same code, no rank may hang in a
  *   collective, nothing is committed, and the retry commits the tick) and
- *   in h5l_close (the file is then closed, or left live and readable).
+ *   in h5l_close (the file is then closed, or left live and readable), and
+ *   in h5l_open of a closed file (it fails on every rank and the file
+ *   stays readable and openable, or it opens).
  *
  * Values are in closed form, independent of the number of ranks: at tick
  * t, row t-1 of /v[t][X] is t*1e6 + j, all of /w[W] is t*1e5 + j, and the
@@ -755,6 +757,56 @@ static int oom_close_case(int who, long k)
     return fired;
 }
 
+/* One h5l_open of a closed file of two ticks with the k-th allocation of
+ * rank who failing: it succeeds, or fails on every rank with the same
+ * code and a message naming the file, leaving it readable with its two
+ * ticks (closed, or live again if the failure came after its journal went
+ * back to the sidecar) and openable: a second h5l_open goes on to tick 3,
+ * and the closed file has three. Returns whether the failure fired. */
+static int oom_open_case(int who, long k)
+{
+    char name[64], path[4096];
+    snprintf(name, sizeof name, "m_open_%d_%ld.h5", who, k);
+    path_of(path, sizeof path, name);
+    geom_t g = {0};
+    h5l_file_t *f = make_file(name, &g, 64 * (uint64_t)g_size, 16 * (uint64_t)g_size);
+    good_ticks(f, &g, 1, 2);
+    EXPECT(h5l_close(f) == 0, "close %s: %s", name, h5l_errmsg(NULL));
+    if (g_rank == who) oom_arm(k);
+    int rc = h5l_open(path, MPI_COMM_WORLD, NULL, &f);
+    int fired = oom_fired_on(who), any = rc != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    char step[160];
+    snprintf(step, sizeof step, "open of %s, allocation %ld of rank %d failing", name, k, who);
+    if (any) {
+        expect_fail(step, rc, h5l_errmsg(NULL), name, NULL, NULL, NULL);
+        EXPECT(fired, "%s: failed with no allocation failing: %s", step, h5l_errmsg(NULL));
+        EXPECT(f == NULL, "%s: failed but gave a file", step);
+        check_file(name, &g, 2, -1, -1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        rc = h5l_open(path, MPI_COMM_WORLD, NULL, &f);
+        EXPECT(rc == 0, "%s: then a clean open: %s", step, h5l_errmsg(NULL));
+        if (rc) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    EXPECT(h5l_ntick(f) == 2, "%s: ntick %llu after the open", step, (unsigned long long)h5l_ntick(f));
+    good_ticks(f, &g, 3, 3);
+    rc = h5l_close(f);
+    EXPECT(rc == 0, "%s: close after the open: %s", step, h5l_errmsg(NULL));
+    check_file(name, &g, 3, 1, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        unlink(path);
+        char more[4200];
+        snprintf(more, sizeof more, "%s.h5lj", path);
+        unlink(more);
+        snprintf(more, sizeof more, "%s.h5lock", path);
+        EXPECT(file_size(more) < 0, "%s: its lock file is left", step);
+        unlink(more);
+    }
+    free_geom(&g);
+    return fired;
+}
+
 static void oom(void)
 {
     const char *name = "m_flush.h5";
@@ -781,9 +833,17 @@ static void oom(void)
     long m = 0;
     if (last)
         for (long k = 1; oom_close_case(last, k); k++) m++;
+    /* open (a restart): every allocation on rank 0 up to 64, then a
+     * sample; every one on the last rank */
+    long no = 0, mo = 0;
+    for (long k = 1; oom_open_case(0, k); k += k < 64 ? 1 : k / 8) no++;
+    EXPECT(no > 10, "open made only %ld allocations on rank 0", no);
+    if (last)
+        for (long k = 1; oom_open_case(last, k); k++) mo++;
     if (g_rank == 0)
-        printf("oom: flushes to tick %llu; closes: %ld failing on rank 0, %ld on rank %d\n",
-               (unsigned long long)(t - 1), n, m, last);
+        printf("oom: flushes to tick %llu; closes: %ld failing on rank 0, %ld on rank %d; opens: %ld on rank 0, "
+               "%ld on rank %d\n",
+               (unsigned long long)(t - 1), n, m, last, no, mo, last);
 }
 
 /* ------------------------------------------------------------------ */
