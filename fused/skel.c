@@ -242,6 +242,10 @@ typedef struct build {
     size_t cap_bts;
     uint64_t *oh;   /* own roots (H5L_ALLOC_CHUNKS builds): per k->vars index, the object header of a sparse one */
     uint32_t two_k; /* children per chunk B-tree node: from the first root libhdf5 made (synth_coords) */
+    hid_t *keep_dsets; /* a build kept live: per k->vars index, its chunked datasets kept open (else NULL) */
+    size_t *bt_last;   /* a patch: per own index (1 + index in k->bts), its run region at the highest
+                        * address, SIZE_MAX if none (own_append: a search of every region per variable
+                        * was 10^8 steps a tick for 10,000 variables) */
 } build_t;
 
 /* Reserve size bytes of the image for the daemon's own index and chunks
@@ -401,6 +405,10 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
         block_bytes *= v->block[d];
     }
     uint32_t vi = (uint32_t)k->nvars++;
+    /* kept open for the patches: opening 10,000 datasets by name again at
+     * the first patch took 0.6 s (libhdf5 walking the group's name index,
+     * evicting what it had just written) */
+    if (b->keep_dsets && v->chunked && H5Iinc_ref(dset) >= 0) b->keep_dsets[vi] = dset;
     size_t nraw = now - first;
     if (v->nblocks == 0) return nraw == 0 ? H5L_OK : H5L_ECORRUPT;
     hfs_memvfd_alloc_t a;
@@ -666,11 +674,16 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     if (!add) return H5L_OK;
     uint64_t end = h5l_bt_chunks_end(bt), at = end;
     size_t last = k->nregions; /* the run region ending at end */
-    for (size_t i = k->nregions; i-- > 0;)
-        if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
-            last = i;
-            break;
-        }
+    if (b->bt_last) {
+        size_t i = b->bt_last[v->own];
+        if (i < k->nregions && k->regions[i].addr + k->regions[i].len == end) last = i;
+    } else {
+        for (size_t i = k->nregions; i-- > 0;)
+            if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
+                last = i;
+                break;
+            }
+    }
     if (last == k->nregions || add > (bt->room - end) / cb) { /* new room: an eighth of the chunks ahead */
         uint64_t want = add > n0 / 8 ? add : n0 / 8;
         if (want < 64) want = 64;
@@ -695,6 +708,7 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     }
     if ((rc = add_region(b, at, add * cb, vi, n0))) return rc;
     k->regions[k->nregions - 1].bt = v->own;
+    if (b->bt_last) b->bt_last[v->own] = k->nregions - 1;
     return H5L_OK;
 }
 
@@ -800,6 +814,9 @@ static int fix_super_eoa(hfs_memvfd_image_t *img)
  * (build_full): a few ms of malloc_trim against tens of MB. */
 #define BIG_BUILD_META ((uint64_t)8 << 20)
 
+/* The metadata cache of a live skeleton's file (build_full). */
+#define LIVE_MDC_BYTES ((size_t)64 << 20)
+
 /* The live state of a skeleton kept open (see skel.h). */
 typedef struct sparse_set {
     uint64_t *c; /* sorted chunk coordinates written (ndims each) */
@@ -811,7 +828,9 @@ struct hfs_skel_live {
     hfs_memvfd_t *cap;
     uint64_t tick;     /* the tick the file reflects */
     hfs_skel_t *k;     /* the skeleton published for it (a reference) */
-    hid_t *dsets;      /* per k->vars index: the dataset, opened on first patch */
+    hid_t *dsets;      /* per k->vars index: the dataset (chunked ones kept open by the full build, others
+                        * opened on first use) */
+    size_t ndsets;     /* entries of dsets */
     sparse_set_t *sp;  /* per k->vars index: chunks written (sparse variables) */
     uint64_t chunks_v; /* h5l_reader_chunks_version at tick */
     uint64_t patches;  /* patches applied since the full build */
@@ -822,7 +841,7 @@ static void live_free_locked(hfs_skel_live_t *l)
 {
     if (!l) return;
     if (l->dsets)
-        for (size_t i = 0; l->k && i < l->k->nvars; i++)
+        for (size_t i = 0; i < l->ndsets; i++)
             if (l->dsets[i] > 0) H5Dclose(l->dsets[i]);
     if (l->file >= 0) H5Fclose(l->file);
     hfs_memvfd_put(l->cap);
@@ -898,6 +917,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         if (l) {
             l->file = -1;
             l->dsets = calloc(s->nobjs + 1, sizeof *l->dsets);
+            l->ndsets = l->dsets ? s->nobjs + 1 : 0;
             l->sp = calloc(s->nobjs + 1, sizeof *l->sp);
         }
         if (!l || !l->dsets || !l->sp) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
@@ -917,12 +937,12 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
          * H5Dcreate count as its regions (global heaps and large attributes
          * are raw-typed too) */
         hfs_memvfd_use_windows(cap);
-        build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err};
+        build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err, .keep_dsets = l ? l->dsets : NULL};
         uint64_t synth_min = synth ? atomic_load(&g_synth_min) : UINT64_MAX;
         /* own roots (own_root) in skeletons not kept live: every chunked
          * variable is then sparse (a live one's patches extend libhdf5's
          * indexes of early-allocated chunks) */
-        int own = synth && !l && synth_min <= 2;
+        int own = synth && synth_min <= 2;
 #ifdef HFS_TEST_HOOKS
         /* tests that need chunks of fill assembled and cached (a closed
          * file then has none: chunks without data are not allocated) */
@@ -930,18 +950,22 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
 #endif
         if (own && !(b.oh = calloc(s->nobjs + 1, sizeof *b.oh)))
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
-        if (!rc) rc = h5l_canon_build(file, s, tick, own ? H5L_ALLOC_CHUNKS : H5L_ALLOC_EARLY, on_var, &b, err);
+        if (!rc) rc = h5l_canon_build(file, s, tick, !own ? H5L_ALLOC_EARLY : l ? H5L_ALLOC_LIVE : H5L_ALLOC_CHUNKS, on_var, &b, err);
         for (size_t i = 0; !rc && i < k->nvars; i++) {
             if (!k->vars[i].sparse) continue;
             const char *path = s->objs[k->vars[i].objid].path;
             hid_t ds = -1;
+            /* (a live skeleton's patch appends to our index only along the
+             * first dimension: a variable that grows in another keeps
+             * libhdf5's) */
+            int mine = own && (!l || grows_first_only(s, k->vars[i].objid));
             if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
-                if (own && b.two_k) /* no room for it (or no header to point at it): libhdf5's indexes */
+                if (mine && b.two_k) /* no room for it (or no header to point at it): libhdf5's indexes */
                     rc = guarded(own_root(&b, (uint32_t)i), "own", synth_bad, err, r,
                                  "no room could be reserved for the daemon's own chunk index");
                 else if ((ds = H5Dopen2(file, path, H5P_DEFAULT)) < 0)
                     rc = H5L_EHDF5;
-                else if (own || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))
+                else if (mine || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))
                     rc = synth_coords(&b, (uint32_t)i, ds); /* own: the first with data, whose root is the guard's */
                 else if (!(rc = coords_of_blks(&b)))
                     rc = write_coords(&b, (uint32_t)i, ds);
@@ -976,6 +1000,22 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         else if (fix_super_eoa(k->img))
             rc = h5l_err_set(err, H5L_EHDF5, "%s: the skeleton's superblock is not one the daemon can amend",
                              h5l_reader_path(r));
+        /* A patch touches every variable that grew: with libhdf5's adaptive
+         * metadata cache (2 MB to start) the 10,000 object headers of such
+         * a file did not fit, and each H5Dset_extent evicted (serialised)
+         * another header: 100 ms a patch, half of it evictions. A fixed
+         * cache that holds them all; memory is what the headers take. A
+         * refusal leaves the default (slower, not wrong). */
+        H5AC_cache_config_t mdc;
+        mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+        if (H5Fget_mdc_config(file, &mdc) >= 0) {
+            mdc.set_initial_size = 1;
+            mdc.initial_size = mdc.max_size = mdc.min_size = LIVE_MDC_BYTES;
+            mdc.incr_mode = H5C_incr__off;
+            mdc.flash_incr_mode = H5C_flash_incr__off;
+            mdc.decr_mode = H5C_decr__off;
+            H5Fset_mdc_config(file, &mdc);
+        }
         l->file = file;
         l->cap = cap;
         l->tick = tick;
@@ -1287,6 +1327,15 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             (rc = h5l_canon_grow_dim(l->file, s, d, tick, err)))
             return rc;
     uint64_t cv = h5l_reader_chunks_version(r, tick);
+    if (cv != l->chunks_v && k->nbts) {
+        if (!(b.bt_last = malloc((k->nbts + 1) * sizeof *b.bt_last))) return H5L_ENOMEM;
+        for (size_t i = 0; i <= k->nbts; i++) b.bt_last[i] = SIZE_MAX;
+        for (size_t i = 0; i < k->nregions; i++) {
+            uint32_t t = k->regions[i].bt;
+            if (t && t <= k->nbts && (b.bt_last[t] == SIZE_MAX || k->regions[i].addr > k->regions[b.bt_last[t]].addr))
+                b.bt_last[t] = i;
+        }
+    }
     for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
@@ -1333,16 +1382,18 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     free(b.coords);
     free(b.blks);
     free(b.zero);
+    free(b.bt_last);
     if (rc) return rc;
     l->chunks_v = cv;
     return H5L_OK;
 }
 
-int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
+int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
 {
     *out = NULL;
     hfs_skel_live_t *l = *live;
-    if (l) {
+    if (!l) return h5l_err_set(err, H5L_ESTATE, "%s: no live skeleton to patch", h5l_reader_path(r));
+    {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         h5l_err_t pe = {0};
@@ -1362,6 +1413,8 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)) ||
                     fix_super_eoa(k->img)))
             rc = H5L_EHDF5;
+        for (size_t i = 0; !rc && i < k->nbts; i++)
+            if (k->bts[i].oh && h5l_bt_point_layout(&k->bts[i], image_read, k->img)) rc = H5L_ECORRUPT;
         if (!rc) {
             k->version = hfs_skel_version(r, s, tick);
             k->live = 1;
@@ -1382,10 +1435,19 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
             *out = k;
             return H5L_OK;
         }
-        /* not patchable, or the patch failed half way: start afresh */
+        /* not patchable, or the patch failed half way: the live state is
+         * dropped (it may be half patched) */
         hfs_skel_unref(k);
         hfs_skel_live_free(l);
         *live = NULL;
+        if (err) *err = pe;
+        return rc;
     }
-    return build_guarded(r, tick, live, out, err);
+}
+
+int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
+{
+    h5l_err_t pe = {0};
+    if (*live && hfs_skel_patch_live(r, tick, live, out, &pe) == H5L_OK) return H5L_OK;
+    return build_guarded(r, tick, live, out, err); /* a patch never gives up the build */
 }

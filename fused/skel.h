@@ -103,6 +103,11 @@ typedef struct hfs_skel_live hfs_skel_live_t;
  * keeping the file open as the new *live. On failure *live may be NULL. */
 int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err);
 
+/* Only the patch of hfs_skel_build_live: H5L_ESTATE (or the patch's
+ * error) when *live is NULL or cannot be patched to tick, and then *live is
+ * freed and set to NULL; no full build. */
+int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err);
+
 /* Free a live state (takes the libhdf5 lock). NULL is ignored. */
 void hfs_skel_live_free(hfs_skel_live_t *l);
 
