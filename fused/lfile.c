@@ -1130,6 +1130,11 @@ char *hfs_lfile_stats_text(void)
                  (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks),
                  (unsigned long long)hfs_skel_own_appends(), (unsigned long long)atomic_load(&st_fallbacks));
     h5l_buf_put(&b, line, (size_t)n);
+    uint64_t nheld, held_bytes;
+    hfs_skel_held(&nheld, &held_bytes);
+    n = snprintf(line, sizeof line, "skeletons held: %llu (images %llu bytes)\n", (unsigned long long)nheld,
+                 (unsigned long long)held_bytes);
+    h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line, "ticker: rounds %llu on the tick, %llu woken by a change; journals watched %zu (watches refused %zu)\n",
                  (unsigned long long)atomic_load(&st_rounds), (unsigned long long)atomic_load(&st_woken),
                  hfs_watch_count(), hfs_watch_failed());

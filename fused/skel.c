@@ -40,6 +40,7 @@
 #include "canon.h"
 #include "codec.h"
 #include "grow.h"
+#include "index.h"
 #include "schema.h"
 
 static atomic_int g_cancel;
@@ -129,9 +130,29 @@ hfs_skel_t *hfs_skel_ref(hfs_skel_t *k)
     return k;
 }
 
+/* skeletons built and not yet freed, and their images' bytes (statistics) */
+static _Atomic uint64_t g_held, g_held_bytes;
+
+void hfs_skel_held(uint64_t *n, uint64_t *bytes)
+{
+    *n = atomic_load(&g_held);
+    *bytes = atomic_load(&g_held_bytes);
+}
+
+static void held(hfs_skel_t *k)
+{
+    k->counted = 1;
+    atomic_fetch_add(&g_held, 1);
+    atomic_fetch_add(&g_held_bytes, k->img ? k->img->meta_bytes : 0);
+}
+
 void hfs_skel_unref(hfs_skel_t *k)
 {
     if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
+    if (k->counted) {
+        atomic_fetch_sub(&g_held, 1);
+        atomic_fetch_sub(&g_held_bytes, k->img ? k->img->meta_bytes : 0);
+    }
     hfs_memvfd_image_free(k->img);
     free(k->ovl);
     for (size_t i = 0; i < k->nbts; i++) h5l_bt_free(&k->bts[i]);
@@ -664,13 +685,11 @@ static int grows_first_only(const h5l_schema_t *s, uint32_t objid)
 static _Atomic uint64_t g_own_appends;
 uint64_t hfs_skel_own_appends(void) { return atomic_load(&g_own_appends); }
 
-static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
+static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v, const uint64_t *nb, uint64_t add)
 {
     hfs_skel_t *k = b->k;
     h5l_bt_t *bt = &k->bts[v->own - 1];
     uint64_t n0 = bt->n, cb = bt->chunk_bytes;
-    if (b->nblks < n0 || b->blks[n0 - 1] != h5l_bt_blk(bt, n0 - 1)) return H5L_ESTATE;
-    uint64_t add = b->nblks - n0;
     if (!add) return H5L_OK;
     uint64_t end = h5l_bt_chunks_end(bt), at = end;
     size_t last = k->nregions; /* the run region ending at end */
@@ -693,7 +712,7 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
         bt->room = at + want * cb;
         last = k->nregions;
     }
-    int rc = h5l_bt_append(bt, b->blks + n0, add, at);
+    int rc = h5l_bt_append(bt, nb, add, at);
     if (rc) return rc;
     if (bt->nodes_len > bt->nodes_cap) {
         uint64_t nodes;
@@ -709,6 +728,44 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     if ((rc = add_region(b, at, add * cb, vi, n0))) return rc;
     k->regions[k->nregions - 1].bt = v->own;
     if (b->bt_last) b->bt_last[v->own] = k->nregions - 1;
+    return H5L_OK;
+}
+
+/* The chunks of own-index variable vi that got data since its index's
+ * last chunk: b->blks[0 .. *add), sorted. When the reader counts the
+ * variable's chunks in O(1) (h5l_reader_chunk_count) and few blocks lie
+ * after the index's last chunk, those are probed one by one; else every
+ * chunk is enumerated (chunks_with_data: O(chunks so far), 10^4 variables
+ * times the ticks so far at every patch, most of a patch after a few
+ * hundred ticks). H5L_ESTATE when a chunk got data before the last one
+ * (the index cannot grow in place). */
+static void blk_coords(uint32_t nd, const uint64_t *nblk, uint64_t blk, uint64_t *c);
+
+static int own_new_chunks(build_t *b, uint32_t vi, const hfs_svar_t *v, uint64_t *add)
+{
+    const h5l_bt_t *bt = &b->k->bts[v->own - 1];
+    uint64_t n0 = bt->n, last = h5l_bt_blk(bt, n0 - 1), total;
+    *add = 0;
+    if (h5l_reader_chunk_count(b->r, b->tick, v->objid, &total) == H5L_OK && total >= n0 &&
+        v->nblocks - last - 1 <= 64 * (total - n0) + 64) {
+        uint64_t want = total - n0;
+        b->nblks = 0;
+        for (uint64_t blk = last + 1; blk < v->nblocks && b->nblks < want; blk++) {
+            uint64_t c[H5L_MAX_DIMS];
+            blk_coords(v->ndims, v->nblk, blk, c);
+            if (!h5l_reader_has_chunk(b->r, b->tick, v->objid, c)) continue;
+            if (h5l_grow_raw((void **)&b->blks, &b->capblks, b->nblks + 1, sizeof *b->blks)) return H5L_ENOMEM;
+            b->blks[b->nblks++] = blk;
+        }
+        if (b->nblks < want) return H5L_ESTATE; /* the others lie before the last chunk */
+        *add = want;
+        return H5L_OK;
+    }
+    int rc = chunks_with_data(b, vi, 0);
+    if (rc) return rc;
+    if (b->nblks < n0 || b->blks[n0 - 1] != last) return H5L_ESTATE;
+    *add = b->nblks - n0;
+    memmove(b->blks, b->blks + n0, *add * sizeof *b->blks);
     return H5L_OK;
 }
 
@@ -1073,6 +1130,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         l->k = hfs_skel_ref(k);
         *keep = l;
     }
+    held(k);
     *out = k;
     return H5L_OK;
 }
@@ -1340,7 +1398,8 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
         if (v->own) {
-            if ((rc = chunks_with_data(&b, vi, 0)) || (rc = own_append(&b, vi, v))) {
+            uint64_t add;
+            if ((rc = own_new_chunks(&b, vi, v, &add)) || (rc = own_append(&b, vi, v, b.blks, add))) {
                 if (rc == H5L_ESTATE)
                     h5l_err_set(err, rc, "%s: '%s' got data before its last chunk", path, s->objs[v->objid].path);
                 break;
@@ -1432,6 +1491,7 @@ int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
             l->k = hfs_skel_ref(k);
             l->tick = tick;
             l->patches++;
+            held(k);
             *out = k;
             return H5L_OK;
         }

@@ -71,6 +71,7 @@ typedef struct hfs_skel {
     uint64_t build_ns; /* time the build took */
     int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
                         * values as hfs_skel_build's, not the same bytes */
+    int counted;       /* in hfs_skel_held's count */
     char *fallback;    /* why the daemon's own chunk indexes were given up and this was built with
                         * libhdf5's (a guard refused them); NULL: not given up. For the log. */
 } hfs_skel_t;
@@ -118,6 +119,10 @@ uint64_t hfs_skel_live_patches(const hfs_skel_live_t *l);
  * variable) with "cancelled": the daemon is stopping and must not wait for
  * a long build. 0 allows builds again. */
 void hfs_skel_cancel(int on);
+
+/* Skeletons built and not freed (held by snapshots the kernel has not
+ * forgotten, or by a file), and the bytes of their images. */
+void hfs_skel_held(uint64_t *n, uint64_t *bytes);
 
 hfs_skel_t *hfs_skel_ref(hfs_skel_t *k);
 void hfs_skel_unref(hfs_skel_t *k); /* accepts NULL */

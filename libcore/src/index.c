@@ -562,6 +562,21 @@ int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick, h5l_in
     return 0;
 }
 
+int64_t h5l_index_nchunks(const h5l_index_t *x, uint32_t objid)
+{
+    if (objid >= x->nvars || !x->vars[objid]) return 0;
+    const varidx_t *v = x->vars[objid];
+    return v->ncoarse ? -1 : (int64_t)v->fine.nused;
+}
+
+int h5l_index_has_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick)
+{
+    if (objid >= x->nvars || !x->vars[objid]) return 0;
+    const varidx_t *v = x->vars[objid];
+    const bucket_t *b = find_bucket(&v->fine, v->ndims, coord);
+    return b && b->n && ((h5l_rec_t *const *)b->ents)[0]->tick <= tick;
+}
+
 uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick)
 {
     size_t lo = 0, hi = x->nbirths;
