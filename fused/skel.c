@@ -209,7 +209,16 @@ int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
             hi = mid;
     }
     for (size_t i = lo; i < k->novl && k->ovl[i].lo < off + len; i++) {
-        int rc = h5l_bt_read(&k->bts[k->ovl[i].bt], off, len, buf);
+        const hfs_ovl_t *o = &k->ovl[i];
+        if (o->var) { /* a variable's current dimensions, little-endian 8 bytes each */
+            const hfs_svar_t *v = &k->vars[o->var - 1];
+            for (uint64_t a = o->lo > off ? o->lo : off; a < o->hi && a < off + len; a++) {
+                uint64_t d = (a - o->lo) / 8, byte = (a - o->lo) % 8;
+                ((uint8_t *)buf)[a - off] = (uint8_t)(v->shape[d] >> (8 * byte));
+            }
+            continue;
+        }
+        int rc = h5l_bt_read(&k->bts[o->bt], off, len, buf);
         if (rc) return rc;
     }
     return H5L_OK;
@@ -226,8 +235,14 @@ static int index_overlays(hfs_skel_t *k)
 {
     free(k->ovl);
     k->novl = 0;
-    k->ovl = malloc((4 * k->nbts + 1) * sizeof *k->ovl);
+    size_t nds = 0;
+    for (size_t i = 0; i < k->nvars; i++) nds += k->vars[i].ds_at != 0;
+    k->ovl = malloc((4 * k->nbts + nds + 1) * sizeof *k->ovl);
     if (!k->ovl) return H5L_ENOMEM;
+    for (size_t i = 0; i < k->nvars; i++)
+        if (k->vars[i].ds_at)
+            k->ovl[k->novl++] = (hfs_ovl_t){k->vars[i].ds_at, k->vars[i].ds_at + 8 * (uint64_t)k->vars[i].ndims, 0,
+                                            (uint32_t)i + 1};
     for (size_t i = 0; i < k->nbts; i++) {
         const h5l_bt_t *bt = &k->bts[i];
         uint64_t r[4][2] = {{bt->root, bt->root + bt->node_size},
@@ -235,7 +250,7 @@ static int index_overlays(hfs_skel_t *k)
                             {bt->lay_at, bt->lay_at ? bt->lay_at + 8 : 0},
                             {bt->ck_at, bt->lay_at ? bt->ck_at + 4 : 0}};
         for (int j = 0; j < 4; j++)
-            if (r[j][0] < r[j][1]) k->ovl[k->novl++] = (hfs_ovl_t){r[j][0], r[j][1], (uint32_t)i};
+            if (r[j][0] < r[j][1]) k->ovl[k->novl++] = (hfs_ovl_t){r[j][0], r[j][1], (uint32_t)i, 0};
     }
     qsort(k->ovl, k->novl, sizeof *k->ovl, cmp_ovl);
     for (size_t i = 1; i < k->novl; i++)
@@ -1245,6 +1260,8 @@ static int live_dset(hfs_skel_live_t *l, const h5l_schema_t *s, uint32_t vi, con
     return H5L_OK;
 }
 
+static int own_dims(hfs_skel_t *k, uint32_t vi, int apply);
+
 /* Patch the live file from l->tick to tick, publishing a new skeleton.
  * H5L_ESTATE: the change is not one a patch makes (an object or attribute
  * changed, a dimension shrank, a variable turns sparse); other errors:
@@ -1333,14 +1350,23 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             nblocks *= nblk[d];
             bytes *= v->block[d];
         }
-        if ((rc = live_dset(l, s, vi, path, err))) return rc;
-        hid_t ds = l->dsets[vi];
-        hsize_t ext[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
-        size_t r0 = hfs_memvfd_raw_begin(l->cap);
-        herr_t x = H5Dset_extent(ds, ext);
-        size_t r1 = hfs_memvfd_raw_end(l->cap);
-        if (x < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot extend '%s'", path, s->objs[v->objid].path);
+        /* an own root's dimensions are served by the daemon (own_dims):
+         * libhdf5 keeps the full build's */
+        if (v->own && k->bts[v->own - 1].oh && !v->ds_at && !v->ds_no) /* first time: can it be? */
+            v->ds_no = own_dims((hfs_skel_t *)k0, vi, 0) != H5L_OK;
+        int served = v->own && k->bts[v->own - 1].oh && !v->ds_no;
+        hid_t ds = -1;
+        size_t r0 = 0, r1 = 0;
+        if (!served) {
+            if ((rc = live_dset(l, s, vi, path, err))) return rc;
+            ds = l->dsets[vi];
+            hsize_t ext[H5L_MAX_DIMS];
+            for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
+            r0 = hfs_memvfd_raw_begin(l->cap);
+            herr_t x = H5Dset_extent(ds, ext);
+            r1 = hfs_memvfd_raw_end(l->cap);
+            if (x < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot extend '%s'", path, s->objs[v->objid].path);
+        }
         int renumber = 0;
         for (uint32_t d = 1; d < v->ndims; d++) renumber |= nblk[d] != v->nblk[d];
         if (renumber) /* the row-major numbers of its old blocks change */
@@ -1447,6 +1473,68 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     return H5L_OK;
 }
 
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* A patched live skeleton serves the dimensions of an own-root variable
+ * itself when it can: libhdf5 is not asked to extend it (H5Dset_extent of
+ * 10,000 datasets and the flush of their headers were most of a patch),
+ * so the header in the image keeps the full build's dimensions. Finds
+ * them (the dataspace message, in the header's first chunk with the
+ * layout message h5l_bt_point_layout pointed; a header continued
+ * elsewhere, as a dimension scale's with its attributes may be, is
+ * extended by libhdf5 as before) and with apply sets v->ds_at and makes
+ * the chunk's checksum again over the header as served: our root in the
+ * layout, our dimensions (bt->ck). H5L_ECORRUPT on a header not of that
+ * form. */
+static int own_dims(hfs_skel_t *k, uint32_t vi, int apply)
+{
+    hfs_svar_t *v = &k->vars[vi];
+    h5l_bt_t *bt = &k->bts[v->own - 1];
+    uint8_t pre[6 + 16 + 4 + 8];
+    image_read(k->img, bt->oh, sizeof pre, pre);
+    if (memcmp(pre, "OHDR", 4) || pre[4] != 2) return H5L_ECORRUPT;
+    uint8_t flags = pre[5];
+    size_t at = 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
+    int szb = 1 << (flags & 3);
+    uint64_t len = at + (uint64_t)szb + le_get(pre + at, szb), mhdr = (flags & 0x04) ? 6 : 4;
+    if (len > (1u << 20) || bt->ck_at != bt->oh + len || bt->lay_at < bt->oh || bt->lay_at + 8 > bt->ck_at)
+        return H5L_ECORRUPT; /* (the layout message not in the first chunk) */
+    uint8_t *img = malloc((size_t)len);
+    if (!img) return H5L_ENOMEM;
+    image_read(k->img, bt->oh, (size_t)len, img);
+    int rc = H5L_ECORRUPT;
+    for (uint64_t p = at + (uint64_t)szb; p + mhdr <= len;) {
+        uint64_t msz = le_get(img + p + 1, 2), d = p + mhdr;
+        if (d + msz > len) break;
+        if (img[p] == 0x01) { /* dataspace: version 1 or 2, simple, not shared */
+            const uint8_t *m = img + d;
+            uint64_t dims = m[0] == 2 ? 4 : m[0] == 1 ? 8 : 0;
+            if (!dims || (img[p + 3] & 0x02) || m[1] != v->ndims || (m[0] == 2 && m[3] != 1) ||
+                dims + 8 * (uint64_t)v->ndims > msz)
+                break;
+            int ok = le_get(m + dims, 8) <= v->shape[0];
+            for (uint32_t i = 1; i < v->ndims; i++) ok &= le_get(m + dims + 8 * i, 8) == v->shape[i];
+            if (!ok) break;
+            rc = H5L_OK;
+            if (!apply) break;
+            for (uint32_t i = 0; i < v->ndims; i++)
+                for (int b = 0; b < 8; b++) img[d + dims + 8 * i + b] = (uint8_t)(v->shape[i] >> (8 * b));
+            for (int b = 0; b < 8; b++) img[bt->lay_at - bt->oh + b] = (uint8_t)(bt->root >> (8 * b));
+            v->ds_at = bt->oh + d + dims;
+            bt->ck = h5l_bt_lookup3(img, (size_t)len);
+            break;
+        }
+        p = d + msz;
+    }
+    free(img);
+    return rc;
+}
+
 int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
 {
     *out = NULL;
@@ -1474,6 +1562,10 @@ int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
             rc = H5L_EHDF5;
         for (size_t i = 0; !rc && i < k->nbts; i++)
             if (k->bts[i].oh && h5l_bt_point_layout(&k->bts[i], image_read, k->img)) rc = H5L_ECORRUPT;
+        for (uint32_t i = 0; !rc && i < k->nvars; i++)
+            if (k->vars[i].own && k->bts[k->vars[i].own - 1].oh && !k->vars[i].ds_no && (rc = own_dims(k, i, 1)) != H5L_OK)
+                h5l_err_set(&pe, rc, "%s: the header of '%s': %s", h5l_reader_path(r), s->objs[k->vars[i].objid].path,
+                            rc == H5L_ENOMEM ? "out of memory" : "not one whose dimensions the daemon can serve");
         if (!rc) {
             k->version = hfs_skel_version(r, s, tick);
             k->live = 1;

@@ -34,6 +34,10 @@ typedef struct hfs_svar {
     int sparse;          /* chunked, only the chunks holding data allocated */
     uint32_t own;        /* 0, or 1 + the index in bts of the chunk index the daemon writes for it */
     struct hfs_cds *cds; /* its chunk-cache index (set by lfile.c) */
+    uint64_t ds_at;      /* 0, or (a patched live skeleton, own root) where its dataspace's dimensions lie
+                          * in its object header: served from shape, libhdf5's are those of the full build
+                          * (skel.c, own_dims) */
+    int ds_no;           /* its header is not one whose dimensions the daemon serves: libhdf5 extends it */
 } hfs_svar_t;
 
 typedef struct hfs_region {
@@ -51,6 +55,7 @@ typedef struct hfs_region {
 typedef struct hfs_ovl {
     uint64_t lo, hi;
     uint32_t bt;
+    uint32_t var; /* 1 + index in vars: that variable's dimensions (ds_at) instead of bt's bytes */
 } hfs_ovl_t;
 
 typedef struct hfs_skel {
