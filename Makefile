@@ -56,7 +56,7 @@ DEB_PKGS := build-essential pkg-config libhdf5-openmpi-dev hdf5-tools libfuse3-d
 	python3-pytest python3-numpy netcdf-bin libsystemd-dev systemd man-db cdo nco python3-h5netcdf \
 	clang libclang-rt-dev python3-mpi4py libpnetcdf-dev python3-h5py-mpi python3-matplotlib
 
-.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog bench-seed bench-finalize bench-open clean help lib tools tests daemon soak fuzz fuzz-build
+.PHONY: all deps deps-check check demo asan tsan bench-write bench-read bench-memory bench-ticks bench-standalone bench-scale bench-longlog bench-seed bench-finalize bench-open bench-swmr clean help lib tools tests daemon soak fuzz fuzz-build
 
 # Goals that compile need the packages now; say so instead of failing in a
 # compiler with "xxhash.h: No such file".
@@ -92,6 +92,10 @@ help:
 	@echo "make bench-finalize  finalizing's cost at h5l_close against the bytes (JSON): a float32 cube of 64 MiB..2 GiB"
 	@echo "                written as bands by 2 ranks, every chunking of bench-seed (x256, x512); ratios for 4x the"
 	@echo "                bytes against <= 4.4x the time (BENCH_SIZES, BENCH_CHUNKINGS, BENCH_ROUNDS=3, BENCH_NP=2)"
+	@echo "make bench-swmr   the VFD SWMR RFC's live-view tests through the mount (JSON): 10,000 variables extended"
+	@echo "                round-robin, ten n x 1000 x 1000 int32 planes; write->visible latency in ticks against 3,"
+	@echo "                daemon CPU and RSS (PASSES=240 of the RFC's 10,000, PLANE_PASSES=30, VARS, RANKS=2, FLUSH=0.5);"
+	@echo "                first open of 1,000 variables by h5py, netCDF4, xarray through a fresh daemon (FO_VARS, FO_ROUNDS)"
 	@echo "make bench-seed   writers (h5log, h5py-mpio, h5py, netCDF4) and readers (mount vs local file; h5py,"
 	@echo "                netCDF4, xarray; cold, warm) of setups of chunked variables: JSON records, summary, PNG"
 	@echo "                plots in $(BUILD)/bench-seed/ (SETUP=quick|x256|x512|many ITERATIONS=3 RANKS=1,2)"
@@ -372,6 +376,10 @@ bench-open: all $(BUILD)/bench/bench_open
 tests: $(BUILD)/bench/bench_finalize $(BUILD)/bench/bench_close
 bench-finalize: all $(BUILD)/bench/bench_finalize
 	@$(PY) bench/bench_finalize.py $(BUILD)
+# bench_swmr_writer is built with the tests too (tests/e2e/test_swmr.py)
+tests: $(BUILD)/bench/bench_swmr_writer
+bench-swmr: all $(BUILD)/bench/bench_swmr_writer
+	@$(PY) bench/bench_swmr.py $(BUILD)
 
 # the seed benchmark (bench/seed/seedbench.py; docs/performance.md, last section)
 SETUP ?= quick

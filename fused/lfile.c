@@ -501,7 +501,9 @@ int hfs_lfile_snapshot(hfs_lfile_t *lf, hfs_snap_t **out, h5l_err_t *err)
             h5l_reader_rdlock(lf->reader);
             uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
             h5l_reader_unlock(lf->reader);
-            if (lf->skel && lf->skel->version == version) {
+            /* (a live skeleton of a closed file's last tick is served only
+             * until its full build lands: build_one) */
+            if (lf->skel && lf->skel->version == version && !(closed && lf->skel->live)) {
                 rc = new_snap_locked(lf, tick, closed, err);
                 if (rc) break;
             } else if (lf->bfailed && lf->bfail_version == version) {
@@ -624,11 +626,41 @@ static void build_one(hfs_lfile_t *lf)
     uint64_t version = hfs_skel_version(lf->reader, h5l_reader_schema(lf->reader), tick);
     h5l_reader_unlock(lf->reader);
     pthread_mutex_lock(&lf->mu);
-    int need = !lf->skel || lf->skel->version != version;
+    /* (a closed file's last tick is served from a full build only) */
+    int need = !lf->skel || lf->skel->version != version || (closed && lf->skel->live);
+    int stale = !lf->skel || lf->skel->version != version;
     pthread_mutex_unlock(&lf->mu);
     hfs_skel_t *k = NULL;
     h5l_err_t e = {0};
     int rc = H5L_OK;
+    if (need && closed && stale && lf->live) {
+        /* The last tick, shown at once from the live skeleton patched to it
+         * (milliseconds; the full build below takes half a second for
+         * 10,000 variables, and the writer's last write would be seen that
+         * late): served as a live snapshot of the tick until the full
+         * build lands. Not patchable: the full build alone. */
+        uint64_t patches = hfs_skel_live_patches(lf->live);
+        h5l_err_t pe = {0};
+        if (hfs_skel_patch_live(lf->reader, tick, &lf->live, &k, &pe) == H5L_OK &&
+            hfs_skel_live_patches(lf->live) > patches) {
+            atomic_fetch_add(&st_patched, 1);
+            atomic_fetch_add(&st_builds, 1);
+            atomic_fetch_add(&st_build_ns, k->build_ns);
+            pthread_mutex_lock(&lf->mu);
+            for (size_t i = 0; i < k->nvars; i++) k->vars[i].cds = file_cds_locked(lf, k->vars[i].objid);
+            atomic_fetch_add(&lf->st_skeletons, 1);
+            hfs_skel_unref(lf->skel);
+            lf->skel = k;
+            int had = lf->snap != NULL;
+            if (new_snap_locked(lf, tick, 0, &pe) == H5L_OK && had) lf->announce = 1;
+            pthread_mutex_unlock(&lf->mu);
+            if (g_kick) g_kick();
+        } else if (k) {
+            hfs_skel_unref(k);
+        }
+        if (!lf->live) atomic_fetch_sub(&n_live, 1); /* (a failed patch dropped it) */
+        k = NULL;
+    }
     if (need && closed) { /* the last tick: a full build (the same bytes as any build of it), nothing kept */
         if (lf->live) {
             hfs_skel_live_free(lf->live);
@@ -1144,6 +1176,11 @@ char *hfs_lfile_stats_text(void)
                  (double)atomic_load(&st_build_ns) * 1e-9, (double)atomic_load(&st_build_max_ns) * 1e-9,
                  (unsigned long long)atomic_load(&st_own_idx), (unsigned long long)atomic_load(&st_own_chunks),
                  (unsigned long long)hfs_skel_own_appends(), (unsigned long long)atomic_load(&st_fallbacks));
+    h5l_buf_put(&b, line, (size_t)n);
+    uint64_t nheld, held_bytes;
+    hfs_skel_held(&nheld, &held_bytes);
+    n = snprintf(line, sizeof line, "skeletons held: %llu (images %llu bytes)\n", (unsigned long long)nheld,
+                 (unsigned long long)held_bytes);
     h5l_buf_put(&b, line, (size_t)n);
     n = snprintf(line, sizeof line, "ticker: rounds %llu on the tick, %llu woken by a change; journals watched %zu (watches refused %zu)\n",
                  (unsigned long long)atomic_load(&st_rounds), (unsigned long long)atomic_load(&st_woken),

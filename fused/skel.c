@@ -41,6 +41,7 @@
 #include "canon.h"
 #include "codec.h"
 #include "grow.h"
+#include "index.h"
 #include "schema.h"
 
 static atomic_int g_cancel;
@@ -147,9 +148,29 @@ hfs_skel_t *hfs_skel_ref(hfs_skel_t *k)
     return k;
 }
 
+/* skeletons built and not yet freed, and their images' bytes (statistics) */
+static _Atomic uint64_t g_held, g_held_bytes;
+
+void hfs_skel_held(uint64_t *n, uint64_t *bytes)
+{
+    *n = atomic_load(&g_held);
+    *bytes = atomic_load(&g_held_bytes);
+}
+
+static void held(hfs_skel_t *k)
+{
+    k->counted = 1;
+    atomic_fetch_add(&g_held, 1);
+    atomic_fetch_add(&g_held_bytes, k->img ? k->img->meta_bytes : 0);
+}
+
 void hfs_skel_unref(hfs_skel_t *k)
 {
     if (!k || atomic_fetch_sub(&k->refs, 1) != 1) return;
+    if (k->counted) {
+        atomic_fetch_sub(&g_held, 1);
+        atomic_fetch_sub(&g_held_bytes, k->img ? k->img->meta_bytes : 0);
+    }
     hfs_memvfd_image_free(k->img);
     free(k->ovl);
     for (size_t i = 0; i < k->nbts; i++) h5l_bt_free(&k->bts[i]);
@@ -206,7 +227,16 @@ int hfs_skel_meta_read(const hfs_skel_t *k, uint64_t off, size_t len, void *buf)
             hi = mid;
     }
     for (size_t i = lo; i < k->novl && k->ovl[i].lo < off + len; i++) {
-        int rc = h5l_bt_read(&k->bts[k->ovl[i].bt], off, len, buf);
+        const hfs_ovl_t *o = &k->ovl[i];
+        if (o->var) { /* a variable's current dimensions, little-endian 8 bytes each */
+            const hfs_svar_t *v = &k->vars[o->var - 1];
+            for (uint64_t a = o->lo > off ? o->lo : off; a < o->hi && a < off + len; a++) {
+                uint64_t d = (a - o->lo) / 8, byte = (a - o->lo) % 8;
+                ((uint8_t *)buf)[a - off] = (uint8_t)(v->shape[d] >> (8 * byte));
+            }
+            continue;
+        }
+        int rc = h5l_bt_read(&k->bts[o->bt], off, len, buf);
         if (rc) return rc;
     }
     return H5L_OK;
@@ -223,8 +253,14 @@ static int index_overlays(hfs_skel_t *k)
 {
     free(k->ovl);
     k->novl = 0;
-    k->ovl = malloc((4 * k->nbts + 1) * sizeof *k->ovl);
+    size_t nds = 0;
+    for (size_t i = 0; i < k->nvars; i++) nds += k->vars[i].ds_at != 0;
+    k->ovl = malloc((4 * k->nbts + nds + 1) * sizeof *k->ovl);
     if (!k->ovl) return H5L_ENOMEM;
+    for (size_t i = 0; i < k->nvars; i++)
+        if (k->vars[i].ds_at)
+            k->ovl[k->novl++] = (hfs_ovl_t){k->vars[i].ds_at, k->vars[i].ds_at + 8 * (uint64_t)k->vars[i].ndims, 0,
+                                            (uint32_t)i + 1};
     for (size_t i = 0; i < k->nbts; i++) {
         const h5l_bt_t *bt = &k->bts[i];
         uint64_t r[4][2] = {{bt->root, bt->root + bt->node_size},
@@ -232,7 +268,7 @@ static int index_overlays(hfs_skel_t *k)
                             {bt->lay_at, bt->lay_at ? bt->lay_at + 8 : 0},
                             {bt->ck_at, bt->lay_at ? bt->ck_at + 4 : 0}};
         for (int j = 0; j < 4; j++)
-            if (r[j][0] < r[j][1]) k->ovl[k->novl++] = (hfs_ovl_t){r[j][0], r[j][1], (uint32_t)i};
+            if (r[j][0] < r[j][1]) k->ovl[k->novl++] = (hfs_ovl_t){r[j][0], r[j][1], (uint32_t)i, 0};
     }
     qsort(k->ovl, k->novl, sizeof *k->ovl, cmp_ovl);
     for (size_t i = 1; i < k->novl; i++)
@@ -260,6 +296,10 @@ typedef struct build {
     size_t cap_bts;
     uint64_t *oh;   /* own roots (H5L_ALLOC_CHUNKS builds): per k->vars index, the object header of a sparse one */
     uint32_t two_k; /* children per chunk B-tree node: from the first root libhdf5 made (synth_coords) */
+    hid_t *keep_dsets; /* a build kept live: per k->vars index, its chunked datasets kept open (else NULL) */
+    size_t *bt_last;   /* a patch: per own index (1 + index in k->bts), its run region at the highest
+                        * address, SIZE_MAX if none (own_append: a search of every region per variable
+                        * was 10^8 steps a tick for 10,000 variables) */
 } build_t;
 
 /* Reserve size bytes of the image for the daemon's own index and chunks
@@ -419,6 +459,10 @@ static int on_var(void *ctx, uint32_t objid, hid_t dset)
         block_bytes *= v->block[d];
     }
     uint32_t vi = (uint32_t)k->nvars++;
+    /* kept open for the patches: opening 10,000 datasets by name again at
+     * the first patch took 0.6 s (libhdf5 walking the group's name index,
+     * evicting what it had just written) */
+    if (b->keep_dsets && v->chunked && H5Iinc_ref(dset) >= 0) b->keep_dsets[vi] = dset;
     size_t nraw = now - first;
     if (v->nblocks == 0) return nraw == 0 ? H5L_OK : H5L_ECORRUPT;
     hfs_memvfd_alloc_t a;
@@ -674,21 +718,24 @@ static int grows_first_only(const h5l_schema_t *s, uint32_t objid)
 static _Atomic uint64_t g_own_appends;
 uint64_t hfs_skel_own_appends(void) { return atomic_load(&g_own_appends); }
 
-static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
+static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v, const uint64_t *nb, uint64_t add)
 {
     hfs_skel_t *k = b->k;
     h5l_bt_t *bt = &k->bts[v->own - 1];
     uint64_t n0 = bt->n, cb = bt->chunk_bytes;
-    if (b->nblks < n0 || b->blks[n0 - 1] != h5l_bt_blk(bt, n0 - 1)) return H5L_ESTATE;
-    uint64_t add = b->nblks - n0;
     if (!add) return H5L_OK;
     uint64_t end = h5l_bt_chunks_end(bt), at = end;
     size_t last = k->nregions; /* the run region ending at end */
-    for (size_t i = k->nregions; i-- > 0;)
-        if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
-            last = i;
-            break;
-        }
+    if (b->bt_last) {
+        size_t i = b->bt_last[v->own];
+        if (i < k->nregions && k->regions[i].addr + k->regions[i].len == end) last = i;
+    } else {
+        for (size_t i = k->nregions; i-- > 0;)
+            if (k->regions[i].bt == v->own && k->regions[i].addr + k->regions[i].len == end) {
+                last = i;
+                break;
+            }
+    }
     if (last == k->nregions || add > (bt->room - end) / cb) { /* new room: an eighth of the chunks ahead */
         uint64_t want = add > n0 / 8 ? add : n0 / 8;
         if (want < 64) want = 64;
@@ -698,7 +745,7 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
         bt->room = at + want * cb;
         last = k->nregions;
     }
-    int rc = h5l_bt_append(bt, b->blks + n0, add, at);
+    int rc = h5l_bt_append(bt, nb, add, at);
     if (rc) return rc;
     if (bt->nodes_len > bt->nodes_cap) {
         uint64_t nodes;
@@ -713,6 +760,45 @@ static int own_append(build_t *b, uint32_t vi, const hfs_svar_t *v)
     }
     if ((rc = add_region(b, at, add * cb, vi, n0))) return rc;
     k->regions[k->nregions - 1].bt = v->own;
+    if (b->bt_last) b->bt_last[v->own] = k->nregions - 1;
+    return H5L_OK;
+}
+
+/* The chunks of own-index variable vi that got data since its index's
+ * last chunk: b->blks[0 .. *add), sorted. When the reader counts the
+ * variable's chunks in O(1) (h5l_reader_chunk_count) and few blocks lie
+ * after the index's last chunk, those are probed one by one; else every
+ * chunk is enumerated (chunks_with_data: O(chunks so far), 10^4 variables
+ * times the ticks so far at every patch, most of a patch after a few
+ * hundred ticks). H5L_ESTATE when a chunk got data before the last one
+ * (the index cannot grow in place). */
+static void blk_coords(uint32_t nd, const uint64_t *nblk, uint64_t blk, uint64_t *c);
+
+static int own_new_chunks(build_t *b, uint32_t vi, const hfs_svar_t *v, uint64_t *add)
+{
+    const h5l_bt_t *bt = &b->k->bts[v->own - 1];
+    uint64_t n0 = bt->n, last = h5l_bt_blk(bt, n0 - 1), total;
+    *add = 0;
+    if (h5l_reader_chunk_count(b->r, b->tick, v->objid, &total) == H5L_OK && total >= n0 &&
+        v->nblocks - last - 1 <= 64 * (total - n0) + 64) {
+        uint64_t want = total - n0;
+        b->nblks = 0;
+        for (uint64_t blk = last + 1; blk < v->nblocks && b->nblks < want; blk++) {
+            uint64_t c[H5L_MAX_DIMS];
+            blk_coords(v->ndims, v->nblk, blk, c);
+            if (!h5l_reader_has_chunk(b->r, b->tick, v->objid, c)) continue;
+            if (h5l_grow_raw((void **)&b->blks, &b->capblks, b->nblks + 1, sizeof *b->blks)) return H5L_ENOMEM;
+            b->blks[b->nblks++] = blk;
+        }
+        if (b->nblks < want) return H5L_ESTATE; /* the others lie before the last chunk */
+        *add = want;
+        return H5L_OK;
+    }
+    int rc = chunks_with_data(b, vi, 0);
+    if (rc) return rc;
+    if (b->nblks < n0 || b->blks[n0 - 1] != last) return H5L_ESTATE;
+    *add = b->nblks - n0;
+    memmove(b->blks, b->blks + n0, *add * sizeof *b->blks);
     return H5L_OK;
 }
 
@@ -818,6 +904,9 @@ static int fix_super_eoa(hfs_memvfd_image_t *img)
  * (build_full): a few ms of malloc_trim against tens of MB. */
 #define BIG_BUILD_META ((uint64_t)8 << 20)
 
+/* The metadata cache of a live skeleton's file (build_full). */
+#define LIVE_MDC_BYTES ((size_t)64 << 20)
+
 /* The live state of a skeleton kept open (see skel.h). */
 typedef struct sparse_set {
     uint64_t *c; /* sorted chunk coordinates written (ndims each) */
@@ -829,7 +918,9 @@ struct hfs_skel_live {
     hfs_memvfd_t *cap;
     uint64_t tick;     /* the tick the file reflects */
     hfs_skel_t *k;     /* the skeleton published for it (a reference) */
-    hid_t *dsets;      /* per k->vars index: the dataset, opened on first patch */
+    hid_t *dsets;      /* per k->vars index: the dataset (chunked ones kept open by the full build, others
+                        * opened on first use) */
+    size_t ndsets;     /* entries of dsets */
     sparse_set_t *sp;  /* per k->vars index: chunks written (sparse variables) */
     uint64_t chunks_v; /* h5l_reader_chunks_version at tick */
     uint64_t patches;  /* patches applied since the full build */
@@ -840,7 +931,7 @@ static void live_free_locked(hfs_skel_live_t *l)
 {
     if (!l) return;
     if (l->dsets)
-        for (size_t i = 0; l->k && i < l->k->nvars; i++)
+        for (size_t i = 0; i < l->ndsets; i++)
             if (l->dsets[i] > 0) H5Dclose(l->dsets[i]);
     if (l->file >= 0) H5Fclose(l->file);
     hfs_memvfd_put(l->cap);
@@ -916,6 +1007,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         if (l) {
             l->file = -1;
             l->dsets = calloc(s->nobjs + 1, sizeof *l->dsets);
+            l->ndsets = l->dsets ? s->nobjs + 1 : 0;
             l->sp = calloc(s->nobjs + 1, sizeof *l->sp);
         }
         if (!l || !l->dsets || !l->sp) rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
@@ -936,12 +1028,12 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
          * are raw-typed too) */
         hfs_memvfd_use_windows(cap);
         hfs_memvfd_raw_gap(cap, raw_gap(r));
-        build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err};
+        build_t b = {.k = k, .r = r, .s = s, .tick = tick, .cap = cap, .err = err, .keep_dsets = l ? l->dsets : NULL};
         uint64_t synth_min = synth ? atomic_load(&g_synth_min) : UINT64_MAX;
         /* own roots (own_root) in skeletons not kept live: every chunked
          * variable is then sparse (a live one's patches extend libhdf5's
          * indexes of early-allocated chunks) */
-        int own = synth && !l && synth_min <= 2;
+        int own = synth && synth_min <= 2;
 #ifdef HFS_TEST_HOOKS
         /* tests that need chunks of fill assembled and cached (a closed
          * file then has none: chunks without data are not allocated) */
@@ -949,18 +1041,22 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
 #endif
         if (own && !(b.oh = calloc(s->nobjs + 1, sizeof *b.oh)))
             rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", h5l_reader_path(r));
-        if (!rc) rc = h5l_canon_build(file, s, tick, own ? H5L_ALLOC_CHUNKS : H5L_ALLOC_EARLY, on_var, &b, err);
+        if (!rc) rc = h5l_canon_build(file, s, tick, !own ? H5L_ALLOC_EARLY : l ? H5L_ALLOC_LIVE : H5L_ALLOC_CHUNKS, on_var, &b, err);
         for (size_t i = 0; !rc && i < k->nvars; i++) {
             if (!k->vars[i].sparse) continue;
             const char *path = s->objs[k->vars[i].objid].path;
             hid_t ds = -1;
+            /* (a live skeleton's patch appends to our index only along the
+             * first dimension: a variable that grows in another keeps
+             * libhdf5's) */
+            int mine = own && (!l || grows_first_only(s, k->vars[i].objid));
             if (!(rc = chunks_with_data(&b, (uint32_t)i, 0)) && b.nblks) {
-                if (own && b.two_k) /* no room for it (or no header to point at it): libhdf5's indexes */
+                if (mine && b.two_k) /* no room for it (or no header to point at it): libhdf5's indexes */
                     rc = guarded(own_root(&b, (uint32_t)i), "own", synth_bad, err, r,
                                  "no room could be reserved for the daemon's own chunk index");
                 else if ((ds = H5Dopen2(file, path, H5P_DEFAULT)) < 0)
                     rc = H5L_EHDF5;
-                else if (own || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))
+                else if (mine || (b.nblks >= synth_min && (!l || grows_first_only(s, k->vars[i].objid))))
                     rc = synth_coords(&b, (uint32_t)i, ds); /* own: the first with data, whose root is the guard's */
                 else if (!(rc = coords_of_blks(&b)))
                     rc = write_coords(&b, (uint32_t)i, ds);
@@ -995,6 +1091,22 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         else if (fix_super_eoa(k->img))
             rc = h5l_err_set(err, H5L_EHDF5, "%s: the skeleton's superblock is not one the daemon can amend",
                              h5l_reader_path(r));
+        /* A patch touches every variable that grew: with libhdf5's adaptive
+         * metadata cache (2 MB to start) the 10,000 object headers of such
+         * a file did not fit, and each H5Dset_extent evicted (serialised)
+         * another header: 100 ms a patch, half of it evictions. A fixed
+         * cache that holds them all; memory is what the headers take. A
+         * refusal leaves the default (slower, not wrong). */
+        H5AC_cache_config_t mdc;
+        mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+        if (H5Fget_mdc_config(file, &mdc) >= 0) {
+            mdc.set_initial_size = 1;
+            mdc.initial_size = mdc.max_size = mdc.min_size = LIVE_MDC_BYTES;
+            mdc.incr_mode = H5C_incr__off;
+            mdc.flash_incr_mode = H5C_flash_incr__off;
+            mdc.decr_mode = H5C_decr__off;
+            H5Fset_mdc_config(file, &mdc);
+        }
         l->file = file;
         l->cap = cap;
         l->tick = tick;
@@ -1052,6 +1164,7 @@ static int build_full(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **keep, hf
         l->k = hfs_skel_ref(k);
         *keep = l;
     }
+    held(k);
     *out = k;
     return H5L_OK;
 }
@@ -1166,6 +1279,8 @@ static int live_dset(hfs_skel_live_t *l, const h5l_schema_t *s, uint32_t vi, con
     return H5L_OK;
 }
 
+static int own_dims(hfs_skel_t *k, uint32_t vi, int apply);
+
 /* Patch the live file from l->tick to tick, publishing a new skeleton.
  * H5L_ESTATE: the change is not one a patch makes (an object or attribute
  * changed, a dimension shrank, a variable turns sparse); other errors:
@@ -1254,14 +1369,23 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             nblocks *= nblk[d];
             bytes *= v->block[d];
         }
-        if ((rc = live_dset(l, s, vi, path, err))) return rc;
-        hid_t ds = l->dsets[vi];
-        hsize_t ext[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
-        size_t r0 = hfs_memvfd_raw_begin(l->cap);
-        herr_t x = H5Dset_extent(ds, ext);
-        size_t r1 = hfs_memvfd_raw_end(l->cap);
-        if (x < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot extend '%s'", path, s->objs[v->objid].path);
+        /* an own root's dimensions are served by the daemon (own_dims):
+         * libhdf5 keeps the full build's */
+        if (v->own && k->bts[v->own - 1].oh && !v->ds_at && !v->ds_no) /* first time: can it be? */
+            v->ds_no = own_dims((hfs_skel_t *)k0, vi, 0) != H5L_OK;
+        int served = v->own && k->bts[v->own - 1].oh && !v->ds_no;
+        hid_t ds = -1;
+        size_t r0 = 0, r1 = 0;
+        if (!served) {
+            if ((rc = live_dset(l, s, vi, path, err))) return rc;
+            ds = l->dsets[vi];
+            hsize_t ext[H5L_MAX_DIMS];
+            for (uint32_t d = 0; d < v->ndims; d++) ext[d] = shape[d];
+            r0 = hfs_memvfd_raw_begin(l->cap);
+            herr_t x = H5Dset_extent(ds, ext);
+            r1 = hfs_memvfd_raw_end(l->cap);
+            if (x < 0) return h5l_err_set(err, H5L_EHDF5, "%s: cannot extend '%s'", path, s->objs[v->objid].path);
+        }
         int renumber = 0;
         for (uint32_t d = 1; d < v->ndims; d++) renumber |= nblk[d] != v->nblk[d];
         if (renumber) /* the row-major numbers of its old blocks change */
@@ -1306,11 +1430,21 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             (rc = h5l_canon_grow_dim(l->file, s, d, tick, err)))
             return rc;
     uint64_t cv = h5l_reader_chunks_version(r, tick);
+    if (cv != l->chunks_v && k->nbts) {
+        if (!(b.bt_last = malloc((k->nbts + 1) * sizeof *b.bt_last))) return H5L_ENOMEM;
+        for (size_t i = 0; i <= k->nbts; i++) b.bt_last[i] = SIZE_MAX;
+        for (size_t i = 0; i < k->nregions; i++) {
+            uint32_t t = k->regions[i].bt;
+            if (t && t <= k->nbts && (b.bt_last[t] == SIZE_MAX || k->regions[i].addr > k->regions[b.bt_last[t]].addr))
+                b.bt_last[t] = i;
+        }
+    }
     for (uint32_t vi = 0; cv != l->chunks_v && vi < k->nvars; vi++) { /* chunks that got data */
         hfs_svar_t *v = &k->vars[vi];
         if (!v->sparse) continue;
         if (v->own) {
-            if ((rc = chunks_with_data(&b, vi, 0)) || (rc = own_append(&b, vi, v))) {
+            uint64_t add;
+            if ((rc = own_new_chunks(&b, vi, v, &add)) || (rc = own_append(&b, vi, v, b.blks, add))) {
                 if (rc == H5L_ESTATE)
                     h5l_err_set(err, rc, "%s: '%s' got data before its last chunk", path, s->objs[v->objid].path);
                 break;
@@ -1352,16 +1486,80 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
     free(b.coords);
     free(b.blks);
     free(b.zero);
+    free(b.bt_last);
     if (rc) return rc;
     l->chunks_v = cv;
     return H5L_OK;
 }
 
-int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* A patched live skeleton serves the dimensions of an own-root variable
+ * itself when it can: libhdf5 is not asked to extend it (H5Dset_extent of
+ * 10,000 datasets and the flush of their headers were most of a patch),
+ * so the header in the image keeps the full build's dimensions. Finds
+ * them (the dataspace message, in the header's first chunk with the
+ * layout message h5l_bt_point_layout pointed; a header continued
+ * elsewhere, as a dimension scale's with its attributes may be, is
+ * extended by libhdf5 as before) and with apply sets v->ds_at and makes
+ * the chunk's checksum again over the header as served: our root in the
+ * layout, our dimensions (bt->ck). H5L_ECORRUPT on a header not of that
+ * form. */
+static int own_dims(hfs_skel_t *k, uint32_t vi, int apply)
+{
+    hfs_svar_t *v = &k->vars[vi];
+    h5l_bt_t *bt = &k->bts[v->own - 1];
+    uint8_t pre[6 + 16 + 4 + 8];
+    image_read(k->img, bt->oh, sizeof pre, pre);
+    if (memcmp(pre, "OHDR", 4) || pre[4] != 2) return H5L_ECORRUPT;
+    uint8_t flags = pre[5];
+    size_t at = 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
+    int szb = 1 << (flags & 3);
+    uint64_t len = at + (uint64_t)szb + le_get(pre + at, szb), mhdr = (flags & 0x04) ? 6 : 4;
+    if (len > (1u << 20) || bt->ck_at != bt->oh + len || bt->lay_at < bt->oh || bt->lay_at + 8 > bt->ck_at)
+        return H5L_ECORRUPT; /* (the layout message not in the first chunk) */
+    uint8_t *img = malloc((size_t)len);
+    if (!img) return H5L_ENOMEM;
+    image_read(k->img, bt->oh, (size_t)len, img);
+    int rc = H5L_ECORRUPT;
+    for (uint64_t p = at + (uint64_t)szb; p + mhdr <= len;) {
+        uint64_t msz = le_get(img + p + 1, 2), d = p + mhdr;
+        if (d + msz > len) break;
+        if (img[p] == 0x01) { /* dataspace: version 1 or 2, simple, not shared */
+            const uint8_t *m = img + d;
+            uint64_t dims = m[0] == 2 ? 4 : m[0] == 1 ? 8 : 0;
+            if (!dims || (img[p + 3] & 0x02) || m[1] != v->ndims || (m[0] == 2 && m[3] != 1) ||
+                dims + 8 * (uint64_t)v->ndims > msz)
+                break;
+            int ok = le_get(m + dims, 8) <= v->shape[0];
+            for (uint32_t i = 1; i < v->ndims; i++) ok &= le_get(m + dims + 8 * i, 8) == v->shape[i];
+            if (!ok) break;
+            rc = H5L_OK;
+            if (!apply) break;
+            for (uint32_t i = 0; i < v->ndims; i++)
+                for (int b = 0; b < 8; b++) img[d + dims + 8 * i + b] = (uint8_t)(v->shape[i] >> (8 * b));
+            for (int b = 0; b < 8; b++) img[bt->lay_at - bt->oh + b] = (uint8_t)(bt->root >> (8 * b));
+            v->ds_at = bt->oh + d + dims;
+            bt->ck = h5l_bt_lookup3(img, (size_t)len);
+            break;
+        }
+        p = d + msz;
+    }
+    free(img);
+    return rc;
+}
+
+int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
 {
     *out = NULL;
     hfs_skel_live_t *l = *live;
-    if (l) {
+    if (!l) return h5l_err_set(err, H5L_ESTATE, "%s: no live skeleton to patch", h5l_reader_path(r));
+    {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         h5l_err_t pe = {0};
@@ -1381,6 +1579,12 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
         if (!rc && (H5Fflush(l->file, H5F_SCOPE_LOCAL) < 0 || !(k->img = hfs_memvfd_snapshot(l->cap)) ||
                     fix_super_eoa(k->img)))
             rc = H5L_EHDF5;
+        for (size_t i = 0; !rc && i < k->nbts; i++)
+            if (k->bts[i].oh && h5l_bt_point_layout(&k->bts[i], image_read, k->img)) rc = H5L_ECORRUPT;
+        for (uint32_t i = 0; !rc && i < k->nvars; i++)
+            if (k->vars[i].own && k->bts[k->vars[i].own - 1].oh && !k->vars[i].ds_no && (rc = own_dims(k, i, 1)) != H5L_OK)
+                h5l_err_set(&pe, rc, "%s: the header of '%s': %s", h5l_reader_path(r), s->objs[k->vars[i].objid].path,
+                            rc == H5L_ENOMEM ? "out of memory" : "not one whose dimensions the daemon can serve");
         if (!rc) {
             k->version = hfs_skel_version(r, s, tick);
             k->live = 1;
@@ -1398,13 +1602,23 @@ int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, 
             l->k = hfs_skel_ref(k);
             l->tick = tick;
             l->patches++;
+            held(k);
             *out = k;
             return H5L_OK;
         }
-        /* not patchable, or the patch failed half way: start afresh */
+        /* not patchable, or the patch failed half way: the live state is
+         * dropped (it may be half patched) */
         hfs_skel_unref(k);
         hfs_skel_live_free(l);
         *live = NULL;
+        if (err) *err = pe;
+        return rc;
     }
-    return build_guarded(r, tick, live, out, err);
+}
+
+int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err)
+{
+    h5l_err_t pe = {0};
+    if (*live && hfs_skel_patch_live(r, tick, live, out, &pe) == H5L_OK) return H5L_OK;
+    return build_guarded(r, tick, live, out, err); /* a patch never gives up the build */
 }

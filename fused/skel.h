@@ -34,6 +34,10 @@ typedef struct hfs_svar {
     int sparse;          /* chunked, only the chunks holding data allocated */
     uint32_t own;        /* 0, or 1 + the index in bts of the chunk index the daemon writes for it */
     struct hfs_cds *cds; /* its chunk-cache index (set by lfile.c) */
+    uint64_t ds_at;      /* 0, or (a patched live skeleton, own root) where its dataspace's dimensions lie
+                          * in its object header: served from shape, libhdf5's are those of the full build
+                          * (skel.c, own_dims) */
+    int ds_no;           /* its header is not one whose dimensions the daemon serves: libhdf5 extends it */
 } hfs_svar_t;
 
 typedef struct hfs_region {
@@ -51,6 +55,7 @@ typedef struct hfs_region {
 typedef struct hfs_ovl {
     uint64_t lo, hi;
     uint32_t bt;
+    uint32_t var; /* 1 + index in vars: that variable's dimensions (ds_at) instead of bt's bytes */
 } hfs_ovl_t;
 
 typedef struct hfs_skel {
@@ -71,6 +76,7 @@ typedef struct hfs_skel {
     uint64_t build_ns; /* time the build took */
     int live;          /* the image of a file kept open (hfs_skel_build_live): same objects and
                         * values as hfs_skel_build's, not the same bytes */
+    int counted;       /* in hfs_skel_held's count */
     char *fallback;    /* why the daemon's own chunk indexes were given up and this was built with
                         * libhdf5's (a guard refused them); NULL: not given up. For the log. */
 } hfs_skel_t;
@@ -103,6 +109,11 @@ typedef struct hfs_skel_live hfs_skel_live_t;
  * keeping the file open as the new *live. On failure *live may be NULL. */
 int hfs_skel_build_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err);
 
+/* Only the patch of hfs_skel_build_live: H5L_ESTATE (or the patch's
+ * error) when *live is NULL or cannot be patched to tick, and then *live is
+ * freed and set to NULL; no full build. */
+int hfs_skel_patch_live(h5l_reader_t *r, uint64_t tick, hfs_skel_live_t **live, hfs_skel_t **out, h5l_err_t *err);
+
 /* Free a live state (takes the libhdf5 lock). NULL is ignored. */
 void hfs_skel_live_free(hfs_skel_live_t *l);
 
@@ -113,6 +124,10 @@ uint64_t hfs_skel_live_patches(const hfs_skel_live_t *l);
  * variable) with "cancelled": the daemon is stopping and must not wait for
  * a long build. 0 allows builds again. */
 void hfs_skel_cancel(int on);
+
+/* Skeletons built and not freed (held by snapshots the kernel has not
+ * forgotten, or by a file), and the bytes of their images. */
+void hfs_skel_held(uint64_t *n, uint64_t *bytes);
 
 hfs_skel_t *hfs_skel_ref(hfs_skel_t *k);
 void hfs_skel_unref(hfs_skel_t *k); /* accepts NULL */

@@ -306,7 +306,11 @@ static int canon_dataset(hid_t file, const h5l_schema_t *s, uint32_t objid, uint
         st = o->chunked && sparse_shape(o->ndims, dims, chunk) ? ST_EARLY_SPARSE : ST_EARLY_ALL;
     else if (alloc == H5L_ALLOC_CHUNKS)
         st = cshape ? ST_EARLY_SPARSE : ST_EARLY_ALL;
-    else if (alloc == H5L_ALLOC_NONE)
+    else if (alloc == H5L_ALLOC_LIVE) {
+        int later_unlim = 0; /* an unlimited dimension after the first */
+        for (uint32_t d = 1; d < o->ndims; d++) later_unlim |= s->dims[o->dimids[d]].unlimited;
+        st = o->chunked && (!later_unlim || sparse_shape(o->ndims, dims, chunk)) ? ST_EARLY_SPARSE : ST_EARLY_ALL;
+    } else if (alloc == H5L_ALLOC_NONE)
         st = o->chunked ? ST_NONE_INCR : ST_NONE_LATE;
     int rc = make_props(p, o, cshape, st, err);
     if (rc) return rc;

@@ -17,10 +17,16 @@ enum h5l_alloc {
                           * allocated early; chunked data incrementally, the
                           * caller allocates the chunks that hold data
                           * (H5Dwrite_chunk, fused/skel.c) */
-    H5L_ALLOC_CHUNKS = 3 /* the same, but every chunked variable is left to
-                          * the caller (none allocated early, whatever its
-                          * number of chunks): skeletons whose chunk
-                          * indexes the daemon writes (fused/btree.h) */
+    H5L_ALLOC_CHUNKS = 3, /* the same, but every chunked variable is left to
+                           * the caller (none allocated early, whatever its
+                           * number of chunks): skeletons whose chunk
+                           * indexes the daemon writes (fused/btree.h) */
+    H5L_ALLOC_LIVE = 4    /* H5L_ALLOC_CHUNKS for the chunked variables that
+                           * can grow in their first dimension only (the
+                           * daemon's index of one grows by appending: a
+                           * live skeleton's patch), H5L_ALLOC_EARLY for the
+                           * others (libhdf5's index, extended by
+                           * H5Dset_extent in any dimension) */
 };
 
 /* A file creation property list that tracks and indexes link and

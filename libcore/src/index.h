@@ -69,6 +69,17 @@ int h5l_index_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord,
 typedef int (*h5l_index_chunk_fn)(void *ctx, const uint64_t *coord);
 int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick, h5l_index_chunk_fn fn, void *ctx);
 
+/* The number of distinct chunks of objid that hold a record (any tick
+ * indexed), or -1 when some records of it are kept in coarse cells (their
+ * chunks are not counted). O(1): a live skeleton's patch asks it of every
+ * variable at every tick, where h5l_index_chunks is O(chunks so far). */
+int64_t h5l_index_nchunks(const h5l_index_t *x, uint32_t objid);
+
+/* Does chunk `coord` of objid hold a record of tick <= tick in the fine
+ * grid? (Coarse cells are not looked at: callers know there are none,
+ * h5l_index_nchunks.) */
+int h5l_index_has_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick);
+
 /* The newest tick <= tick at which some chunk (of any variable) got its
  * first record, or 0: the set h5l_index_chunks enumerates is the same at
  * two ticks with the same answer. O(log ticks). */
@@ -80,5 +91,16 @@ const uint64_t *h5l_index_chunk_shape(const h5l_index_t *x, uint32_t objid);
 uint64_t h5l_index_nrecords(const h5l_index_t *x);
 /* Bytes held by the index (records, boxes, buckets, tables). */
 size_t h5l_index_memory(const h5l_index_t *x);
+
+/* (reader.c, for fused/skel.c; not API) The chunks of variable objid
+ * holding a record of tick <= tick, counted in O(1) into *n when the
+ * reader can: tick is its newest, no index checkpoint map, no coarse
+ * cells. H5L_ESTATE when it cannot (enumerate: h5l_reader_chunk_runs).
+ * Read lock held. */
+struct h5l_reader;
+int h5l_reader_chunk_count(struct h5l_reader *r, uint64_t tick, uint32_t objid, uint64_t *n);
+/* Does chunk coord of objid hold a record of tick <= tick? Only when
+ * h5l_reader_chunk_count could count. Read lock held. */
+int h5l_reader_has_chunk(struct h5l_reader *r, uint64_t tick, uint32_t objid, const uint64_t *coord);
 
 #endif

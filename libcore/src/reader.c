@@ -2281,6 +2281,20 @@ int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_
     return h5l_reader_chunk_runs(r, tick, objid, each_chunk_fn, &x);
 }
 
+int h5l_reader_chunk_count(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint64_t *n)
+{
+    if (r->ckmap || tick != r->nticks) return H5L_ESTATE;
+    int64_t c = h5l_index_nchunks(r->index, objid);
+    if (c < 0) return H5L_ESTATE;
+    *n = (uint64_t)c;
+    return H5L_OK;
+}
+
+int h5l_reader_has_chunk(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord)
+{
+    return h5l_index_has_chunk(r->index, objid, coord, tick);
+}
+
 uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
 {
     uint64_t a = h5l_index_chunks_version(r->index, tick), b = r->ckmap ? h5l_ckmap_version(r->ckmap, tick) : 0;
