@@ -81,7 +81,7 @@ help:
 	@echo "                LIVE=1 checks every snapshot a reader sees while each script is written"
 	@echo "make fuzz       the libFuzzer harnesses (clang, ASan, UBSan; in build-fuzz/), FUZZ_SECONDS=60 each;"
 	@echo "                prints runs, coverage and any crash file (make check runs each briefly)"
-	@echo "make bench-write  writer benchmark (JSON): libh5log vs raw MPI-IO, native parallel HDF5 and PnetCDF (BENCH_FULL=1: 1 GiB)"
+	@echo "make bench-write  writer benchmark (JSON): libh5log (finalizing at close; BENCH_FINALIZE=0: not) vs raw MPI-IO, native parallel HDF5 and PnetCDF (BENCH_FULL=1: 1 GiB)"
 	@echo "make bench-read   read benchmark (JSON): mount vs canonical file, h5py and libhdf5 (BENCH_GIB=0.25 quick, BENCH_REPS=3 robust)"
 	@echo "make bench-memory daemon RSS per million records (JSON)"
 	@echo "make bench-ticks  the ticks tree: listing 100,000 ticks, an old tick's open+read vs the newest's (JSON)"
