@@ -60,6 +60,10 @@ struct hfs_lfile {
     off_t csize;
     struct timespec cmtime;
     uint8_t cub[H5L_UB_LEN]; /* and its user block */
+    /* the sidecar of a file loaded live: a close in progress still has
+     * it, a reopened run has another (side_id) */
+    int side_known;
+    uint64_t side_id[3]; /* dev, inode, birth time in ns (0 where the file system has none) */
     h5l_reader_t *reader;
     pthread_mutex_t mu; /* skel, snap, failed, reported, entry */
     hfs_skel_t *skel;   /* newest skeleton */
@@ -206,6 +210,23 @@ void hfs_lfile_unref(hfs_lfile_t *lf)
     if (lf && atomic_fetch_sub(&lf->refs, 1) == 1) lfile_free(lf);
 }
 
+/* Which sidecar path+".h5lj" is (dev, inode, birth time: an inode number
+ * freed by a removed sidecar may be reused by the next run's): 0 if there
+ * is none. */
+static int side_ident(const char *path, uint64_t id[3])
+{
+    char *j;
+    if (asprintf(&j, "%s%s", path, H5L_SIDECAR_SUFFIX) < 0) return 0;
+    struct statx sx;
+    int ok = statx(AT_FDCWD, j, 0, STATX_INO | STATX_BTIME, &sx) == 0;
+    free(j);
+    if (!ok) return 0;
+    id[0] = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+    id[1] = sx.stx_ino;
+    id[2] = (sx.stx_mask & STATX_BTIME) ? (uint64_t)sx.stx_btime.tv_sec * 1000000000u + sx.stx_btime.tv_nsec : 0;
+    return 1;
+}
+
 /* A file loaded closed that a writer has opened again (h5l_open: same
  * inode, its user block live again, or closed again by then with its
  * journal elsewhere): its user block is not the one the file had when it
@@ -225,6 +246,14 @@ static int reopened(hfs_lfile_t *lf, const char *path)
     int ok = fd >= 0 && pread(fd, b, sizeof b, 0) == (ssize_t)sizeof b && h5l_ub_decode(b, &ub, path, NULL) == H5L_OK;
     if (fd >= 0) close(fd);
     if (!ok) return 0;
+    if (!(ub.flags & H5L_UB_CLOSED) && !lf->csize && lf->side_known) {
+        /* live, and never seen closed: the run the reader loaded is still
+         * closing (its CLOSE frame is written before its user block says
+         * closed) while its sidecar is the one loaded; a reopened run has
+         * made another */
+        uint64_t id[3];
+        if (side_ident(path, id) && !memcmp(id, lf->side_id, sizeof id)) return 0;
+    }
     if (!(ub.flags & H5L_UB_CLOSED) || (lf->csize && memcmp(b, lf->cub, 48) != 0)) return 1;
     /* closed as seen (or seen closed by the ticker): remember how it looks */
     memcpy(lf->cub, b, sizeof b);
@@ -269,6 +298,7 @@ int hfs_lfile_get(const char *path, dev_t dev, ino_t ino, hfs_lfile_t **out, h5l
     lf->dev = dev;
     lf->ino = ino;
     lf->reader = r;
+    lf->side_known = h5l_reader_live(r) && side_ident(path, lf->side_id);
     lf->closed_seen = h5l_reader_closed(r); /* already closed: nothing to announce */
     if (lf->closed_seen) (void)reopened(lf, path); /* its look when closed */
     atomic_init(&lf->wd, -1);
