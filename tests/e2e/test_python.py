@@ -530,6 +530,26 @@ def test_opts_struct_matches_the_header(tmp_path):
     assert got.stdout.split() == want
 
 
+def write_closed(tmp_path, body):
+    """Run BODY (Python with np, h5log, sys and c, the world communicator;
+    it writes the file sys.argv[1]) at 2 ranks into src/x.h5; the source
+    directory and the writer's completed process."""
+    src = tmp_path / "src"
+    src.mkdir()
+    script = tmp_path / "w.py"
+    script.write_text("import sys, numpy as np, h5log\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n" + body)
+    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", PY, "-m", "mpi4py", str(script), str(src / "x.h5")],
+                       env=PYENV, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return src, p
+
+
+def stats_line(m, name):
+    """The daemon's statistics line of file NAME (.h5logfs-stats)."""
+    with open(m.path(".h5logfs-stats")) as fh:
+        return next(l for l in fh if name in l)
+
+
 def test_header_look_assembles_nothing(tmp_path, h5logfs):
     """A closed 64 MiB file whose z-plane chunks cut across the x-slabs the
     ranks wrote: its first chunk is assembled with its siblings in a pass
@@ -538,28 +558,19 @@ def test_header_look_assembles_nothing(tmp_path, h5logfs):
     and netCDF do) must not pay that pass: the kernel's readahead past the
     metadata must not reach the first chunk (skel.c: raw_gap). Then the
     whole variable reads right, its chunks assembled in tiles."""
-    src = tmp_path / "src"
-    src.mkdir()
-    script = tmp_path / "w.py"
-    script.write_text(
-        "import sys, numpy as np, h5log\n"
-        "from mpi4py import MPI\n"
-        "c = MPI.COMM_WORLD\n"
+    src, _ = write_closed(
+        tmp_path,
         "with h5log.File(sys.argv[1], 'w', comm=c) as f:\n"
         "    f.dimensions = {'x': 256, 'y': 256, 'z': 256}\n"
         "    v = f.create_variable('/X', ('x', 'y', 'z'), 'f4', chunks=(256, 256, 1))\n"
         "    v.attrs['units'] = 'K'\n"
         "    lo = c.rank * 128\n"
         "    v[lo:lo + 128] = np.arange(128 * 256 * 256, dtype='f4').reshape(128, 256, 256) + lo * 256 * 256\n")
-    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", PY, "-m", "mpi4py", str(script), str(src / "x.h5")],
-                       env=PYENV, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
     m = h5logfs(src)
     import h5py
 
     def stats():
-        with open(m.path(".h5logfs-stats")) as fh:
-            line = next(l for l in fh if "x.h5" in l)
+        line = stats_line(m, "x.h5")
         return (int(line.split("assembled ")[1].split()[0]), int(line.split("sibling tiles ")[1].split(",")[0]))
 
     with h5py.File(m.path("x.h5"), "r") as f:
@@ -580,13 +591,8 @@ def test_transposed_read_drops_each_log_byte_once(tmp_path, h5logfs):
     drop-behind must count what it delivered, not the segments it verified:
     counting those dropped the log's pages after the first chunk and read
     the log again from disk for every chunk (1 GB for 8 MiB)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    script = tmp_path / "w.py"
-    script.write_text(
-        "import sys, numpy as np, h5log\n"
-        "from mpi4py import MPI\n"
-        "c = MPI.COMM_WORLD\n"
+    src, p = write_closed(
+        tmp_path,
         "def rchar():\n"
         "    return int([l for l in open('/proc/self/io') if l.startswith('rchar')][0].split()[1])\n"
         "with h5log.File(sys.argv[1], 'w', comm=c) as f:\n"
@@ -598,9 +604,6 @@ def test_transposed_read_drops_each_log_byte_once(tmp_path, h5logfs):
         "    r0 = rchar()\n"
         "if c.rank == 0:\n"
         "    print('close read', rchar() - r0)\n")
-    p = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", PY, "-m", "mpi4py", str(script), str(src / "x.h5")],
-                       env=PYENV, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
     # finalizing at close (rank 0) reads the log's 8 MiB about once, not once
     # per chunk: each z-plane chunk touches every record (1 GiB, 13 s, before
     # rows of chunks were read at once)
@@ -611,7 +614,6 @@ def test_transposed_read_drops_each_log_byte_once(tmp_path, h5logfs):
     with h5py.File(m.path("x.h5"), "r") as f:
         x = f["X"][...]
     assert (x.ravel() == np.arange(128 ** 3, dtype="f4")).all()
-    with open(m.path(".h5logfs-stats")) as fh:
-        line = next(l for l in fh if "x.h5" in l)
+    line = stats_line(m, "x.h5")
     dropped = int(line.split("log dropped ")[1].split()[0])
     assert 0 < dropped <= (8 << 20) + (2 << 20), line  # the log's 8 MiB once (plus a partial segment)
