@@ -29,7 +29,7 @@ HDF5_HL_LIBDIR := $(shell pkg-config --variable=libdir hdf5 2>/dev/null)
 
 CFLAGS ?= -O2 -g
 # -MMD -MP: every object depends on exactly the headers it includes
-override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -MMD -MP -fPIC -Ilibcore/include -Ilibcore/src $(SAN)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -MMD -MP -fPIC -Ilibcore/include $(SAN)
 override LDFLAGS += $(SAN)
 
 # the library's version and soname, defined once (h5log_common.h)
@@ -37,8 +37,13 @@ H5L_VERSION := $(shell sed -n 's/^\#define H5L_VERSION_STRING "\(.*\)"/\1/p' lib
 H5L_SOVERSION := $(firstword $(subst ., ,$(H5L_VERSION)))
 H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 
+# libcore's private headers: its own modules and unit tests only. The
+# daemon, tools, benchmarks and demo see libcore/include alone (the check
+# tests/check_boundary.sh in make check keeps it so).
+LIBCORE_PRIV := -Ilibcore/src
+
 CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader wlock
-LIB_MODS := h5type anchor writer canon btree final
+LIB_MODS := h5type anchor writer canon btree final recover
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 
@@ -128,7 +133,7 @@ tests: $(UNIT_TESTS) $(MPI_TESTS) $(FUSED_TESTS) $(BUILD)/tests/test_lfile_gathe
 # of its insides (the daemon and tools link the static archive)
 $(BUILD)/libcore/%.o: libcore/src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
 
 $(BUILD)/libh5lcore.a: $(CORE_OBJS)
 	ar rcs $@ $^
@@ -150,7 +155,7 @@ LINK_LIB = $(BUILD)/libh5log.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 # the installed library has none, not even a getenv on the flush path
 $(BUILD)/libcore/writer_hooks.o: libcore/src/writer.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DH5L_TEST_HOOKS -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -DH5L_TEST_HOOKS -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
 $(BUILD)/libh5log_test.a: $(CORE_OBJS) $(subst writer.o,writer_hooks.o,$(LIB_OBJS))
 	ar rcs $@ $^
 LINK_LIB_TEST = $(BUILD)/libh5log_test.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
@@ -163,19 +168,19 @@ $(BUILD)/bin/%: tools/%.c $(BUILD)/libh5log.a
 # unit tests link the reader core only: proof it needs neither MPI nor HDF5
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tharness.h $(BUILD)/libh5lcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_CORE)
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $< -o $@ $(LDFLAGS) $(LINK_CORE)
 
 # tests that fail allocations on demand (tests/unit/oom.h) link with this
 OOM_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 # the reader's test also fails allocations on demand
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c tests/unit/tharness.h tests/unit/oom.h $(BUILD)/libh5lcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
 
 # and the checkpoint test (a summary made or checked short of memory)
 $(BUILD)/tests/test_ckpt: tests/unit/test_ckpt.c tests/unit/tharness.h tests/unit/oom.h $(BUILD)/libh5lcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $< -o $@ $(LDFLAGS) $(OOM_WRAP) $(LINK_CORE)
 
 # the fault test fails the library's allocations on demand too (its oom mode)
 $(BUILD)/tests/test_faults: tests/mpi/test_faults.c tests/mpi/expect.h tests/unit/oom.h $(BUILD)/libh5log_test.a
@@ -215,9 +220,9 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/tbuf.o -o $@ $(LDFLAGS) -lpthread
 
 # (btree.c encodes HDF5's chunk B-trees; the test checks them with libhdf5)
-$(BUILD)/tests/test_btree: tests/unit/test_btree.c $(BUILD)/libcore/btree.o libcore/src/btree.h tests/unit/tharness.h tests/unit/oom.h
+$(BUILD)/tests/test_btree: tests/unit/test_btree.c $(BUILD)/libcore/btree.o libcore/include/h5log/btree.h tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/libcore/btree.o -o $@ $(LDFLAGS) \
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/libcore/btree.o -o $@ $(LDFLAGS) \
 		$(OOM_WRAP) $(HDF5_LIBS)
 
 $(BUILD)/tests/test_watch: tests/fused/test_watch.c $(BUILD)/fused/watch.o fused/watch.h tests/unit/tharness.h
@@ -237,9 +242,10 @@ $(BUILD)/tests/test_lfile: tests/fused/test_lfile.c $(LFILE_OBJS) $(BUILD)/libh5
 
 # the canonical file at scale: canon's scale attributes against H5DS, many
 # variables, sparse chunks (log files written on one rank)
+# (it builds schemas op by op: libcore's private schema.h)
 $(BUILD)/tests/test_canon: tests/fused/test_canon.c $(LFILE_OBJS) $(BUILD)/libh5log.a tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) \
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Ifused -Itests/unit $(HDF5_CFLAGS) $< $(LFILE_OBJS) -o $@ $(LDFLAGS) \
 		$(OOM_WRAP) $(LINK_LIB)
 
 # skeletons patched in place against full builds, through libhdf5
@@ -293,10 +299,10 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZERS := jscan tick file
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-omit-frame-pointer \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ilibcore/include -Ilibcore/src -Itests/fuzz
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ilibcore/include $(LIBCORE_PRIV) -Itests/fuzz
 CORE_SRCS := $(CORE_MODS:%=libcore/src/%.c)
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(CORE_SRCS) $(wildcard libcore/src/*.h libcore/include/*.h tests/fuzz/*.h)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(CORE_SRCS) $(wildcard libcore/src/*.h libcore/include/*.h libcore/include/h5log/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRCS) -o $@ $(XXH_LIBS) -lpthread -lm
 

@@ -27,7 +27,7 @@
 
 #include "h5log.h"
 #include "h5log_reader.h"
-#include "format.h" /* H5L_READER_NO_CHUNK_MAP: the reader h5l_open uses */
+#include "h5log/format.h" /* H5L_READER_NO_CHUNK_MAP: the reader h5l_open uses */
 
 static double now(void)
 {

@@ -31,7 +31,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "format.h"
+#include "h5log/format.h"
 #include "lfile.h"
 #include "inode.h"
 #include "tbuf.h"

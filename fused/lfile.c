@@ -33,12 +33,11 @@
 #include <unistd.h>
 
 #include "badlog.h"
-#include "box.h"
+#include "h5log/box.h"
 #include "cache.h"
-#include "codec.h"
-#include "format.h"
-#include "grow.h"
-#include "journal.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
+#include "h5log/grow.h"
 #include "tbuf.h"
 #include "watch.h"
 #include <xxhash.h>

@@ -59,7 +59,7 @@
  *   quadratic); they are coalesced once, when the image is built at close.
  */
 #include "memvfd.h"
-#include "grow.h"
+#include "h5log/grow.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -38,11 +38,10 @@
 #include <time.h>
 #include <hdf5.h>
 
-#include "canon.h"
-#include "codec.h"
-#include "grow.h"
-#include "index.h"
-#include "schema.h"
+#include "h5log/canon.h"
+#include "h5log/codec.h"
+#include "h5log/grow.h"
+#include "h5log/query.h"
 
 static atomic_int g_cancel;
 void hfs_skel_cancel(int on) { atomic_store(&g_cancel, on); }

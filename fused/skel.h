@@ -17,7 +17,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include "btree.h"
+#include "h5log/btree.h"
 #include "h5log_reader.h"
 #include "memvfd.h"
 

@@ -42,6 +42,8 @@ run() { # run NAME CMD...
     add_counts "$name" "$out" $?
 }
 
+# the daemon and tools use libcore through libcore/include only
+run "boundary" bash tests/check_boundary.sh
 for t in tests/unit/test_*.c; do
     b="$BUILD/tests/$(basename "$t" .c)"
     run "unit $(basename "$b")" timeout 300 "$b"

@@ -14,10 +14,9 @@
 #include <unistd.h>
 
 #include "h5log_reader.h"
-#include "codec.h"
-#include "format.h"
-#include "fdio.h"
-#include "journal.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
+#include "h5log/fdio.h"
 
 static const char *type_name(h5l_type_t t)
 {

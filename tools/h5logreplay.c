@@ -25,11 +25,10 @@
 #include <hdf5.h>
 
 #include "h5log_reader.h"
-#include "canon.h"
-#include "format.h"
-#include "h5type.h"
-#include "box.h"
-#include "schema.h"
+#include "h5log/canon.h"
+#include "h5log/format.h"
+#include "h5log/h5type.h"
+#include "h5log/box.h"
 
 typedef struct varjob {
     uint32_t objid, ndims;

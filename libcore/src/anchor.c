@@ -44,11 +44,11 @@
 #include <unistd.h>
 #include <hdf5.h>
 
-#include "canon.h"
+#include "h5log/canon.h"
 #include "final.h"
-#include "grow.h"
-#include "fdio.h"
-#include "h5type.h"
+#include "h5log/grow.h"
+#include "h5log/fdio.h"
+#include "h5log/h5type.h"
 #include "journal.h"
 
 /* I/O errors of one anchor's driver: the first since the last reset. */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "final.h"
-#include "format.h"
+#include "h5log/format.h"
 #include "h5log_reader.h"
 
 typedef struct h5l_anchor h5l_anchor_t;

@@ -1,5 +1,5 @@
 /* box.c — N-d box arithmetic (see box.h). */
-#include "box.h"
+#include "h5log/box.h"
 
 #include <string.h>
 

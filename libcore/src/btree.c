@@ -5,7 +5,7 @@
  * libhdf5 1.10 writes them (docs/format.md gives every byte). skel.c
  * checks, on every build, that the root libhdf5 wrote for the first chunk
  * has the size and the bytes this module gives a tree of that one chunk. */
-#include "btree.h"
+#include "h5log/btree.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -23,14 +23,14 @@
  * type unless set); a fill set by the writer is also the _FillValue
  * attribute netCDF readers mask by; a NOFILL variable has neither, which is
  * how netCDF-C recognises NOFILL in an HDF5 file. */
-#include "canon.h"
+#include "h5log/canon.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <hdf5_hl.h>
 
-#include "h5type.h"
+#include "h5log/h5type.h"
 #include "schema.h"
 
 #define NC_DIM_MARK "This is a netCDF dimension but not a netCDF variable."

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fdio.h"
-#include "format.h"
-#include "grow.h"
+#include "h5log/fdio.h"
+#include "h5log/format.h"
+#include "h5log/grow.h"
 
 static uint64_t zz(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static int64_t unzz(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }

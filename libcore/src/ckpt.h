@@ -12,9 +12,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "codec.h"
-#include "error.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/error.h"
+#include "h5log/format.h"
 #include "h5log_reader.h"
 
 #define H5L_REC_CKPT 0x8003u                 /* frame type: optional (bit 15), kind 3 */

@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 
 #include "ckpt.h"
-#include "fdio.h"
-#include "format.h"
-#include "grow.h"
+#include "h5log/fdio.h"
+#include "h5log/format.h"
+#include "h5log/grow.h"
 #include "journal.h"
 
 /* Triples, flat: [objid, nd, coord[nd], tick], and where each begins. */

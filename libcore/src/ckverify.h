@@ -13,7 +13,7 @@
 #define H5L_CKVERIFY_H
 
 #include <stdint.h>
-#include "error.h"
+#include "h5log/error.h"
 #include "h5log_reader.h"
 
 typedef struct h5l_ckv_in {

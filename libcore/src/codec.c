@@ -1,5 +1,5 @@
 /* codec.c — little-endian encoding helpers (see codec.h). */
-#include "codec.h"
+#include "h5log/codec.h"
 
 #include <stdlib.h>
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "error.h"
+#include "h5log/error.h"
 
 const char *h5l_strerror(int code)
 {

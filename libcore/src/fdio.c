@@ -1,14 +1,14 @@
 /* fdio.c — pread/pwrite loops (see fdio.h). errno survives the message
  * formatting, so a caller that must hand an errno on (the writer's HDF5
  * driver reports one to libhdf5's error stack) still can. */
-#include "fdio.h"
+#include "h5log/fdio.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "h5log/error.h"
 
 static int io_fail(int e, const char *op, size_t n, uint64_t off, const char *what, h5l_err_t *err)
 {

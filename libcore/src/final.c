@@ -41,11 +41,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "box.h"
-#include "btree.h"
-#include "canon.h"
-#include "fdio.h"
-#include "grow.h"
+#include "h5log/box.h"
+#include "h5log/btree.h"
+#include "h5log/canon.h"
+#include "h5log/fdio.h"
+#include "h5log/grow.h"
 
 #define TWO_K 64             /* children of a chunk B-tree node: libhdf5's default istore_k 32 */
 #define PART_GAP 64          /* bytes between the parts of a cut tile (cut_tile) */

@@ -28,7 +28,7 @@
 #include <hdf5.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "h5log/error.h"
 #include "h5log_reader.h"
 
 /* Bytes of one tile of rows: a process copying holds about twice this

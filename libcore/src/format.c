@@ -1,7 +1,7 @@
 /* format.c — encoders and decoders for docs/format.md. Each decoder checks
  * every length against the bytes it was given, so a corrupt or hostile file
  * yields an error, never an out-of-bounds read. */
-#include "format.h"
+#include "h5log/format.h"
 
 #include <stdlib.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */

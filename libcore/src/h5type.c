@@ -1,7 +1,7 @@
 /* h5type.c — HDF5 type id <-> descriptor (see h5type.h). Only the types
  * every HDF5 and netCDF-4 reader understands are accepted: 1/2/4/8-byte
  * integers and IEEE binary32/binary64, either byte order. */
-#include "h5type.h"
+#include "h5log/h5type.h"
 
 int h5l_type_from_hid(hid_t t, h5l_type_t *out)
 {

@@ -25,7 +25,7 @@
  * arena of 1 MiB blocks, so a record costs its bytes and no malloc of its
  * own. */
 #include "index.h"
-#include "grow.h"
+#include "h5log/grow.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -92,15 +92,4 @@ uint64_t h5l_index_nrecords(const h5l_index_t *x);
 /* Bytes held by the index (records, boxes, buckets, tables). */
 size_t h5l_index_memory(const h5l_index_t *x);
 
-/* (reader.c, for fused/skel.c; not API) The chunks of variable objid
- * holding a record of tick <= tick, counted in O(1) into *n when the
- * reader can: tick is its newest, no index checkpoint map, no coarse
- * cells. H5L_ESTATE when it cannot (enumerate: h5l_reader_chunk_runs).
- * Read lock held. */
-struct h5l_reader;
-int h5l_reader_chunk_count(struct h5l_reader *r, uint64_t tick, uint32_t objid, uint64_t *n);
-/* Does chunk coord of objid hold a record of tick <= tick? Only when
- * h5l_reader_chunk_count could count. Read lock held. */
-int h5l_reader_has_chunk(struct h5l_reader *r, uint64_t tick, uint32_t objid, const uint64_t *coord);
-
 #endif

@@ -17,9 +17,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "fdio.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/fdio.h"
+#include "h5log/format.h"
 
 #define WINDOW ((size_t)1 << 20) /* journal bytes read at once */
 

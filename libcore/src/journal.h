@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "codec.h"
+#include "h5log/codec.h"
 #include "h5log_reader.h"
-#include "error.h"
+#include "h5log/error.h"
 
 typedef struct h5l_frame {
     uint16_t type;

@@ -30,16 +30,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "box.h"
+#include "h5log/box.h"
 #include "ckpt.h"
 #include "ckverify.h"
-#include "codec.h"
+#include "h5log/codec.h"
 #include "drop.h"
-#include "fdio.h"
-#include "grow.h"
-#include "format.h"
+#include "h5log/fdio.h"
+#include "h5log/grow.h"
+#include "h5log/format.h"
 #include "index.h"
-#include "grow.h"
+#include "h5log/query.h"
 #include "journal.h"
 #include "schema.h"
 #include "xfer.h"

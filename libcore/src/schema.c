@@ -4,7 +4,7 @@
  * T" for every T without copies. Objects, dimensions and attributes are
  * found by name through chained hash indexes (defining N of them is O(N),
  * not O(N^2), and so is asking which attribute values are current). */
-#include "grow.h"
+#include "h5log/grow.h"
 #include "schema.h"
 
 #include <stdlib.h>

@@ -5,8 +5,9 @@
 #ifndef H5L_SCHEMA_H
 #define H5L_SCHEMA_H
 
-#include "format.h"
+#include "h5log/format.h"
 #include "h5log_reader.h"
+#include "h5log/query.h"
 
 /* Initialise with the root group (object id 0). */
 int h5l_schema_init(h5l_schema_t *s);
@@ -37,10 +38,6 @@ long h5l_schema_find_dim(const h5l_schema_t *s, const char *name);
  * first op's error (those before it stay: the caller rolls back). */
 int h5l_schema_dimlen_run(h5l_schema_t *s, uint32_t dimid, uint64_t tick, uint64_t len, uint64_t n, uint64_t dt,
                           uint64_t dl, h5l_err_t *err);
-/* The index in s->attrs of the first version set after tick (nattrs if
- * none): the history is in tick order, so versions [0, i) are those set
- * at or before tick. O(log n). */
-size_t h5l_schema_attrs_after(const h5l_schema_t *s, uint64_t tick);
 /* Current (newest) length of a dimension. */
 uint64_t h5l_schema_dimlen_now(const h5l_schema_t *s, uint32_t dimid);
 /* netCDF's default fill value of type t (NC_FILL_BYTE, ..., NC_FILL_DOUBLE),

@@ -12,7 +12,7 @@
  * making a new one, so two processes that both judged it stale cannot both
  * win: only one rename of it succeeds. */
 #include "wlock.h"
-#include "error.h"
+#include "h5log/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

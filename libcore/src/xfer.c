@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box.h"
-#include "grow.h"
+#include "h5log/box.h"
+#include "h5log/grow.h"
 
 #define CARRY 8 /* bytes of the window before kept in front of the next: an element is at most 8 bytes */
 

@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "h5log/error.h"
 #include "index.h"
 
 /* Default window: the size of this machine kind's L2 cache, so a window's

@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "canon.h"
+#include "h5log/canon.h"
 #include "h5log.h"
 #include "schema.h"
 #include "lfile.h"

@@ -23,10 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
 #include "h5log_reader.h"
-#include "fdio.h"
+#include "h5log/fdio.h"
 #include "journal.h"
 
 #define FZ_UNUSED __attribute__((unused)) /* each harness uses some */

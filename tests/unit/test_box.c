@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box.h"
+#include "h5log/box.h"
 #include "tharness.h"
 
 #define MAXD 5

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <hdf5.h>
 
-#include "btree.h"
+#include "h5log/btree.h"
 #include "oom.h"
 #include "tharness.h"
 

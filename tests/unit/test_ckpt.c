@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "codec.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
 #include "oom.h"
 #include "schema.h"
 #include "tharness.h"

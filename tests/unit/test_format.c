@@ -16,9 +16,9 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t layout, to dirty the stack like one */
 #include <xxhash.h>
 
-#include "codec.h"
-#include "error.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/error.h"
+#include "h5log/format.h"
 #include "tharness.h"
 
 static uint32_t le32(const uint8_t *p)

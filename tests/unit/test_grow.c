@@ -1,7 +1,7 @@
 /* test_grow.c — h5l_grow (grow.h): room, zeroed new elements, contents
  * kept, and a size that would overflow refused with the array untouched. */
 #include <stdint.h>
-#include "grow.h"
+#include "h5log/grow.h"
 #include "tharness.h"
 
 static void test_room_and_zero(void)

@@ -25,9 +25,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "codec.h"
-#include "format.h"
-#include "fdio.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
+#include "h5log/fdio.h"
 #include "journal.h"
 #include "tharness.h"
 

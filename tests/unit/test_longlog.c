@@ -22,8 +22,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "codec.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
 #include "h5log_reader.h"
 #include "tharness.h"
 

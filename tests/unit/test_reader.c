@@ -37,8 +37,8 @@
 
 #include "ckpt.h"
 #include "oom.h"
-#include "codec.h"
-#include "format.h"
+#include "h5log/codec.h"
+#include "h5log/format.h"
 #include "schema.h"
 #include "h5log_reader.h"
 #include "tharness.h"

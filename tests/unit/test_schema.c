@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "format.h"
+#include "h5log/format.h"
 #include "schema.h"
 #include "tharness.h"
 

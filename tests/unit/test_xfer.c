@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box.h"
+#include "h5log/box.h"
 #include "xfer.h"
 #include "tharness.h"
 

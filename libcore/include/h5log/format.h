@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "codec.h"
+#include "h5log/codec.h"
 #include "h5log_reader.h"
-#include "error.h"
+#include "h5log/error.h"
 
 #define H5L_USERBLOCK_SIZE 4096
 #define H5L_UB_LEN 64

@@ -8,7 +8,7 @@
 
 #include <hdf5.h>
 #include "h5log_reader.h"
-#include "error.h"
+#include "h5log/error.h"
 
 enum h5l_alloc {
     H5L_ALLOC_NONE = 0,  /* late allocation: anchors in the log file */
