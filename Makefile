@@ -40,10 +40,15 @@ H5L_SONAME := libh5log.so.$(H5L_SOVERSION)
 # libcore's private headers: its own modules and unit tests only. The
 # daemon, tools, benchmarks and demo see libcore/include alone (the check
 # tests/check_boundary.sh in make check keeps it so).
-LIBCORE_PRIV := -Ilibcore/src
+LIBCORE_DIRS := base format read write hdf5
+LIBCORE_PRIV := $(LIBCORE_DIRS:%=-Ilibcore/src/%)
 
-CORE_MODS := error codec fdio format journal schema box index drop xfer ckpt ckverify reader wlock
-LIB_MODS := h5type anchor writer canon btree final recover
+# by folder (docs/libcore.md): base/ what every layer uses, format/ the
+# bytes of docs/format.md, read/ the reader, write/ the writer and its
+# close, hdf5/ what libcore builds with libhdf5
+CORE_MODS := base/error base/codec base/fdio format/format format/journal format/schema base/box read/index \
+	read/drop read/xfer format/ckpt read/ckverify read/reader write/wlock
+LIB_MODS := hdf5/h5type write/anchor write/writer hdf5/canon hdf5/btree write/final write/recover
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 
@@ -153,10 +158,10 @@ LINK_LIB = $(BUILD)/libh5log.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 # the MPI test programs link a library with the test hooks compiled in
 # (H5L_TEST_HOOKS: e.g. a kill between a tick's writes and its commit);
 # the installed library has none, not even a getenv on the flush path
-$(BUILD)/libcore/writer_hooks.o: libcore/src/writer.c
+$(BUILD)/libcore/write/writer_hooks.o: libcore/src/write/writer.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -DH5L_TEST_HOOKS -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
-$(BUILD)/libh5log_test.a: $(CORE_OBJS) $(subst writer.o,writer_hooks.o,$(LIB_OBJS))
+$(BUILD)/libh5log_test.a: $(CORE_OBJS) $(subst write/writer.o,write/writer_hooks.o,$(LIB_OBJS))
 	ar rcs $@ $^
 LINK_LIB_TEST = $(BUILD)/libh5log_test.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 LINK_CORE = $(BUILD)/libh5lcore.a $(XXH_LIBS) -lpthread -lm
@@ -220,9 +225,9 @@ $(BUILD)/tests/test_tbuf: tests/fused/test_tbuf.c $(BUILD)/fused/tbuf.o fused/tb
 	$(CC) $(CFLAGS) -Ifused -Itests/unit $< $(BUILD)/fused/tbuf.o -o $@ $(LDFLAGS) -lpthread
 
 # (btree.c encodes HDF5's chunk B-trees; the test checks them with libhdf5)
-$(BUILD)/tests/test_btree: tests/unit/test_btree.c $(BUILD)/libcore/btree.o libcore/include/h5log/btree.h tests/unit/tharness.h tests/unit/oom.h
+$(BUILD)/tests/test_btree: tests/unit/test_btree.c $(BUILD)/libcore/hdf5/btree.o libcore/include/h5log/btree.h tests/unit/tharness.h tests/unit/oom.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/libcore/btree.o -o $@ $(LDFLAGS) \
+	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -Itests/unit $(HDF5_CFLAGS) $< $(BUILD)/libcore/hdf5/btree.o -o $@ $(LDFLAGS) \
 		$(OOM_WRAP) $(HDF5_LIBS)
 
 $(BUILD)/tests/test_watch: tests/fused/test_watch.c $(BUILD)/fused/watch.o fused/watch.h tests/unit/tharness.h
@@ -302,7 +307,7 @@ FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-omit-fra
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ilibcore/include $(LIBCORE_PRIV) -Itests/fuzz
 CORE_SRCS := $(CORE_MODS:%=libcore/src/%.c)
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(CORE_SRCS) $(wildcard libcore/src/*.h libcore/include/*.h libcore/include/h5log/*.h tests/fuzz/*.h)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(CORE_SRCS) $(wildcard libcore/src/*/*.h libcore/include/*.h libcore/include/h5log/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRCS) -o $@ $(XXH_LIBS) -lpthread -lm
 

@@ -44,8 +44,17 @@ $CC $cflags -DBENCH_CKPT -DBENCH_LAZY -Ilibcore/include bench/bench_longlog.c "$
 if [ "$BASE" != none ]; then
     mkdir -p "$dir/base"
     git archive "$BASE" libcore | tar -x -C "$dir/base"
-    srcs=$(ls "$dir"/base/libcore/src/*.c | grep -Ev '/(writer|anchor|canon|h5type)\.c$')
-    $CC $cflags -I"$dir/base/libcore/include" -I"$dir/base/libcore/src" bench/bench_longlog.c $srcs \
+    # the reader side of the base: its flat libcore/src, or (since libcore
+    # was grouped into folders) its base/, format/ and read/ folders
+    b="$dir/base/libcore/src"
+    if [ -d "$b/read" ]; then
+        srcs=$(ls "$b"/base/*.c "$b"/format/*.c "$b"/read/*.c)
+        incs=$(for d in "$b"/*/; do printf -- '-I%s ' "${d%/}"; done)
+    else
+        srcs=$(ls "$b"/*.c | grep -Ev '/(writer|anchor|canon|h5type)\.c$')
+        incs="-I$b"
+    fi
+    $CC $cflags -I"$dir/base/libcore/include" $incs bench/bench_longlog.c $srcs \
         -lxxhash -lpthread -lm -o "$dir/base/bl"
 fi
 for n in $TICKS; do
