@@ -16,7 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt.h"
+#include "ckbuild.h"
+#include "ckchain.h"
+#include "ckmap.h"
 #include "h5log/codec.h"
 #include "h5log/format.h"
 #include "oom.h"

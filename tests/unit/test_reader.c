@@ -36,6 +36,8 @@
 #include <xxhash.h>
 
 #include "ckpt.h"
+#include "ckbuild.h"
+#include "ckchain.h"
 #include "oom.h"
 #include "h5log/codec.h"
 #include "h5log/format.h"

@@ -1,5 +1,7 @@
 /* ckpt.h — index checkpoints (docs/format.md 3.5): encoding and decoding of
- * the CHECKPOINT frame, and the writer's side that builds one every N ticks.
+ * the CHECKPOINT frame and its summary. (The writer's builder is
+ * write/ckbuild.h, the reader's chain and chunk map read/ckchain.h and
+ * read/ckmap.h.)
  *
  * Why a module of its own: a checkpoint summarises a segment of ticks (their
  * TICK payloads, re-encoded compactly, and which index chunks each tick's
@@ -102,35 +104,6 @@ int h5l_ckpt_decode(const uint8_t *frame, size_t n, uint64_t seed, uint64_t pos,
                     h5l_err_t *err);
 void h5l_ckpt_clear(h5l_ckpt_t *c);
 
-/* ---- the writer's side (rank 0) ---- */
-
-typedef struct h5l_ckpt_w h5l_ckpt_w_t;
-
-/* A builder for the file at path (its record tables are read back from it
- * with a read-only descriptor opened when the first checkpoint is due);
- * every = N (0: never). NULL when out of memory or every is 0. */
-h5l_ckpt_w_t *h5l_ckpt_w_new(const char *path, uint64_t every, uint64_t seed);
-/* N for new files: H5L_CKPT_TICKS from the environment (a decimal number;
- * 0 turns checkpoints off), else H5L_CKPT_EVERY_DEFAULT. */
-uint64_t h5l_ckpt_every(void);
-void h5l_ckpt_w_free(h5l_ckpt_w_t *w);
-
-/* A writer continuing a file (h5l_open): the chain goes on from the
- * checkpoint at journal offset prevpos (0: none yet) whose last tick is
- * first - 1; the ticks from `first` to the file's last one are then given
- * to h5l_ckpt_w_tick in order, as they were when written. */
-void h5l_ckpt_w_resume(h5l_ckpt_w_t *w, uint64_t first, uint64_t prevpos);
-
-/* The TICK frame of ti->tick (payload ops `ops`, opslen bytes, nops of them)
- * is about to be appended at journal offset pos, its record table written
- * and ordered before this call. When N ticks are pending, a CHECKPOINT
- * frame for them is appended to out, to follow the TICK frame in the same
- * write. Never fails the tick: when anything goes wrong (memory, reading
- * back a table) the tick is kept eager or the checkpoint left for a later
- * tick, and nothing is appended. ndims/chunk of each variable come from s. */
-void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, const uint8_t *ops, size_t opslen,
-                     uint64_t pos, const h5l_schema_t *s, h5l_buf_t *out);
-
 /* The index chunks the records of one record table touch: tab holds the
  * table of tick t (t->table_size bytes); every block is checked against its
  * checksum. fn(ctx, objid, nd, coord) is called per (box, chunk), possibly
@@ -141,59 +114,5 @@ void h5l_ckpt_w_tick(h5l_ckpt_w_t *w, const h5l_tick_info_t *ti, uint32_t nops, 
 typedef int (*h5l_ckpt_chunk_fn)(void *ctx, uint32_t objid, uint32_t nd, const uint64_t *coord);
 int h5l_ckpt_table_chunks(const uint8_t *tab, const h5l_tick_info_t *t, uint64_t seed, const h5l_schema_t *s,
                           h5l_ckpt_chunk_fn fn, void *ctx);
-
-/* ---- the reader's side ---- */
-
-/* The checkpoints a reader starts from: an unbroken chain from tick 1 to
- * the newest checkpoint found near the end of the journal, oldest first:
- * where each frame is (the reader reads, decodes and applies them one at a
- * time with h5l_ckpt_decode, which verifies them again). */
-typedef struct h5l_ckpt_chain {
-    size_t *lens;  /* frame sizes in bytes */
-    uint64_t *pos; /* their journal offsets */
-    uint64_t *firsts, *lasts; /* their segments */
-    uint8_t **sum; /* their summaries' bytes (checksum verified), NULL: none */
-    size_t *slen;
-    size_t n;
-    uint64_t last; /* the newest checkpoint's last tick */
-    uint64_t next; /* journal offset right after it */
-} h5l_ckpt_chain_t;
-
-/* Find the newest checkpoint among the last H5L_CKPT_SEARCH bytes before
- * journal offset end (journal bytes are at fd offsets base..) and follow
- * its chain back to tick 1, every link's header checksum and fixed fields
- * checked (format.md 3.5, Readers), and the newest one's payload checksum
- * (the others' are checked when they are decoded, not read twice). 1 and *ch filled; 0 when there is none
- * to start from (no checkpoint, or a link missing, damaged or
- * inconsistent: the caller reads the whole journal); H5L_ENOMEM. */
-#define H5L_CKPT_SEARCH ((uint64_t)64 << 20)
-int h5l_ckpt_chain_read(int fd, uint64_t base, uint64_t end, uint64_t seed, const char *what, h5l_ckpt_chain_t *ch);
-void h5l_ckpt_chain_free(h5l_ckpt_chain_t *ch);
-
-/* Which checkpointed ticks touch each index chunk: the chunk entries of
- * every segment, merged. Read-only after loading (lookups need no lock). */
-typedef struct h5l_ckmap h5l_ckmap_t;
-h5l_ckmap_t *h5l_ckmap_new(void);
-void h5l_ckmap_free(h5l_ckmap_t *m);
-/* Add segment c's chunk entries (segments in tick order). 0 or H5L_ENOMEM. */
-int h5l_ckmap_add(h5l_ckmap_t *m, const h5l_ckpt_t *c);
-/* Add a simple segment's chunk runs (its summary, format.md 3.5): the same
- * map as h5l_ckmap_add of its entries. 0, H5L_ENOMEM or H5L_ECORRUPT. */
-int h5l_ckmap_add_runs(h5l_ckmap_t *m, const h5l_cksum_t *s);
-/* After the last add: give back the room kept for growth. */
-void h5l_ckmap_trim(h5l_ckmap_t *m);
-/* The ticks <= tick listed for chunk coord of objid, increasing, into
- * (*buf, *cap) (grown); *n of them. 0 or H5L_ENOMEM. */
-int h5l_ckmap_ticks(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord, uint64_t tick, uint64_t **buf,
-                    size_t *cap, size_t *n);
-/* fn(ctx, coord, n) for the chunks coord + i e0 (i < n, n >= 1, along
- * the first dimension) of objid with a listed tick <= tick: every such
- * chunk once, in no particular order; stops at and returns fn's first
- * non-zero. */
-int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
-                         int (*fn)(void *, const uint64_t *, uint64_t), void *ctx);
-/* The newest tick <= tick at which a chunk got its first listed tick, or 0. */
-uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick);
-size_t h5l_ckmap_memory(const h5l_ckmap_t *m);
 
 #endif

@@ -32,6 +32,8 @@
 
 #include "h5log/box.h"
 #include "ckpt.h"
+#include "ckchain.h"
+#include "ckmap.h"
 #include "ckverify.h"
 #include "h5log/codec.h"
 #include "drop.h"
