@@ -47,7 +47,7 @@ LIBCORE_PRIV := $(LIBCORE_DIRS:%=-Ilibcore/src/%)
 # bytes of docs/format.md, read/ the reader, write/ the writer and its
 # close, hdf5/ what libcore builds with libhdf5
 CORE_MODS := base/error base/codec base/fdio format/format format/journal format/schema base/box read/index read/ckchain read/ckmap write/ckbuild \
-	read/drop read/xfer format/ckpt read/ckverify read/reader write/wlock
+	read/drop read/xfer format/ckpt read/ckverify read/reader read/rlazy read/rdata write/wlock
 LIB_MODS := hdf5/h5type write/anchor write/writer hdf5/canon hdf5/btree write/final write/recover
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
