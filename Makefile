@@ -48,7 +48,8 @@ LIBCORE_PRIV := $(LIBCORE_DIRS:%=-Ilibcore/src/%)
 # close, hdf5/ what libcore builds with libhdf5
 CORE_MODS := base/error base/codec base/fdio format/format format/journal format/schema base/box read/index read/ckchain read/ckmap write/ckbuild \
 	read/drop read/xfer format/ckpt read/ckverify read/reader read/rlazy read/rdata write/wlock
-LIB_MODS := hdf5/h5type write/anchor write/writer hdf5/canon hdf5/btree write/final write/recover
+WRITER_MODS := write/writer write/wopen write/wdefine write/wput write/wflush write/wclose
+LIB_MODS := hdf5/h5type write/anchor $(WRITER_MODS) hdf5/canon hdf5/btree write/final write/recover
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 
@@ -158,10 +159,11 @@ LINK_LIB = $(BUILD)/libh5log.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 # the MPI test programs link a library with the test hooks compiled in
 # (H5L_TEST_HOOKS: e.g. a kill between a tick's writes and its commit);
 # the installed library has none, not even a getenv on the flush path
-$(BUILD)/libcore/write/writer_hooks.o: libcore/src/write/writer.c
+$(BUILD)/libcore/write/%_hooks.o: libcore/src/write/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LIBCORE_PRIV) -DH5L_TEST_HOOKS -fvisibility=hidden $(HDF5_CFLAGS) -c $< -o $@
-$(BUILD)/libh5log_test.a: $(CORE_OBJS) $(subst write/writer.o,write/writer_hooks.o,$(LIB_OBJS))
+WRITER_OBJS := $(WRITER_MODS:%=$(BUILD)/libcore/%.o)
+$(BUILD)/libh5log_test.a: $(CORE_OBJS) $(filter-out $(WRITER_OBJS),$(LIB_OBJS)) $(WRITER_MODS:%=$(BUILD)/libcore/%_hooks.o)
 	ar rcs $@ $^
 LINK_LIB_TEST = $(BUILD)/libh5log_test.a $(HDF5_LIBS) $(XXH_LIBS) -lpthread -lm
 LINK_CORE = $(BUILD)/libh5lcore.a $(XXH_LIBS) -lpthread -lm
