@@ -315,7 +315,7 @@ H5L_API int h5l_reader_verify(h5l_reader_t *r, uint64_t tick, uint64_t *bad, h5l
 /* From now on, log bytes read for the caller are dropped from the kernel's
  * page cache once every byte of their 2 MiB segment has been read (a server
  * whose clients cache what it served need not keep a second copy; see
- * libcore/src/drop.h). Advisory: costs at most re-reads from disk. */
+ * libcore/src/read/drop.h). Advisory: costs at most re-reads from disk. */
 H5L_API void h5l_reader_dropbehind(h5l_reader_t *r);
 /* Bytes of the log the kernel was advised to drop so far (statistics). */
 H5L_API uint64_t h5l_reader_dropped(h5l_reader_t *r);

@@ -38,7 +38,7 @@
  *                    with EIO whatever the kind, except that short[:N]
  *                    makes the first one return N bytes; a writer reads
  *                    its data file back only to move bytes it wrote early
- *                    (libcore/src/writer.c)
+ *                    (libcore/src/write/wflush.c)
  *
  * h5l_fault_fired() (found with dlsym) tells a test how many calls failed,
  * so a test can insist its fault really happened. */

@@ -595,7 +595,7 @@ static void check_blocks(const char *dir, int rank, int size)
     free(tmp);
 }
 
-/* Puts laid out chunk by chunk (format.md 6, writer.c split_cells): a
+/* Puts laid out chunk by chunk (format.md 6, write/wput.c split_cells): a
  * [128 P, 96] double variable in [64, 64] chunks (32 KiB). Each rank puts
  * its band of 128 rows (rank 0 all of them: two whole chunks and two edge
  * chunks, so laid out by chunks; the others from row 3 on: mostly parts

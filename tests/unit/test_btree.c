@@ -1,4 +1,4 @@
-/* test_btree.c — chunk B-trees the project writes itself (libcore/src/btree.c).
+/* test_btree.c — chunk B-trees the project writes itself (libcore/src/hdf5/btree.c).
  *
  * Why: a wrong key or child in a node gives a valid-looking file whose
  * chunks read as fill or as another chunk's bytes. The nodes are checked

@@ -153,7 +153,7 @@ struct h5l_file {
     uint64_t joff;
     h5l_buf_t jcopy;  /* every journal byte, embedded at close */
     h5l_buf_t pend;   /* the sealed tick's frame, to be written again unchanged */
-    h5l_ckpt_w_t *ck; /* index checkpoints (ckpt.c); NULL: none */
+    h5l_ckpt_w_t *ck; /* index checkpoints (ckbuild.c); NULL: none */
     char *lockpath;   /* the writer's lock file (wlock.c), removed by free_file */
     /* A file continued by h5l_open: jpre journal bytes (those before the
      * reopen) are in the sidecar but not in jcopy, read back at close;

@@ -142,7 +142,7 @@ static int copy_range(int in, uint64_t from, int out, uint64_t n, const char *wh
     return rc;
 }
 
-/* Rank 0: the checkpoint chain goes on where the file's stops (ckpt.c):
+/* Rank 0: the checkpoint chain goes on where the file's stops (ckbuild.c):
  * the newest checkpoint, found from the end of the journal, and the TICK
  * frames after it (fewer than a segment) given to the builder again. No
  * chain and more ticks than a segment (checkpoints were off or broken):
