@@ -37,7 +37,6 @@
 
 #include "ckpt.h"
 #include "ckbuild.h"
-#include "h5log/query.h"
 #include "ckchain.h"
 #include "oom.h"
 #include "h5log/codec.h"
@@ -3004,171 +3003,6 @@ static void test_out_of_memory(void)
     fx_free(&fx);
 }
 
-/* The chunk answers the daemon's live skeletons use (h5log/query.h and
- * h5l_reader_chunk_runs) of reader a and reader b agree at their newest
- * tick for every variable: counts (when a can count), every chunk's
- * presence, the enumerated set. The number of chunks that differ. */
-typedef struct cset {
-    uint64_t c[4096][MAXD];
-    size_t n;
-    uint32_t nd;
-} cset_t;
-static int cset_add(void *ctx, const uint64_t *coord)
-{
-    cset_t *s = ctx;
-    for (size_t i = 0; i < s->n; i++)
-        if (!memcmp(s->c[i], coord, s->nd * sizeof *coord)) return 0;
-    if (s->n < 4096) memcpy(s->c[s->n++], coord, s->nd * sizeof *coord);
-    return 0;
-}
-static int cset_cmp(const void *x, const void *y) { return memcmp(x, y, MAXD * sizeof(uint64_t)); }
-static int chunks_differ(h5l_reader_t *a, h5l_reader_t *b, const fx_t *fx, int *counted)
-{
-    int bad = 0;
-    uint64_t t = h5l_reader_ntick(a);
-    if (t != h5l_reader_ntick(b)) return 1;
-    static cset_t sa, sb;
-    for (uint32_t o = 0; o < MAXOBJ; o++) {
-        const mvar_t *v = &fx->vars[o];
-        if (!v->used || v->deftick > t) continue;
-        memset(&sa, 0, sizeof sa);
-        memset(&sb, 0, sizeof sb);
-        sa.nd = sb.nd = v->nd;
-        h5l_reader_rdlock(a);
-        h5l_reader_rdlock(b);
-        int ra = h5l_reader_chunks(a, t, o, cset_add, &sa), rb = h5l_reader_chunks(b, t, o, cset_add, &sb);
-        if (ra || rb) {
-            fprintf(stderr, "  %s at tick %llu: enumerating chunks: %d, %d\n", fx->paths[o], (unsigned long long)t, ra, rb);
-            bad++;
-        }
-        qsort(sa.c, sa.n, sizeof sa.c[0], cset_cmp);
-        qsort(sb.c, sb.n, sizeof sb.c[0], cset_cmp);
-        if (sa.n != sb.n || memcmp(sa.c, sb.c, sa.n * sizeof sa.c[0]) != 0) {
-            fprintf(stderr, "  %s at tick %llu: %zu chunks listed, %zu by the other reader\n", fx->paths[o],
-                    (unsigned long long)t, sa.n, sb.n);
-            bad++;
-        }
-        uint64_t na = 0, nb = 0;
-        int ca = h5l_reader_chunk_count(a, t, o, &na), cb = h5l_reader_chunk_count(b, t, o, &nb);
-        if (ca == H5L_OK && cb == H5L_OK) {
-            (*counted)++;
-            if (na != nb || na != sa.n) {
-                fprintf(stderr, "  %s at tick %llu: %llu chunks counted, %llu by the other reader, %zu listed\n",
-                        fx->paths[o], (unsigned long long)t, (unsigned long long)na, (unsigned long long)nb, sa.n);
-                bad++;
-            }
-            /* presence: every listed chunk in both, and none past the first dimension's last */
-            uint64_t past[MAXD] = {0};
-            for (size_t i = 0; i < sa.n; i++) {
-                if (!h5l_reader_has_chunk(a, t, o, sa.c[i]) || !h5l_reader_has_chunk(b, t, o, sa.c[i])) {
-                    fprintf(stderr, "  %s at tick %llu: a listed chunk not found\n", fx->paths[o], (unsigned long long)t);
-                    bad++;
-                }
-                if (sa.c[i][0] + 1 > past[0]) past[0] = sa.c[i][0] + 1;
-            }
-            if (v->nd && (h5l_reader_has_chunk(a, t, o, past) || h5l_reader_has_chunk(b, t, o, past))) {
-                fprintf(stderr, "  %s at tick %llu: chunk %llu found past the last\n", fx->paths[o],
-                        (unsigned long long)t, (unsigned long long)past[0]);
-                bad++;
-            }
-        }
-        h5l_reader_unlock(b);
-        h5l_reader_unlock(a);
-    }
-    return bad;
-}
-
-/* A live reader whose index is over its budget (H5L_INDEX_MAX=1: every
- * checkpoint) folds its ticks into its checkpoints as the journal grows:
- * at every tick it reads like the model, counts, lists and finds chunks
- * like a reader that read the whole journal, and holds the records of
- * eager ticks only. The same of a reader opened from the checkpoints
- * (chunk counts with a chunk map). Seen failing: counts with the map's
- * chunks counted twice (no ovl), a fold that kept the old index. */
-static void test_fold_live(void)
-{
-    for (int every = 1; every <= 3; every += 2) {
-        fx_t fx;
-        build_main(&fx);
-        for (int i = 0; i < 14; i++) { /* rows appended, chunks rewritten */
-            fx_dimlen(&fx, D_T, fx.dims[D_T].len[fx.ntick] + 1 + (uint64_t)(i % 2));
-            fx_rand_writes(&fx, O_CH, 4, 2, 2, 0);
-            fx_rand_writes(&fx, O_LATE, 3, 2, 1, 0);
-            if (i % 5 == 0) fx_rand_writes(&fx, O_CT, 2, 2, 1, 0);
-            fx_commit(&fx, 2, NULL);
-        }
-        int nck = fx_add_ckpts(&fx, (uint64_t)every);
-        CHECK(nck >= 5);
-        setenv("H5L_INDEX_MAX", "1", 1);
-        fx_save_live(&fx, fx.fr_start[1]); /* tick 1 (and its checkpoint when every is 1) */
-        h5l_reader_t *r = NULL, *ref = NULL;
-        h5l_err_t e = {0};
-        CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &r, &e), H5L_OK); /* full: never folds */
-        h5l_reader_close(r);
-        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
-        int bad = 0, counted = 0;
-        uint64_t ck = 0, folds = 0;
-        for (int k = 1; r && k < fx.nfr; k++) {
-            size_t len = k + 1 < fx.nfr ? fx.fr_start[k + 1] : fx.jr.len;
-            fx_save_live(&fx, len);
-            int nnew = 0;
-            /* a reader thread inside the file while it folds (make tsan) */
-            ckread_t rd = {r, &fx, 0};
-            pthread_t th;
-            int started = pthread_create(&th, NULL, ck_reads, &rd) == 0;
-            int rrc = h5l_reader_refresh(r, &nnew, &e);
-            if (started) pthread_join(th, NULL);
-            if (started && !rd.ok) bad++;
-            if (rrc != H5L_OK) {
-                fprintf(stderr, "  refresh: %s\n", e.msg);
-                bad++;
-                break;
-            }
-            if (h5l_reader_ckpt_last(r) != ck) folds++;
-            ck = h5l_reader_ckpt_last(r);
-            if (!check_reads(r, &fx, 3)) {
-                fprintf(stderr, "  tick %llu: reads differ from the model\n", (unsigned long long)h5l_reader_ntick(r));
-                bad++;
-            }
-            if (h5l_reader_open_flags(fx.path, H5L_READER_FULL, &ref, &e) != H5L_OK) {
-                bad++;
-                continue;
-            }
-            bad += chunks_differ(r, ref, &fx, &counted);
-            if (h5l_reader_nrecords(r) != h5l_reader_nrecords(ref)) {
-                fprintf(stderr, "  tick %llu: %llu records, %llu read whole\n", (unsigned long long)h5l_reader_ntick(r),
-                        (unsigned long long)h5l_reader_nrecords(r), (unsigned long long)h5l_reader_nrecords(ref));
-                bad++;
-            }
-            h5l_reader_close(ref);
-        }
-        CHECK_EQ(bad, 0);
-        /* folded at (nearly) every checkpoint: the last one is where it stands */
-        CHECK(folds >= (uint64_t)nck - 1);
-        CHECK(ck > 0);
-        CHECK(counted > 10);
-        /* its index holds the eager ticks' records only, the rest are lazy */
-        uint64_t held, loads, evicted;
-        h5l_reader_tables(r, &held, &loads, &evicted);
-        CHECK(loads > 0);
-        h5l_reader_close(r);
-        /* opened from the checkpoints (no budget: no fold), counts too */
-        unsetenv("H5L_INDEX_MAX");
-        fx_save_live(&fx, fx.jr.len);
-        CHECK_EQ(h5l_reader_open(fx.path, &r, &e), H5L_OK);
-        CHECK_EQ(h5l_reader_open_flags(fx.path, H5L_READER_FULL, &ref, &e), H5L_OK);
-        if (r && ref) {
-            CHECK(h5l_reader_ckpt_last(r) > 0);
-            counted = 0;
-            CHECK_EQ(chunks_differ(r, ref, &fx, &counted), 0);
-            CHECK(counted > 0);
-        }
-        h5l_reader_close(r);
-        h5l_reader_close(ref);
-        fx_free(&fx);
-    }
-}
-
 TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse_data_claim),
           T(test_wide_record_over_sparse_data), T(test_wide_records_read_back), T(test_definitions_that_size_blocks),
           T(test_records_beyond_data), T(test_live_all_ticks), T(test_closed_all_ticks), T(test_sequence_order_by_hand),
@@ -3177,4 +3011,4 @@ TEST_MAIN(T(test_journal_hole_tail), T(test_sparse_table_refused), T(test_sparse
           T(test_sidecar_problems), T(test_closed_journal_problems), T(test_truncated_after_load),
           T(test_failed_tick_leaves_no_trace), T(test_embedded_journal_offset_wraps), T(test_record_size_overflow),
           T(test_checkpointed_file), T(test_checkpoint_damage), T(test_checkpoint_verify), T(test_checkpoint_segments_filled_on_need), T(test_checkpoint_summaries), T(test_lazy_attribute_segments), T(test_lazy_attrs_out_of_memory),
-          T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_fold_live), T(test_out_of_memory))
+          T(test_checkpoint_claiming_too_many_ticks), T(test_checkpoint_chunk_not_in_schema), T(test_out_of_memory))

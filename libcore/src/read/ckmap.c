@@ -43,7 +43,6 @@ typedef struct cmvar {
     size_t n, cap;  /* cap in u64s */
     size_t *slots;  /* hashed: record number + 1, 0: empty */
     size_t nslots;
-    uint64_t nch; /* distinct chunks listed (h5l_ckmap_nchunks) */
 } cmvar_t;
 
 /* Births as runs: ticks t0 + i * dt for i < n (a log of rows has one a
@@ -371,7 +370,6 @@ static int add_entry(h5l_ckmap_t *m, uint32_t objid, uint32_t nd, const uint64_t
     }
     uint64_t ref = one ? first | ONE : ar ? cm_run_arith(m, ar->t0, ar->cnt, ar->dt) : cm_run(m, t, nt);
     if (!ref || cm_append(v, coord, ref, 1, 0)) return H5L_ENOMEM;
-    v->nch++;
     return prog_add(m, first, 1, 0);
 }
 
@@ -397,7 +395,6 @@ static int add_row_run(h5l_ckmap_t *m, const h5l_ckchunk_run_t *r)
     if (r->dt > UINT32_MAX || r->t0 + (r->cnt - 1) * r->dt > UINT32_MAX) return 0;
     if (!v->n) v->nd = r->nd;
     int rc = cm_append(v, r->coord, r->t0 | ONE, r->cnt, r->dt);
-    if (!rc) v->nch += r->cnt;
     if (!rc) rc = prog_add(m, r->t0, r->cnt, r->dt);
     return rc ? rc : 1;
 }
@@ -526,16 +523,4 @@ size_t h5l_ckmap_memory(const h5l_ckmap_t *m)
                m->cap_pg * sizeof *m->pg + m->nvars * sizeof *m->vars;
     for (size_t i = 0; i < m->nvars; i++) b += m->vars[i].cap * 8 + m->vars[i].nslots * sizeof(size_t);
     return b;
-}
-
-uint64_t h5l_ckmap_nchunks(const h5l_ckmap_t *m, uint32_t objid)
-{
-    return objid < m->nvars ? m->vars[objid].nch : 0;
-}
-
-int h5l_ckmap_has(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord)
-{
-    if (objid >= m->nvars || !m->vars[objid].n) return 0;
-    uint64_t idx;
-    return cm_find(&m->vars[objid], coord, &idx) != NULL;
 }

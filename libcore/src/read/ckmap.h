@@ -10,9 +10,7 @@
 #include "ckpt.h"
 
 /* Which checkpointed ticks touch each index chunk: the chunk entries of
- * every segment, merged. Segments are added at open, and by a live reader
- * folding its ticks into checkpoints (read/reader.c), under the reader's
- * write lock; lookups run under its read lock. */
+ * every segment, merged. Read-only after loading (lookups need no lock). */
 typedef struct h5l_ckmap h5l_ckmap_t;
 h5l_ckmap_t *h5l_ckmap_new(void);
 void h5l_ckmap_free(h5l_ckmap_t *m);
@@ -36,9 +34,5 @@ int h5l_ckmap_chunk_runs(const h5l_ckmap_t *m, uint32_t objid, uint64_t tick,
 /* The newest tick <= tick at which a chunk got its first listed tick, or 0. */
 uint64_t h5l_ckmap_version(const h5l_ckmap_t *m, uint64_t tick);
 size_t h5l_ckmap_memory(const h5l_ckmap_t *m);
-/* The number of distinct chunks of objid listed, O(1). */
-uint64_t h5l_ckmap_nchunks(const h5l_ckmap_t *m, uint32_t objid);
-/* Is chunk coord of objid listed (any tick)? O(1) or O(log n). */
-int h5l_ckmap_has(const h5l_ckmap_t *m, uint32_t objid, const uint64_t *coord);
 
 #endif

@@ -88,16 +88,7 @@ struct h5l_index {
     arena_blk_t *arena;
     uint64_t nrec;
     size_t mem;
-    h5l_index_newchunk_fn on_new; /* h5l_index_on_new_chunk */
-    void *on_new_ctx;
-    uint32_t cur_objid; /* the variable of the record being inserted (for on_new) */
 };
-
-void h5l_index_on_new_chunk(h5l_index_t *x, h5l_index_newchunk_fn fn, void *ctx)
-{
-    x->on_new = fn;
-    x->on_new_ctx = ctx;
-}
 
 h5l_index_t *h5l_index_new(void) { return calloc(1, sizeof(h5l_index_t)); }
 
@@ -281,7 +272,6 @@ static int bucket_add(h5l_index_t *x, grid_t *g, uint32_t nd, const uint64_t *co
         if (note_birth(x, (*(h5l_rec_t *const *)e)->tick)) return H5L_ENOMEM; /* b stays in the arena, unlisted */
         g->slots[i] = b;
         g->nused++;
-        if (x->on_new && g->esize == sizeof(h5l_rec_t *)) x->on_new(x->on_new_ctx, x->cur_objid, coord);
     } else if (g->esize != sizeof(h5l_rec_t *) && note_birth(x, (*(h5l_rec_t *const *)e)->tick)) {
         /* a wide box in a coarse cell met before may still touch chunks no
          * record touched: the set may have grown too (its version was
@@ -416,7 +406,6 @@ int h5l_index_insert(h5l_index_t *x, h5l_rec_t *rec)
     uint32_t nd = v->ndims;
     if (rec->ndims != nd) return H5L_EBADID;
     rec->seq = x->nrec;
-    x->cur_objid = rec->objid;
     for (uint32_t k = 0; k < rec->nboxes; k++) {
         const uint64_t *s = rec->boxes + (size_t)k * 2 * nd, *c = s + nd;
         uint64_t lo[H5L_MAX_DIMS], hi[H5L_MAX_DIMS], n = 1;

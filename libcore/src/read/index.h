@@ -85,13 +85,6 @@ int h5l_index_has_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *co
  * two ticks with the same answer. O(log ticks). */
 uint64_t h5l_index_chunks_version(const h5l_index_t *x, uint64_t tick);
 
-/* Call fn(ctx, objid, coord) whenever a chunk of the fine grid gets its
- * first record (under whatever lock the inserts run under; fn must not
- * fail). NULL: none. The reader counts with it the chunks its index and
- * its chunk map of checkpointed ticks both hold (read/reader.c). */
-typedef void (*h5l_index_newchunk_fn)(void *ctx, uint32_t objid, const uint64_t *coord);
-void h5l_index_on_new_chunk(h5l_index_t *x, h5l_index_newchunk_fn fn, void *ctx);
-
 /* The chunk shape registered for objid, or NULL. */
 const uint64_t *h5l_index_chunk_shape(const h5l_index_t *x, uint32_t objid);
 

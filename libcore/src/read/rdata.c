@@ -14,11 +14,6 @@
  * small reads of one segment then cost one pread and one hash). */
 #include "rdint.h"
 
-/* Queries of the chunk map stop at the newest checkpointed tick: a fold
- * that failed half way (reader.c) may have listed later ticks, which the
- * index holds. */
-static uint64_t ck_cap(const h5l_reader_t *r, uint64_t tick) { return tick < r->ck_last ? tick : r->ck_last; }
-
 /* ---- verified reads of log data ------------------------------------- */
 
 /* A few verified segments per thread, so consecutive small reads of one
@@ -351,7 +346,7 @@ static int chunk_list(h5l_reader_t *r, uint32_t objid, const uint64_t *coord, ui
     cov_t cv;
     int cover = cov_init(&cv, r, objid, coord, ch, tick), done = 0;
     size_t nt = 0, e = *n; /* the index's records list[e..] are kept */
-    if (r->ckmap && h5l_ckmap_ticks(r->ckmap, objid, coord, ck_cap(r, tick), &ls->ticks, &ls->tcap, &nt))
+    if (r->ckmap && h5l_ckmap_ticks(r->ckmap, objid, coord, tick, &ls->ticks, &ls->tcap, &nt))
         return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
     size_t m = 0; /* lazy records kept, newest first in ls->p */
     for (size_t i = nt; !done && (i > 0 || e > 0);) {
@@ -708,7 +703,7 @@ static int unlisted_fn(void *vctx, const uint64_t *coord)
 {
     unlisted_t *u = vctx;
     size_t n;
-    if (h5l_ckmap_ticks(u->r->ckmap, u->objid, coord, ck_cap(u->r, u->tick), &u->buf, &u->cap, &n)) return H5L_ENOMEM;
+    if (h5l_ckmap_ticks(u->r->ckmap, u->objid, coord, u->tick, &u->buf, &u->cap, &n)) return H5L_ENOMEM;
     return n ? 0 : u->fn(u->ctx, coord);
 }
 
@@ -727,7 +722,7 @@ int h5l_reader_chunk_runs(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_ch
 {
     one_run_t o = {fn, ctx};
     if (!r->ckmap) return h5l_index_chunks(r->index, objid, tick, one_run_fn, &o);
-    int rc = h5l_ckmap_chunk_runs(r->ckmap, objid, ck_cap(r, tick), fn, ctx);
+    int rc = h5l_ckmap_chunk_runs(r->ckmap, objid, tick, fn, ctx);
     if (rc) return rc;
     unlisted_t u = {r, objid, tick, one_run_fn, &o, NULL, 0};
     rc = h5l_index_chunks(r->index, objid, tick, unlisted_fn, &u);
@@ -763,27 +758,23 @@ int h5l_reader_chunks(h5l_reader_t *r, uint64_t tick, uint32_t objid, h5l_chunk_
     return h5l_reader_chunk_runs(r, tick, objid, each_chunk_fn, &x);
 }
 
-/* With checkpointed ticks (opened from checkpoints, or folded): the
- * chunks of the map, plus the index's, less those both hold (r->ovl,
- * counted as the index's chunks appear: reader.c ovl_note). */
 int h5l_reader_chunk_count(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint64_t *n)
 {
-    if (tick != r->nticks || (r->ckmap && (r->no_map || r->ckmap_dirty))) return H5L_ESTATE;
+    if (r->ckmap || tick != r->nticks) return H5L_ESTATE;
     int64_t c = h5l_index_nchunks(r->index, objid);
     if (c < 0) return H5L_ESTATE;
     *n = (uint64_t)c;
-    if (r->ckmap) *n += h5l_ckmap_nchunks(r->ckmap, objid) - (objid < r->cap_ovl ? r->ovl[objid] : 0);
     return H5L_OK;
 }
 
 int h5l_reader_has_chunk(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord)
 {
-    return h5l_index_has_chunk(r->index, objid, coord, tick) || (r->ckmap && h5l_ckmap_has(r->ckmap, objid, coord));
+    return h5l_index_has_chunk(r->index, objid, coord, tick);
 }
 
 uint64_t h5l_reader_chunks_version(h5l_reader_t *r, uint64_t tick)
 {
-    uint64_t a = h5l_index_chunks_version(r->index, tick), b = r->ckmap ? h5l_ckmap_version(r->ckmap, ck_cap(r, tick)) : 0;
+    uint64_t a = h5l_index_chunks_version(r->index, tick), b = r->ckmap ? h5l_ckmap_version(r->ckmap, tick) : 0;
     return a > b ? a : b;
 }
 

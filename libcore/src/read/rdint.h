@@ -10,7 +10,6 @@
 #define H5L_RDINT_H
 
 #include <errno.h>
-#include <malloc.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -127,23 +126,6 @@ struct h5l_reader {
      * table (a million one-row ticks held 600 MB). */
     uint64_t lazy_max;
     _Atomic uint64_t lazy_bytes, lazy_clock, lazy_evicted, lazy_loads;
-    /* Folding (reader.c, fold): a live reader whose index holds more than
-     * index_max bytes turns the ticks a CHECKPOINT frame covers into lazy
-     * ticks, as if it had opened from that checkpoint, and starts a new
-     * index: its memory stays bounded however long the file lives. */
-    int full;            /* opened with H5L_READER_FULL: never folds */
-    int fold_off;        /* a chain that does not line up, or a failure: no more folds */
-    int ckmap_dirty;     /* a fold failed half way through the chunk map: counts unknown */
-    uint64_t index_max;  /* H5L_INDEX_MAX; 0: never fold */
-    uint64_t folds;      /* folds made */
-    struct ckpend {
-        uint64_t pos, len; /* a CHECKPOINT frame after ck_last: journal offset, bytes */
-    } *ckpend;
-    size_t nckpend, cap_ckpend;
-    uint64_t *eager; /* ticks <= ck_last whose records the index holds (checkpoints' eager ticks) */
-    size_t neager, cap_eager;
-    uint64_t *ovl; /* by objid: chunks both the index and the chunk map hold */
-    size_t cap_ovl;
 };
 
 /* What the reader keeps of a tick: its TICK payload header without the
@@ -202,9 +184,6 @@ struct lztick {
     _Atomic uint64_t used; /* lazy_clock at its last use: eviction order */
     _Alignas(16) uint64_t arr[];
 };
-
-/* Default of index_max: 1 GiB of index per live reader (H5L_INDEX_MAX). */
-#define INDEX_MAX_DEFAULT ((uint64_t)1 << 30)
 
 /* Default of lazy_max: 64 MiB of decoded tables per reader. */
 #define LAZY_MAX_DEFAULT ((uint64_t)64 << 20)

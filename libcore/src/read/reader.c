@@ -14,7 +14,6 @@
 #include "rdint.h"
 
 static int start_from_checkpoints(h5l_reader_t *r);
-static void ovl_setup(h5l_reader_t *r);
 void h5l_rd_lazy_free_all(h5l_reader_t *r);
 
 static _Atomic uint64_t reader_serial; /* tells readers apart in the segment caches */
@@ -128,9 +127,6 @@ int h5l_reader_open_flags(const char *path, unsigned flags, h5l_reader_t **out, 
     pthread_mutex_init(&r->refresh_mu, NULL);
     pthread_mutex_init(&r->lazy_mu, NULL);
     pthread_mutex_init(&r->seg_mu, NULL);
-    r->full = (flags & H5L_READER_FULL) != 0;
-    const char *im = getenv("H5L_INDEX_MAX");
-    r->index_max = im && *im ? strtoull(im, NULL, 10) : INDEX_MAX_DEFAULT;
     const char *lm = getenv("H5L_LAZY_MAX");
     r->lazy_max = lm && *lm ? strtoull(lm, NULL, 10) : LAZY_MAX_DEFAULT;
     int rc;
@@ -809,8 +805,6 @@ static int start_from_checkpoints(h5l_reader_t *r)
             const h5l_ckpt_tick_t *t = &c.ticks[j];
             int eager = ei < c.neager && c.eager[ei] == t->info.tick;
             ei += eager;
-            if (eager && (ok = !h5l_grow_raw((void **)&r->eager, &r->cap_eager, r->neager + 1, sizeof *r->eager)))
-                r->eager[r->neager++] = t->info.tick;
             h5l_cur_t cur = h5l_cur(t->ops, t->opslen);
             ok = load_tick_body(r, &t->info, &cur, t->nops, eager ? 0 : 2, &e) == H5L_OK && cur.pos == cur.len;
         }
@@ -828,218 +822,9 @@ static int start_from_checkpoints(h5l_reader_t *r)
     if (ok) {
         r->jpos = ch.next;
         h5l_ckmap_trim(r->ckmap);
-        ovl_setup(r);
     }
     h5l_ckpt_chain_free(&ch);
     return ok ? H5L_OK : reset_load(r);
-}
-
-/* ---- folding a live reader's ticks into its checkpoints ------------- */
-
-/* The index of a live file grows by every record of every tick: ~170 bytes
- * a one-row record (the record, its box, its chunk's bucket and hash
- * slot), 1.7 MB a tick of 10,000 variables, so a daemon following such a
- * file for 10,000 ticks would need 17 GB. The writer's CHECKPOINT frames
- * (format.md 3.5) already list, for each segment of ticks, which chunks
- * each tick touches: what a reader opened from them keeps instead of
- * records (the chunk map), decoding a tick's table when a read first
- * needs it (rlazy.c). So once the index holds more than index_max bytes,
- * a live reader folds: at a CHECKPOINT frame that ends at its newest tick,
- * the segments since its last checkpointed tick go to the chunk map, their
- * ticks become lazy, and a new index holds only the checkpoints' eager
- * ticks (few: boxes too wide for a checkpoint to list). Afterwards the
- * reader is what opening the file from that checkpoint would have made,
- * and answers the same (test_reader's fold test compares them).
- * The price: old ticks' data is read through decoded tables, as in a
- * file opened from checkpoints. */
-
-/* Eager ticks a fold re-reads into the new index, at most: beyond, folding
- * stops (each fold would re-read them all). */
-#define EAGER_FOLD_MAX 256
-
-/* A chunk of objid got its first record in the index: does the chunk map
- * hold it too? Then chunk counts must not count it twice. (Under the
- * write lock: inserts run under it.) */
-static void ovl_note(void *ctx, uint32_t objid, const uint64_t *coord)
-{
-    h5l_reader_t *r = ctx;
-    if (!r->ckmap || !h5l_ckmap_has(r->ckmap, objid, coord)) return;
-    if (h5l_grow((void **)&r->ovl, &r->cap_ovl, (size_t)objid + 1, sizeof *r->ovl))
-        r->ckmap_dirty = 1; /* counts unknown from now on */
-    else
-        r->ovl[objid]++;
-}
-
-typedef struct ovl_count {
-    h5l_reader_t *r;
-    uint32_t objid;
-    uint64_t n;
-} ovl_count_t;
-
-static int ovl_count_fn(void *ctx, const uint64_t *coord)
-{
-    ovl_count_t *o = ctx;
-    o->n += h5l_ckmap_has(o->r->ckmap, o->objid, coord);
-    return 0;
-}
-
-/* The chunks index and chunk map both hold, counted over the whole index
- * (after a fold or an open from checkpoints: the index is then small),
- * then kept by ovl_note as the index grows. */
-static void ovl_setup(h5l_reader_t *r)
-{
-    if (!r->ckmap) return;
-    if (r->ovl) memset(r->ovl, 0, r->cap_ovl * sizeof *r->ovl);
-    for (uint32_t i = 0; i < r->schema.nobjs && !r->ckmap_dirty; i++) {
-        if (r->schema.objs[i].kind != H5L_OBJ_VAR || h5l_index_nchunks(r->index, i) <= 0) continue;
-        ovl_count_t o = {r, i, 0};
-        h5l_index_chunks(r->index, i, UINT64_MAX, ovl_count_fn, &o);
-        if (h5l_grow((void **)&r->ovl, &r->cap_ovl, (size_t)i + 1, sizeof *r->ovl))
-            r->ckmap_dirty = 1;
-        else
-            r->ovl[i] = o.n;
-    }
-    h5l_index_on_new_chunk(r->index, ovl_note, r);
-}
-
-/* Index tick t's records (an eager tick, read again from its table) into
- * x. 0, or the error. */
-static int fold_eager(h5l_reader_t *r, h5l_index_t *x, uint64_t t, h5l_rec_t ***pend, size_t *cap, h5l_err_t *err)
-{
-    h5l_tick_info_t ti = tick_info_of(&r->ticks[t - 1], t);
-    uint64_t seg = (uint64_t)1 << r->seglog;
-    uint64_t maxsums = ti.data_size / seg + ti.nranks;
-    uint64_t tabsums = (ti.table_size - (uint64_t)ti.nranks * H5L_BLOCK_LEN) / 8;
-    if (maxsums > tabsums) maxsums = tabsums;
-    size_t xneed = 2 * ((size_t)ti.nranks + 1) + (size_t)maxsums;
-    uint64_t *arr = malloc(xneed * sizeof *arr);
-    if (!arr) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", r->path);
-    tickx_t tx = {ti.nranks, arr, arr + ti.nranks + 1, arr + 2 * ((size_t)ti.nranks + 1)};
-    const uint8_t *tabp;
-    uint8_t *tab = NULL;
-    size_t n = 0;
-    int rc = table_bytes(r, &ti, &tabp, &tab, err);
-    if (!rc) rc = h5l_rd_load_table(r, &ti, tabp, &tx, maxsums, pend, cap, &n, index_rec, x, err);
-    for (size_t i = 0; !rc && i < n; i++)
-        if ((rc = h5l_index_insert(x, (*pend)[i]))) h5l_err_set(err, rc, "%s: cannot index record", r->path);
-    free(tab);
-    free(arr);
-    return rc;
-}
-
-/* Fold the noted checkpoints if the last one ends at the newest tick (see
- * above). Refresh's thread, refresh_mu held. Nothing changes unless all
- * goes well, but for a chunk map a failure leaves half added: ck_cap
- * keeps its lookups before the ticks it did not take, and chunk counts
- * are then refused (ckmap_dirty). Never fails the refresh. */
-static void fold(h5l_reader_t *r)
-{
-    size_t n = r->nckpend, neg = r->neager, capeg = 0;
-    h5l_ckpt_t *cs = calloc(n, sizeof *cs);
-    uint8_t **fbs = calloc(n, sizeof *fbs);
-    uint64_t *eg = NULL, expect = r->ck_last + 1;
-    h5l_err_t e = {0};
-    int ok = cs && fbs && !h5l_grow_raw((void **)&eg, &capeg, neg + 1, sizeof *eg), covers = 0;
-    if (ok && neg) memcpy(eg, r->eager, neg * sizeof *eg);
-    size_t nd = 0; /* frames decoded */
-    for (; ok && nd < n; nd++) {
-        const struct ckpend *p = &r->ckpend[nd];
-        ok = (fbs[nd] = malloc((size_t)p->len)) &&
-             !h5l_fd_read_all(r->jfd, fbs[nd], (size_t)p->len, r->jbase + p->pos, r->scan.what, NULL) &&
-             h5l_ckpt_decode(fbs[nd], (size_t)p->len, r->seed, p->pos, &cs[nd], r->scan.what, &e) == H5L_OK &&
-             cs[nd].first == expect && cs[nd].last <= r->nticks && ck_chunks_fit(r, &cs[nd]);
-        if (!ok) break;
-        expect = cs[nd].last + 1;
-        for (size_t j = 0; ok && j < cs[nd].neager; j++) {
-            ok = !h5l_grow_raw((void **)&eg, &capeg, neg + 1, sizeof *eg);
-            if (ok) eg[neg++] = cs[nd].eager[j];
-        }
-    }
-    covers = ok && n && cs[n - 1].last == r->nticks;
-    h5l_index_t *x = NULL;
-    if (ok && covers && neg > EAGER_FOLD_MAX) ok = 0;
-    if (ok && covers) { /* the new index: every variable, the eager ticks' records */
-        ok = (x = h5l_index_new()) != NULL;
-        for (uint32_t i = 0; ok && i < r->schema.nobjs; i++) {
-            const uint64_t *ch = r->schema.objs[i].kind == H5L_OBJ_VAR ? h5l_index_chunk_shape(r->index, i) : NULL;
-            ok = !ch || h5l_index_add_var(x, i, r->schema.objs[i].ndims, ch) == H5L_OK;
-        }
-        h5l_rec_t **pend = NULL;
-        size_t cap = 0;
-        for (size_t i = 0; ok && i < neg; i++) ok = fold_eager(r, x, eg[i], &pend, &cap, &e) == H5L_OK;
-        free(pend);
-    }
-    uint64_t last = ok && covers ? cs[n - 1].last : 0;
-    size_t npg = (size_t)((last + LZPAGE - 1) / LZPAGE), opg = (size_t)((r->ck_last + LZPAGE - 1) / LZPAGE);
-    if (ok && covers) {
-        if (!r->unshared) pthread_rwlock_wrlock(&r->lock);
-        /* segments and pages of lazy tables first (read under the read
-         * lock: moved only under the write lock), then the map */
-        ckseg_t *segs = realloc(r->segs, (r->nsegs + n) * sizeof *segs);
-        if (segs) r->segs = segs;
-        _Atomic(lzslot_t *) *dir = segs ? realloc((void *)r->lzdir, (npg ? npg : 1) * sizeof *dir) : NULL;
-        if (dir) {
-            r->lzdir = dir;
-            for (size_t pg = opg; pg < npg; pg++) atomic_store(&dir[pg], NULL);
-        }
-        int mapped = dir && (r->ckmap || (r->ckmap = h5l_ckmap_new()) != NULL);
-        int tried = mapped; /* a failure half way leaves the map with some of the segments */
-        for (size_t i = 0; mapped && i < n; i++) mapped = h5l_ckmap_add(r->ckmap, &cs[i]) == H5L_OK;
-        if (mapped) {
-            size_t ei = 0;
-            for (uint64_t t = r->ck_last + 1; t <= last; t++) {
-                while (ei < neg && eg[ei] < t) ei++;
-                if (ei < neg && eg[ei] == t) continue; /* eager: its records are in the new index */
-                r->ticks[t - 1].tx = TX_LAZY;
-                r->lazy_nrec += r->ticks[t - 1].nrecords;
-            }
-            for (size_t i = 0; i < n; i++) {
-                ckseg_t *sg = &r->segs[r->nsegs++];
-                *sg = (ckseg_t){.first = cs[i].first, .last = cs[i].last, .pos = r->ckpend[i].pos,
-                                .len = (size_t)r->ckpend[i].len};
-                atomic_store(&sg->filled, 1); /* their ticks' records are in r->ticks already */
-            }
-            r->ck_last = last;
-            h5l_index_t *old = r->index;
-            r->index = x;
-            x = old; /* freed below, after the lock */
-            free(r->eager);
-            r->eager = eg;
-            r->neager = neg;
-            r->cap_eager = capeg;
-            eg = NULL;
-            r->folds++;
-            ovl_setup(r);
-        } else if (tried) {
-            r->ckmap_dirty = 1;
-        }
-        if (!r->unshared) pthread_rwlock_unlock(&r->lock);
-        if (!mapped) ok = 0;
-    }
-    if (!ok) r->fold_off = 1; /* a chain that does not line up, too many eager ticks, or no memory */
-    if (!ok || covers) r->nckpend = 0;
-    h5l_index_free(x);
-    for (size_t i = 0; i < n; i++) {
-        if (cs) h5l_ckpt_clear(&cs[i]);
-        if (fbs) free(fbs[i]);
-    }
-    free(cs);
-    free(fbs);
-    free(eg);
-    if (ok && covers) malloc_trim(0); /* the old index's blocks back to the system */
-}
-
-/* A CHECKPOINT frame met reading the journal after ck_last: noted, and
- * the reader folds when its index is over its budget. */
-static void note_ckpt(h5l_reader_t *r, const h5l_frame_t *fr)
-{
-    if (r->full || r->no_map || !r->index_max || r->fold_off || fr->damaged) return;
-    if (h5l_grow_raw((void **)&r->ckpend, &r->cap_ckpend, r->nckpend + 1, sizeof *r->ckpend)) {
-        r->fold_off = 1;
-        return;
-    }
-    r->ckpend[r->nckpend++] = (struct ckpend){fr->pos, fr->next - fr->pos};
-    if (h5l_index_memory(r->index) > r->index_max) fold(r);
 }
 
 int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
@@ -1084,8 +869,6 @@ int h5l_reader_refresh(h5l_reader_t *r, int *nnew, h5l_err_t *err)
             if (nnew) (*nnew)++;
         } else if (type == H5L_REC_CLOSE) {
             r->closed = 1;
-        } else if (type == H5L_REC_CKPT) {
-            note_ckpt(r, &fr);
         } else if (!(type & H5L_REC_OPTIONAL)) {
             rc = h5l_err_set(err, H5L_ECORRUPT, "%s: journal frame at offset %llu has unknown type %u", r->scan.what,
                              (unsigned long long)fr.pos, type);

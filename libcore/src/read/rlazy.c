@@ -257,14 +257,4 @@ void h5l_rd_lazy_free_all(h5l_reader_t *r)
     free(r->segs);
     r->segs = NULL;
     r->nsegs = 0;
-    free(r->ckpend); /* (and what folding keeps: reader.c) */
-    r->ckpend = NULL;
-    r->nckpend = r->cap_ckpend = 0;
-    free(r->eager);
-    r->eager = NULL;
-    r->neager = r->cap_eager = 0;
-    free(r->ovl);
-    r->ovl = NULL;
-    r->cap_ovl = 0;
-    r->ckmap_dirty = 0;
 }
