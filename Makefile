@@ -394,7 +394,7 @@ tests: $(BUILD)/bench/bench_swmr_writer
 bench-swmr: all $(BUILD)/bench/bench_swmr_writer
 	@$(PY) bench/bench_swmr.py $(BUILD)
 
-# the seed benchmark (bench/seed/seedbench.py; docs/performance.md, last section)
+# the seed benchmark (bench/seed/seedbench.py; docs/performance.md, "Writing and closing")
 SETUP ?= quick
 ITERATIONS ?= 3
 RANKS ?= 1,2

@@ -152,6 +152,7 @@ def run(mode, nvars, passes, width):
             "daemon_cpu_frac": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_bytes": rss,
             "daemon_peak_rss_bytes": hwm,
             "skeletons": next((line for line in stats.splitlines() if line.startswith("skeletons:")), None),
+            "file": next((line for line in stats.splitlines() if line.startswith("file ")), None),
         }
     finally:
         dm.stop()

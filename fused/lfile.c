@@ -37,6 +37,7 @@
 #include "cache.h"
 #include "h5log/codec.h"
 #include "h5log/format.h"
+#include "h5log/query.h"
 #include "h5log/grow.h"
 #include "tbuf.h"
 #include "watch.h"
@@ -1223,7 +1224,7 @@ char *hfs_lfile_stats_text(void)
                      "file %s: ticks %llu, snapshots %llu, skeletons %llu, records %llu, reads %llu, hits %llu, "
                      "misses %llu, assembled %llu B, skipped %llu B (gathered %llu B), cached %lld B, evictions %llu, "
                      "sibling tiles %llu, "
-                     "log dropped %llu B, tables decoded %llu (held %llu B, evicted %llu)%s%s\n",
+                     "log dropped %llu B, tables decoded %llu (held %llu B, evicted %llu), index %llu B%s%s\n",
                      lf->path, (unsigned long long)h5l_reader_ntick(lf->reader), (unsigned long long)lf->st_snapshots,
                      (unsigned long long)lf->st_skeletons, (unsigned long long)h5l_reader_nrecords(lf->reader),
                      (unsigned long long)lf->st_reads, (unsigned long long)lf->st_hits,
@@ -1231,7 +1232,8 @@ char *hfs_lfile_stats_text(void)
                      (unsigned long long)lf->st_skipped, (unsigned long long)lf->st_gathered, (long long)lf->st_cached,
                      (unsigned long long)lf->st_evictions, (unsigned long long)lf->st_siblings,
                      (unsigned long long)h5l_reader_dropped(lf->reader),
-                     (unsigned long long)tl, (unsigned long long)th, (unsigned long long)te, lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
+                     (unsigned long long)tl, (unsigned long long)th, (unsigned long long)te,
+                     (unsigned long long)h5l_reader_index_bytes(lf->reader), lf->failed ? " (FAILED)" : "", lf->damaged ? " (DAMAGED: later ticks not served)" : "");
         h5l_buf_put(&b, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     }
     pthread_mutex_unlock(&reg_mu);

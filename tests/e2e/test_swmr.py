@@ -16,6 +16,7 @@ write is seen; this checks only what a reader sees, never the time.
 The poller is bench/bench_swmr_poll.py in its --full mode."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -61,6 +62,11 @@ def run(tmp_path, h5logfs, mode, n, passes, width):  # noqa: F811
 def test_variables_round_robin(tmp_path, h5logfs):  # noqa: F811
     n, passes, width = 300, 12, 4
     m = run(tmp_path, h5logfs, "vars", n, passes, width)
+    # the statistics give the index's bytes: at least a record's 64 per record loaded
+    with open(m.path(".h5logfs-stats")) as f:
+        stats = f.read()
+    st = re.search(r"file \S*s\.h5: .*records (\d+),.*index (\d+) B", stats)
+    assert st and int(st.group(1)) == n * passes and int(st.group(2)) >= 64 * n * passes, stats
     # every variable, every row, as the writer wrote it
     t = np.arange(passes, dtype=np.uint64)[:, None]
     j = np.arange(width, dtype=np.uint64)[None, :]

@@ -23,6 +23,11 @@ int h5l_reader_chunk_count(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint6
  * h5l_reader_chunk_count could count. Read lock held. */
 int h5l_reader_has_chunk(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord);
 
+/* The bytes the reader's index of records holds (records, boxes,
+ * buckets, tables): what a live file costs the daemon per record loaded.
+ * For the daemon's statistics. */
+uint64_t h5l_reader_index_bytes(h5l_reader_t *r);
+
 /* The index in s->attrs of the first attribute version set after tick
  * (nattrs if none): the history is in tick order, so versions [0, i) are
  * those set at or before tick. O(log n). */

@@ -955,6 +955,14 @@ uint64_t h5l_reader_journal_pos(h5l_reader_t *r)
     return p;
 }
 
+uint64_t h5l_reader_index_bytes(h5l_reader_t *r)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    uint64_t n = h5l_index_memory(r->index);
+    pthread_rwlock_unlock(&r->lock);
+    return n;
+}
+
 uint64_t h5l_reader_nrecords(h5l_reader_t *r)
 {
     pthread_rwlock_rdlock(&r->lock);
