@@ -49,7 +49,7 @@ LIBCORE_PRIV := $(LIBCORE_DIRS:%=-Ilibcore/src/%)
 CORE_MODS := base/error base/codec base/fdio format/format format/journal format/schema base/box read/index read/ckchain read/ckmap write/ckbuild \
 	read/drop read/xfer format/ckpt read/ckverify read/reader read/rlazy read/rdata write/wlock
 WRITER_MODS := write/writer write/wopen write/wdefine write/wput write/wflush write/wclose
-LIB_MODS := hdf5/h5type write/anchor $(WRITER_MODS) hdf5/canon hdf5/btree write/final write/recover
+LIB_MODS := hdf5/h5type write/anchor $(WRITER_MODS) hdf5/canon hdf5/btree write/final write/fcopy write/findex write/recover
 CORE_OBJS := $(CORE_MODS:%=$(BUILD)/libcore/%.o)
 LIB_OBJS := $(LIB_MODS:%=$(BUILD)/libcore/%.o)
 

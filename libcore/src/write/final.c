@@ -1,5 +1,6 @@
 /* final.c — finalizing: plan, build, copy, index, point (see final.h and
- * docs/format.md 1.1).
+ * docs/format.md 1.1). This file plans, deals the tiles and builds; the
+ * copies are fcopy.c's, the indexes and their pointing findex.c's.
  *
  * Plan. Per variable of the tick: a chunked variable's chunks holding data
  * (the reader's chunk list), each *in place* when the reader says the
@@ -31,67 +32,11 @@
  * part of the output, in order: the source is read once, sequentially,
  * and each chunk's part is written sequentially (a z-plane chunk of an
  * x-slab gets one element per row, 256 parts filled side by side). */
-#include "final.h"
-
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
-#include <xxhash.h>
-
-#include "h5log/box.h"
-#include "h5log/btree.h"
-#include "h5log/canon.h"
-#include "h5log/fdio.h"
-#include "h5log/grow.h"
-
-#define TWO_K 64             /* children of a chunk B-tree node: libhdf5's default istore_k 32 */
-#define PART_GAP 64          /* bytes between the parts of a cut tile (cut_tile) */
-#define WRITE_IOV 256        /* the most parts one write of a cut tile takes */
-#define CHUNK_MAX ((uint64_t)1 << 32) /* a chunk must be smaller (libhdf5 keeps its size in 32 bits) */
-
-enum { FV_NONE, FV_CHUNKED, FV_CONTIG };
-
-typedef struct fvar {
-    uint32_t objid, nd;
-    size_t es;
-    char *path;
-    int kind;      /* FV_NONE: no element (a dimension of length 0); FV_CHUNKED; FV_CONTIG */
-    int rechunked; /* a contiguous variable stored chunked in place */
-    uint64_t shape[H5L_MAX_DIMS], chunk[H5L_MAX_DIMS], nblk[H5L_MAX_DIMS];
-    uint64_t S;              /* bytes of a full chunk */
-    uint64_t *blks, n, bcap; /* chunks holding data: row-major chunk numbers, increasing */
-    uint64_t *addr;          /* n: in place, the log offset; copied, its place once the plan is placed */
-    uint8_t *copy;           /* n: 1 = copied */
-    uint64_t ncopy, copy_off;       /* copies at fin + copy_off, S bytes apart, in chunk order */
-    uint64_t node_off, node_bytes;  /* its root, then the nodes below it, at fin + node_off */
-    uint64_t contig_addr;           /* FV_CONTIG: where libhdf5 put its storage */
-    uint64_t oh;                    /* its object header (the building process) */
-    h5l_bt_t bt;
-    int has_bt;
-    int pointed;                 /* its layout points at the root (h5l_final_point) */
-    uint64_t lay_at, ck_at;      /* ... where the address and the checksum lie */
-    uint32_t ck_old;             /* ... and the checksum before */
-} fvar_t;
-
-struct h5l_final {
-    uint64_t tick;
-    fvar_t *v;
-    size_t nv;
-    uint64_t fin_bytes, fin_base; /* fin.K: size, absolute offset once built */
-    uint64_t base; /* libhdf5's base address (the user block's size): its addresses count from there */
-    size_t window;
-    uint64_t *addrs; /* fin_base, then each variable's contig_addr */
-    h5l_final_stats_t st;
-    char fin_name[32];
-    char *path; /* the file's, for messages (its own copy: the reader may be closed first) */
-};
+#include "finint.h"
 
 static uint64_t align8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 
-static void blk_coord(const fvar_t *v, uint64_t blk, uint64_t *c)
+void h5l_fin_blk_coord(const fvar_t *v, uint64_t blk, uint64_t *c)
 {
     for (int d = (int)v->nd - 1; d >= 0; d--) {
         c[d] = blk % v->nblk[d];
@@ -99,7 +44,7 @@ static void blk_coord(const fvar_t *v, uint64_t blk, uint64_t *c)
     }
 }
 
-static uint64_t coord_blk(const fvar_t *v, const uint64_t *c)
+uint64_t h5l_fin_coord_blk(const fvar_t *v, const uint64_t *c)
 {
     uint64_t b = 0;
     for (uint32_t d = 0; d < v->nd; d++) b = b * v->nblk[d] + c[d];
@@ -110,7 +55,7 @@ static int add_blk(void *ctx, const uint64_t *coord)
 {
     fvar_t *v = ctx;
     if (h5l_grow_raw((void **)&v->blks, (size_t *)&v->bcap, (size_t)v->n + 1, sizeof *v->blks)) return H5L_ENOMEM;
-    v->blks[v->n++] = coord_blk(v, coord);
+    v->blks[v->n++] = h5l_fin_coord_blk(v, coord);
     return 0;
 }
 
@@ -133,7 +78,7 @@ static int plan_chunks(h5l_final_t *p, h5l_reader_t *r, fvar_t *v, h5l_err_t *er
     if (!v->addr || !v->copy) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory planning '%s'", p->path, v->path);
     for (uint64_t i = 0; i < m; i++) {
         uint64_t c[H5L_MAX_DIMS], st[H5L_MAX_DIMS], ct[H5L_MAX_DIMS];
-        blk_coord(v, v->blks[i], c);
+        h5l_fin_blk_coord(v, v->blks[i], c);
         int full = 1;
         for (uint32_t d = 0; d < v->nd; d++) {
             st[d] = c[d] * v->chunk[d];
@@ -336,12 +281,6 @@ static size_t window_env(void)
 /* ------------------------------------------------------------------ */
 /* tiles                                                               */
 
-typedef struct tile {
-    uint32_t t;                                     /* dims < t: one index; t: a range; after: whole */
-    uint64_t start[H5L_MAX_DIMS], count[H5L_MAX_DIMS]; /* the box */
-} tile_t;
-
-typedef int (*tile_fn)(void *ctx, fvar_t *v, const tile_t *tl, uint64_t bytes);
 
 /* Tiles of v's rows [r0, r1) of dimension 0, in order. */
 static int tiles_rows(fvar_t *v, size_t window, uint64_t r0, uint64_t r1, tile_fn fn, void *ctx)
@@ -441,7 +380,7 @@ static int var_tiles(fvar_t *v, size_t window, tile_fn fn, void *ctx)
         if (!v->copy[i]) continue;
         tile_t tl;
         uint64_t c[H5L_MAX_DIMS];
-        blk_coord(v, v->blks[i], c);
+        h5l_fin_blk_coord(v, v->blks[i], c);
         tl.t = v->nd - 1;
         for (uint32_t d = 0; d < v->nd; d++) {
             tl.start[d] = c[d] * v->chunk[d];
@@ -454,7 +393,7 @@ static int var_tiles(fvar_t *v, size_t window, tile_fn fn, void *ctx)
     return 0;
 }
 
-static int all_tiles(h5l_final_t *p, tile_fn fn, void *ctx)
+int h5l_fin_all_tiles(h5l_final_t *p, tile_fn fn, void *ctx)
 {
     for (size_t i = 0; i < p->nv; i++) {
         int rc = var_tiles(&p->v[i], p->window, fn, ctx);
@@ -463,7 +402,7 @@ static int all_tiles(h5l_final_t *p, tile_fn fn, void *ctx)
     return 0;
 }
 
-static int count_tile(void *ctx, fvar_t *v, const tile_t *tl, uint64_t bytes)
+int h5l_fin_count_tile(void *ctx, fvar_t *v, const tile_t *tl, uint64_t bytes)
 {
     (void)v;
     (void)tl;
@@ -575,7 +514,7 @@ int h5l_final_plan(h5l_reader_t *r, uint64_t tick, h5l_final_t **out, h5l_err_t 
     p->fin_bytes = at;
     p->st.fin_bytes = at;
     uint64_t c[2] = {0, 0};
-    if (!rc) all_tiles(p, count_tile, c);
+    if (!rc) h5l_fin_all_tiles(p, h5l_fin_count_tile, c);
     p->st.tiles = c[0];
     if (!rc && !(p->addrs = calloc(1 + p->nv, sizeof *p->addrs)))
         rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", p->path);
@@ -730,453 +669,4 @@ int h5l_final_set_addrs(h5l_final_t *p, const uint64_t *w, size_t n, h5l_err_t *
     for (size_t i = 0; i < p->nv; i++) p->v[i].contig_addr = w[1 + i];
     place(p);
     return H5L_OK;
-}
-
-/* ------------------------------------------------------------------ */
-/* copying (every process)                                             */
-
-typedef struct cctx {
-    h5l_final_t *p;
-    h5l_reader_t *r;
-    int fd;
-    uint64_t lo, hi, at; /* this process's share of the bytes; where the walk is */
-    uint8_t *tile, *out;
-    size_t tcap, ocap;
-    /* the chunks a tile meets (grid g0 + [0, gn) per dimension): each
-     * copied one's part in out, or NULL */
-    uint8_t **part;
-    size_t pcap;
-    h5l_err_t *err;
-    struct iovec iov[WRITE_IOV]; /* one write's pieces */
-} cctx_t;
-
-static int grow_buf(uint8_t **b, size_t *cap, size_t need, h5l_err_t *err, const char *path)
-{
-    if (*cap >= need) return H5L_OK;
-    uint8_t *n = realloc(*b, need);
-    if (!n) return h5l_err_set(err, H5L_ENOMEM, "%s: finalizing: out of memory (%zu bytes)", path, need);
-    *b = n;
-    *cap = need;
-    return H5L_OK;
-}
-
-/* The ordinal of chunk blk of v, or UINT64_MAX if it holds no data. */
-static uint64_t ord_of(const fvar_t *v, uint64_t blk)
-{
-    uint64_t lo = 0, hi = v->n;
-    while (lo < hi) {
-        uint64_t mid = (lo + hi) / 2;
-        if (v->blks[mid] < blk)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < v->n && v->blks[lo] == blk ? lo : UINT64_MAX;
-}
-
-static int pwrite_at(cctx_t *c, const uint8_t *buf, uint64_t n, uint64_t off)
-{
-    return h5l_fd_write(c->fd, buf, (size_t)n, off, c->p->path, c->err);
-}
-
-typedef struct runcp {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t es;
-} runcp_t;
-
-static int runcp_fn(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    runcp_t *c = ctx;
-    memcpy(c->dst + dst * c->es, c->src + src * c->es, (size_t)(n * c->es));
-    return 0;
-}
-
-/* One chunk alone (a sparse variable), assembled in c->tile: written
- * whole, an edge chunk padded with zeros. */
-static int copy_chunk(cctx_t *c, const fvar_t *v, const tile_t *tl)
-{
-    uint64_t c0[H5L_MAX_DIMS];
-    for (uint32_t d = 0; d < v->nd; d++) c0[d] = tl->start[d] / v->chunk[d];
-    uint64_t o = ord_of(v, coord_blk(v, c0));
-    if (o == UINT64_MAX || !v->copy[o]) return H5L_OK;
-    const uint8_t *src = c->tile;
-    if (memcmp(tl->count, v->chunk, v->nd * sizeof *v->chunk) != 0) {
-        int rc = grow_buf(&c->out, &c->ocap, (size_t)v->S, c->err, c->p->path);
-        if (rc) return rc;
-        memset(c->out, 0, (size_t)v->S);
-        runcp_t rc2 = {c->out, c->tile, v->es};
-        h5l_box_runs(v->nd, tl->start, tl->count, tl->start, tl->count, tl->start, v->chunk, runcp_fn, &rc2);
-        src = c->out;
-    }
-    return pwrite_at(c, src, v->S, v->addr[o]);
-}
-
-/* The part of chunk c (coordinates) a tile meets: its origin o and
- * extent P (the tile's range in dimensions up to t, the whole chunk
- * after, padding included). */
-static void part_of(const fvar_t *v, const tile_t *tl, const uint64_t *c, uint64_t *o, uint64_t *P)
-{
-    for (uint32_t d = 0; d < v->nd; d++) {
-        uint64_t cs = c[d] * v->chunk[d];
-        if (d <= tl->t) {
-            uint64_t te = tl->start[d] + tl->count[d], ce = cs + v->chunk[d];
-            o[d] = tl->start[d] > cs ? tl->start[d] : cs;
-            P[d] = (te < ce ? te : ce) - o[d];
-        } else {
-            o[d] = cs;
-            P[d] = v->chunk[d];
-        }
-    }
-}
-
-/* A tile of rows, assembled in c->tile: cut into the parts of the chunks
- * it meets (row by row of its last dimension, each row's piece of each
- * chunk to that chunk's part, in order) and each copied chunk's part
- * written where it lies in the chunk: one contiguous piece (format.md
- * 1.1, tiles). */
-static int cut_tile(cctx_t *c, const fvar_t *v, const tile_t *tl)
-{
-    uint32_t nd = v->nd;
-    size_t es = v->es;
-    uint64_t g0[H5L_MAX_DIMS], gn[H5L_MAX_DIMS], ng = 1;
-    for (uint32_t d = 0; d < nd; d++) {
-        g0[d] = tl->start[d] / v->chunk[d];
-        gn[d] = (tl->start[d] + tl->count[d] - 1) / v->chunk[d] - g0[d] + 1;
-        ng *= gn[d];
-    }
-    /* the tile's rows are the chunks' parts already, back to back: each
-     * chunk spans the tile exactly after dimension t, and only t has more
-     * than one */
-    int direct = 1;
-    for (uint32_t d = tl->t + 1; d < nd; d++) direct &= gn[d] == 1 && v->chunk[d] == tl->count[d];
-    for (uint32_t d = 0; d < tl->t; d++) direct &= gn[d] == 1;
-    if (h5l_grow_raw((void **)&c->part, &c->pcap, (size_t)ng, sizeof *c->part))
-        return h5l_err_set(c->err, H5L_ENOMEM, "%s: finalizing: out of memory", c->p->path);
-    /* each copied chunk's part: its place in out (or in the tile) */
-    uint64_t total = 0, gi[H5L_MAX_DIMS] = {0};
-    uint64_t *ords = NULL;
-    int rc = H5L_OK;
-    if (!(ords = malloc((size_t)ng * sizeof *ords)))
-        return h5l_err_set(c->err, H5L_ENOMEM, "%s: finalizing: out of memory", c->p->path);
-    for (uint64_t g = 0; g < ng; g++) {
-        uint64_t cc[H5L_MAX_DIMS], o[H5L_MAX_DIMS], P[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < nd; d++) cc[d] = g0[d] + gi[d];
-        uint64_t ord = ord_of(v, coord_blk(v, cc));
-        ords[g] = ord != UINT64_MAX && v->copy[ord] ? ord : UINT64_MAX;
-        part_of(v, tl, cc, o, P);
-        uint64_t bytes = h5l_box_nelem(nd, P) * es;
-        c->part[g] = (uint8_t *)(uintptr_t)total; /* an offset until out is sized */
-        /* parts one cache line apart beyond their bytes: parts of a power
-         * of two bytes back to back put every row's pieces in one cache
-         * set, and the scatter below, writing a piece to each part in
-         * turn, misses on every one of them (z-plane chunks of 1 MiB:
-         * 2.3 ms a MiB, 1.0 with the gap) */
-        if (ords[g] != UINT64_MAX || direct) total += bytes + (direct ? 0 : PART_GAP);
-        for (int d = (int)nd - 1; d >= 0; d--) {
-            if (++gi[d] < gn[d]) break;
-            gi[d] = 0;
-        }
-    }
-    uint8_t *base = c->tile;
-    if (!direct) {
-        if ((rc = grow_buf(&c->out, &c->ocap, (size_t)total, c->err, c->p->path))) goto out;
-        base = c->out;
-    }
-    for (uint64_t g = 0; g < ng; g++) c->part[g] = base + (uintptr_t)c->part[g];
-    if (!direct) {
-        /* padding (an edge chunk after dimension t) reads as zeros */
-        memset(gi, 0, sizeof gi);
-        for (uint64_t g = 0; g < ng; g++) {
-            int pad = 0;
-            for (uint32_t d = tl->t + 1; d < nd; d++) pad |= (g0[d] + gi[d] + 1) * v->chunk[d] > v->shape[d];
-            if (pad && ords[g] != UINT64_MAX) {
-                uint64_t cc[H5L_MAX_DIMS], o[H5L_MAX_DIMS], P[H5L_MAX_DIMS];
-                for (uint32_t d = 0; d < nd; d++) cc[d] = g0[d] + gi[d];
-                part_of(v, tl, cc, o, P);
-                memset(c->part[g], 0, (size_t)(h5l_box_nelem(nd, P) * es));
-            }
-            for (int d = (int)nd - 1; d >= 0; d--) {
-                if (++gi[d] < gn[d]) break;
-                gi[d] = 0;
-            }
-        }
-        /* the rows of the tile to the parts (box.h): a part is its chunk
-         * from the part's origin on */
-        h5l_box_dst_t *cells = malloc((size_t)ng * sizeof *cells);
-        if (!cells) {
-            rc = h5l_err_set(c->err, H5L_ENOMEM, "%s: finalizing: out of memory", c->p->path);
-            goto out;
-        }
-        memset(gi, 0, sizeof gi);
-        for (uint64_t g = 0; g < ng; g++) {
-            uint64_t cc[H5L_MAX_DIMS], o[H5L_MAX_DIMS], P[H5L_MAX_DIMS], in = 0;
-            for (uint32_t d = 0; d < nd; d++) cc[d] = g0[d] + gi[d];
-            part_of(v, tl, cc, o, P);
-            for (uint32_t d = 0; d < nd; d++) in = in * v->chunk[d] + (o[d] - cc[d] * v->chunk[d]);
-            cells[g].base = ords[g] == UINT64_MAX ? NULL : c->part[g];
-            cells[g].shift = in;
-            for (int d = (int)nd - 1; d >= 0; d--) {
-                if (++gi[d] < gn[d]) break;
-                gi[d] = 0;
-            }
-        }
-        h5l_box_scatter(nd, es, tl->start, tl->count, c->tile, v->chunk, cells);
-        free(cells);
-    }
-    /* write each copied chunk's part where it lies, neighbours in the
-     * file in one write */
-    memset(gi, 0, sizeof gi);
-    uint64_t wo = 0, wn = 0; /* a pending write: file offset, bytes (in iov) */
-    int niov = 0;
-    for (uint64_t g = 0; g < ng && !rc; g++) {
-        uint64_t cc[H5L_MAX_DIMS], o[H5L_MAX_DIMS], P[H5L_MAX_DIMS];
-        for (uint32_t d = 0; d < nd; d++) cc[d] = g0[d] + gi[d];
-        for (int d = (int)nd - 1; d >= 0; d--) {
-            if (++gi[d] < gn[d]) break;
-            gi[d] = 0;
-        }
-        if (ords[g] == UINT64_MAX) continue;
-        part_of(v, tl, cc, o, P);
-        uint64_t in = 0;
-        for (uint32_t d = 0; d < nd; d++) in = in * v->chunk[d] + (o[d] - cc[d] * v->chunk[d]);
-        uint64_t off = v->addr[ords[g]] + in * es, n = h5l_box_nelem(nd, P) * es;
-        if (wn && wo + wn == off && niov < WRITE_IOV) {
-            c->iov[niov++] = (struct iovec){c->part[g], (size_t)n};
-            wn += n;
-            continue;
-        }
-        if (wn) rc = h5l_fd_writev(c->fd, c->iov, niov, wo, c->p->path, c->err);
-        wo = off;
-        wn = n;
-        niov = 0;
-        c->iov[niov++] = (struct iovec){c->part[g], (size_t)n};
-    }
-    if (!rc && wn) rc = h5l_fd_writev(c->fd, c->iov, niov, wo, c->p->path, c->err);
-out:
-    free(ords);
-    return rc;
-}
-
-/* One tile of the walk: this process's if it starts inside its share. */
-static int copy_tile(void *ctx, fvar_t *v, const tile_t *tl, uint64_t bytes)
-{
-    cctx_t *c = ctx;
-    uint64_t at = c->at;
-    c->at += bytes;
-    if (at < c->lo || at >= c->hi) return 0;
-    int rc = grow_buf(&c->tile, &c->tcap, (size_t)(bytes ? bytes : 1), c->err, c->p->path);
-    if (!rc) rc = h5l_reader_read(c->r, c->p->tick, v->objid, tl->start, tl->count, c->tile, c->err);
-    if (!rc && v->kind == FV_CONTIG) { /* the tile is the dataset's bytes there */
-        uint64_t zero[H5L_MAX_DIMS] = {0}, off = v->nd ? h5l_box_offset(v->nd, zero, v->shape, tl->start) : 0;
-        rc = pwrite_at(c, c->tile, bytes, v->contig_addr + off * v->es);
-    } else if (!rc) {
-        rc = tl->t == UINT32_MAX ? copy_chunk(c, v, tl) : cut_tile(c, v, tl);
-    }
-    if (rc && c->err) { /* which file and variable */
-        char m[sizeof c->err->msg];
-        size_t pl = strlen(c->p->path);
-        const char *why = c->err->msg;
-        if (!strncmp(why, c->p->path, pl) && why[pl] == ':' && why[pl + 1] == ' ') why += pl + 2;
-        snprintf(m, sizeof m, "%s", why);
-        h5l_err_set(c->err, rc, "%s: finalizing '%s': %s", c->p->path, v->path, m);
-    }
-    return rc;
-}
-
-int h5l_final_copy(h5l_final_t *p, h5l_reader_t *r, int fd, int me, int nproc, h5l_err_t *err)
-{
-    uint64_t tot[2] = {0, 0};
-    all_tiles(p, count_tile, tot);
-    unsigned __int128 T = tot[1];
-    cctx_t c = {.p = p,
-                .r = r,
-                .fd = fd,
-                .lo = (uint64_t)(T * (unsigned)me / (unsigned)nproc),
-                .hi = (uint64_t)(T * (unsigned)(me + 1) / (unsigned)nproc),
-                .err = err};
-    int rc = c.lo < c.hi ? all_tiles(p, copy_tile, &c) : H5L_OK;
-    free(c.tile);
-    free(c.out);
-    free(c.part);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/* indexes and pointing (the first process)                            */
-
-int h5l_final_index(h5l_final_t *p, hid_t file, int fd, h5l_err_t *err)
-{
-    /* addresses inside the HDF5 format count from its base (after the
-     * user block); the plan's are file offsets */
-    hid_t fcpl = H5Fget_create_plist(file);
-    hsize_t ub = 0;
-    int ok = fcpl >= 0 && H5Pget_userblock(fcpl, &ub) >= 0;
-    if (fcpl >= 0) H5Pclose(fcpl);
-    if (!ok) return h5l_err_set(err, H5L_EHDF5, "%s: cannot read its user block's size", p->path);
-    p->base = ub;
-    size_t m = 0, cap = 0, rcap = 0;
-    uint8_t *buf = NULL;
-    uint64_t *rel = NULL;
-    int rc = H5L_OK;
-    for (size_t i = 0; i < p->nv && !rc; i++) {
-        fvar_t *v = &p->v[i];
-        if (!v->has_bt) continue;
-        m++;
-        h5l_bt_t *bt = &v->bt;
-        if ((rc = grow_buf(&buf, &cap, (size_t)v->node_bytes, err, p->path))) break;
-        if (h5l_grow_raw((void **)&rel, &rcap, (size_t)v->n, sizeof *rel)) {
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", p->path);
-            break;
-        }
-        for (uint64_t k = 0; k < v->n; k++) rel[k] = v->addr[k] - ub;
-        uint64_t root = p->fin_base + v->node_off - ub;
-        if (h5l_bt_place(bt, root, root + bt->node_size, 0, 0)) {
-            rc = h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", p->path);
-            break;
-        }
-        h5l_bt_set_addrs(bt, rel);
-        h5l_bt_node(bt, bt->root_level, 0, buf);
-        for (uint32_t l = 0; l < bt->root_level; l++)
-            for (uint64_t j = 0; j < bt->count[l]; j++)
-                h5l_bt_node(bt, l, j, buf + bt->node_size * (1 + bt->first[l] + j));
-        h5l_bt_set_addrs(bt, NULL);
-        rc = h5l_fd_write(fd, buf, (size_t)v->node_bytes, p->fin_base + v->node_off, p->path, err);
-        if (rc) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err ? err->msg + (strncmp(err->msg, p->path, strlen(p->path)) ? 0 : strlen(p->path) + 2) : "");
-            h5l_err_set(err, rc, "%s: finalizing: writing the chunk index of '%s': %s", p->path, v->path, m);
-        }
-    }
-    free(buf);
-    free(rel);
-    if (rc || !m) return rc;
-    /* /_h5log/fin.K.index: (object header, root) of each */
-    uint64_t *w = malloc(2 * m * sizeof *w);
-    if (!w) return h5l_err_set(err, H5L_ENOMEM, "%s: out of memory", p->path);
-    size_t k = 0;
-    for (size_t i = 0; i < p->nv; i++)
-        if (p->v[i].has_bt) {
-            w[2 * k] = p->v[i].oh + p->base; /* (file offsets) */
-            w[2 * k + 1] = p->v[i].bt.root + p->base;
-            k++;
-        }
-    char path[64];
-    snprintf(path, sizeof path, "/_h5log/%s.index", p->fin_name);
-    hsize_t dims[2] = {m, 2};
-    hid_t sp = H5Screate_simple(2, dims, NULL);
-    hid_t ds = sp < 0 ? -1 : H5Dcreate2(file, path, H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    int bad = ds < 0 || H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, w) < 0;
-    if (ds >= 0) H5Dclose(ds);
-    if (sp >= 0) H5Sclose(sp);
-    free(w);
-    return bad ? h5l_err_set(err, H5L_EHDF5, "%s: cannot write %s", p->path, path) : H5L_OK;
-}
-
-typedef struct rdctx {
-    int fd;
-    uint64_t base; /* libhdf5's addresses are off + base in the file */
-    int bad;
-} rdctx_t;
-
-static void read_file(const void *ctx, uint64_t off, size_t n, void *buf)
-{
-    rdctx_t *c = (rdctx_t *)ctx;
-    size_t got = 0;
-    if (h5l_fd_read(c->fd, buf, n, off + c->base, &got, "", NULL) || got != n) {
-        memset((uint8_t *)buf + got, 0, n - got);
-        c->bad = 1;
-    }
-}
-
-/* Does libhdf5 find v's first and last chunks where the plan put them? */
-static int check_var(const h5l_final_t *p, hid_t f, const fvar_t *v, h5l_err_t *err)
-{
-    hid_t ds = H5Dopen2(f, v->path, H5P_DEFAULT);
-    if (ds < 0) return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: libhdf5 cannot open '%s' again", p->path, v->path);
-    int rc = H5L_OK;
-    for (int k = 0; k < 2 && !rc; k++) {
-        uint64_t o = k ? v->n - 1 : 0, c[H5L_MAX_DIMS];
-        hsize_t off[H5L_MAX_DIMS];
-        blk_coord(v, v->blks[o], c);
-        for (uint32_t d = 0; d < v->nd; d++) off[d] = c[d] * v->chunk[d];
-        unsigned mask = 0;
-        haddr_t addr = HADDR_UNDEF;
-        hsize_t size = 0;
-        if (H5Dget_chunk_info_by_coord(ds, off, &mask, &addr, &size) < 0)
-            rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: libhdf5 cannot read the chunk index of '%s' again",
-                             p->path, v->path);
-        else if (addr + p->base != v->addr[o] || size != v->S)
-            rc = h5l_err_set(err, H5L_EHDF5,
-                             "%s: finalizing: libhdf5 finds chunk %llu of '%s' at %llu (%llu bytes), not at %llu: "
-                             "its layout is not the one this version writes",
-                             p->path, (unsigned long long)o, v->path, (unsigned long long)(addr + p->base),
-                             (unsigned long long)size, (unsigned long long)v->addr[o]);
-    }
-    H5Dclose(ds);
-    return rc;
-}
-
-#define CHECK_VARS 16
-
-int h5l_final_point(h5l_final_t *p, const char *path, int fd, h5l_err_t *err)
-{
-    rdctx_t rc0 = {fd, p->base, 0};
-    size_t m = 0;
-    for (size_t i = 0; i < p->nv; i++) {
-        fvar_t *v = &p->v[i];
-        if (!v->has_bt) continue;
-        m++;
-        v->bt.oh = v->oh;
-        v->bt.lay_at = 0;
-        int rc = h5l_bt_point_layout(&v->bt, read_file, &rc0);
-        if (rc || rc0.bad)
-            return h5l_err_set(err, rc0.bad ? H5L_EIO : rc,
-                               "%s: finalizing: the object header of '%s' is not what this version expects%s",
-                               path, v->path, rc0.bad ? " (cannot read it)" : "");
-        uint8_t old[4], f[8];
-        read_file(&rc0, v->bt.ck_at, 4, old); /* (relative: read_file adds the base) */
-        if (rc0.bad) return h5l_err_set(err, H5L_EIO, "%s: finalizing: cannot read '%s''s header", path, v->path);
-        v->ck_old = (uint32_t)old[0] | (uint32_t)old[1] << 8 | (uint32_t)old[2] << 16 | (uint32_t)old[3] << 24;
-        v->lay_at = v->bt.lay_at + p->base;
-        v->ck_at = v->bt.ck_at + p->base;
-        for (int i2 = 0; i2 < 8; i2++) f[i2] = (uint8_t)(v->bt.root >> (8 * i2));
-        uint8_t ck[4];
-        for (int i2 = 0; i2 < 4; i2++) ck[i2] = (uint8_t)(v->bt.ck >> (8 * i2));
-        v->pointed = 1; /* (from here on, unpoint writes it back even if half of it was written) */
-        if ((rc = h5l_fd_write(fd, f, 8, v->lay_at, path, err)) || (rc = h5l_fd_write(fd, ck, 4, v->ck_at, path, err))) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err ? err->msg + (strncmp(err->msg, path, strlen(path)) ? 0 : strlen(path) + 2) : "");
-            return h5l_err_set(err, rc, "%s: finalizing: pointing the layout of '%s' at its index: %s", path, v->path, m);
-        }
-    }
-    if (!m) return H5L_OK;
-    /* libhdf5 reads the file as the plan says: a sample of the datasets */
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return h5l_err_set(err, H5L_EHDF5, "%s: finalizing: libhdf5 cannot open it again", path);
-    int rc = H5L_OK;
-    size_t k = 0, step = m > CHECK_VARS ? m / CHECK_VARS : 1;
-    for (size_t i = 0; i < p->nv && !rc; i++) {
-        if (!p->v[i].has_bt) continue;
-        if (k++ % step == 0 || k == m) rc = check_var(p, f, &p->v[i], err);
-    }
-    if (H5Fclose(f) < 0 && !rc) rc = h5l_err_set(err, H5L_EHDF5, "%s: finalizing: libhdf5 cannot close it", path);
-    return rc;
-}
-
-int h5l_final_unpoint(h5l_final_t *p, int fd, h5l_err_t *err)
-{
-    int rc = H5L_OK;
-    for (size_t i = 0; i < p->nv; i++) {
-        fvar_t *v = &p->v[i];
-        if (!v->pointed) continue;
-        uint8_t f[8], ck[4];
-        memset(f, 0xff, 8);
-        for (int i2 = 0; i2 < 4; i2++) ck[i2] = (uint8_t)(v->ck_old >> (8 * i2));
-        int r1 = h5l_fd_write(fd, f, 8, v->lay_at, p->path, err);
-        int r2 = r1 ? r1 : h5l_fd_write(fd, ck, 4, v->ck_at, p->path, err);
-        if (r2 && !rc) rc = r2;
-        if (!r2) v->pointed = 0;
-    }
-    return rc;
 }
