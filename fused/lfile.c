@@ -798,19 +798,6 @@ static void *builder_main(void *arg)
     return NULL;
 }
 
-typedef struct run_copy {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t es;
-} run_copy_t;
-
-static int copy_run(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    run_copy_t *c = ctx;
-    memcpy(c->dst + dst * c->es, c->src + src * c->es, n * c->es);
-    return 0;
-}
-
 /* Assemble block g of the snapshot into dst (g->len bytes). */
 static int assemble(hfs_snap_t *s, const hfs_region_t *g, uint8_t *dst, h5l_err_t *err)
 {
@@ -829,8 +816,7 @@ static int assemble(hfs_snap_t *s, const hfs_region_t *g, uint8_t *dst, h5l_err_
     int rc = h5l_reader_read(s->lf->reader, s->tick, v->objid, st, ct, tmp, err);
     if (!rc) {
         memset(dst, 0, g->len);
-        run_copy_t c = {dst, tmp, v->esize};
-        h5l_box_runs(v->ndims, st, ct, st, ct, st, v->block, copy_run, &c);
+        h5l_box_copy(v->ndims, v->esize, st, ct, st, ct, tmp, st, v->block, dst);
     }
     free(tmp);
     return rc;
@@ -906,8 +892,7 @@ static int gather_box(void *ctx, const uint64_t *rs, const uint64_t *rc, uint64_
     for (uint32_t d = 0; d < nd; d++) as[d] = g->st[d] + xs[d];
     int rc2 = h5l_reader_read(g->s->lf->reader, g->s->tick, g->v->objid, as, xc, tmp, g->err);
     if (!rc2) {
-        run_copy_t c = {dst, tmp, es};
-        h5l_box_runs(nd, xs, xc, xs, xc, rs, rc, copy_run, &c);
+        h5l_box_copy(nd, es, xs, xc, xs, xc, tmp, rs, rc, dst);
     }
     free(tmp);
     return rc2;

@@ -439,5 +439,45 @@ static void test_split_bruteforce(void)
     }
 }
 
-TEST_MAIN(T(test_intersect_bruteforce), T(test_scatter_bruteforce), T(test_split_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
+/* h5l_box_copy against a copy element by element: every element of X
+ * lands at its place in B (elements of 3 bytes, so a run's length in
+ * bytes is checked too), and nothing outside X in B changes. */
+static void test_copy_bruteforce(void)
+{
+    srand(777);
+    for (int it = 0; it < 2000; it++) {
+        uint32_t nd = 1 + (uint32_t)rnd(3);
+        uint64_t as[MAXD], ac[MAXD], bs[MAXD], bc[MAXD], xs[MAXD], xc[MAXD];
+        for (uint32_t d = 0; d < nd; d++) { /* X inside both A and B */
+            xs[d] = rnd(4);
+            xc[d] = 1 + rnd(4);
+            as[d] = xs[d] - rnd(xs[d] + 1);
+            ac[d] = xs[d] + xc[d] - as[d] + rnd(3);
+            bs[d] = xs[d] - rnd(xs[d] + 1);
+            bc[d] = xs[d] + xc[d] - bs[d] + rnd(3);
+        }
+        const size_t es = 3;
+        size_t na = (size_t)nelem(nd, ac) * es, nb = (size_t)nelem(nd, bc) * es;
+        uint8_t *src = malloc(na), *dst = malloc(nb), *want = malloc(nb);
+        for (size_t i = 0; i < na; i++) src[i] = (uint8_t)rand();
+        for (size_t i = 0; i < nb; i++) dst[i] = want[i] = (uint8_t)rand();
+        uint64_t p[MAXD];
+        memcpy(p, xs, nd * sizeof *p);
+        do
+            memcpy(want + count_offset(nd, bs, bc, p) * es, src + count_offset(nd, as, ac, p) * es, es);
+        while (next_point(nd, xs, xc, p));
+        h5l_box_copy(nd, es, xs, xc, as, ac, src, bs, bc, dst);
+        int same = memcmp(dst, want, nb) == 0;
+        free(src);
+        free(dst);
+        free(want);
+        if (!same) {
+            fprintf(stderr, "  iteration %d (nd %u) copies wrongly\n", it, nd);
+            CHECK(0);
+            return;
+        }
+    }
+}
+
+TEST_MAIN(T(test_intersect_bruteforce), T(test_copy_bruteforce), T(test_scatter_bruteforce), T(test_split_bruteforce), T(test_offset_and_nelem), T(test_runs_bruteforce),
           T(test_runs_contiguous_is_one_run), T(test_runs_stop_early), T(test_linear_bruteforce))

@@ -28,6 +28,11 @@ typedef int (*h5l_run_fn)(void *ctx, uint64_t src, uint64_t dst, uint64_t n);
 int h5l_box_runs(uint32_t nd, const uint64_t *xs, const uint64_t *xc, const uint64_t *as, const uint64_t *ac,
                  const uint64_t *bs, const uint64_t *bc, h5l_run_fn fn, void *ctx);
 
+/* h5l_box_runs copying: box X's elements (es bytes each) from src, laid
+ * out as box A, to dst, laid out as box B, a memcpy per run. */
+void h5l_box_copy(uint32_t nd, size_t es, const uint64_t *xs, const uint64_t *xc, const uint64_t *as,
+                  const uint64_t *ac, const uint8_t *src, const uint64_t *bs, const uint64_t *bc, uint8_t *dst);
+
 /* Elements [e0, e1) of a box of shape sh, in row-major order, as at most
  * 2*nd boxes (rs, rc) relative to the box, each of whose own row-major order
  * is one run of the range: fn(ctx, rs, rc, position of the box's first

@@ -237,3 +237,23 @@ uint64_t h5l_box_tile(uint32_t nd, const uint64_t *nblk, uint64_t chunk_bytes, c
     }
     return n;
 }
+
+typedef struct copy_ctx {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t es;
+} copy_ctx_t;
+
+static int copy_one(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
+{
+    copy_ctx_t *c = ctx;
+    memcpy(c->dst + dst * c->es, c->src + src * c->es, (size_t)(n * c->es));
+    return 0;
+}
+
+void h5l_box_copy(uint32_t nd, size_t es, const uint64_t *xs, const uint64_t *xc, const uint64_t *as,
+                  const uint64_t *ac, const uint8_t *src, const uint64_t *bs, const uint64_t *bc, uint8_t *dst)
+{
+    copy_ctx_t c = {dst, src, es};
+    h5l_box_runs(nd, xs, xc, as, ac, bs, bc, copy_one, &c);
+}

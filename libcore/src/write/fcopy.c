@@ -51,19 +51,6 @@ static int pwrite_at(cctx_t *c, const uint8_t *buf, uint64_t n, uint64_t off)
     return h5l_fd_write(c->fd, buf, (size_t)n, off, c->p->path, c->err);
 }
 
-typedef struct runcp {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t es;
-} runcp_t;
-
-static int runcp_fn(void *ctx, uint64_t src, uint64_t dst, uint64_t n)
-{
-    runcp_t *c = ctx;
-    memcpy(c->dst + dst * c->es, c->src + src * c->es, (size_t)(n * c->es));
-    return 0;
-}
-
 /* One chunk alone (a sparse variable), assembled in c->tile: written
  * whole, an edge chunk padded with zeros. */
 static int copy_chunk(cctx_t *c, const fvar_t *v, const tile_t *tl)
@@ -77,8 +64,7 @@ static int copy_chunk(cctx_t *c, const fvar_t *v, const tile_t *tl)
         int rc = h5l_fin_grow_buf(&c->out, &c->ocap, (size_t)v->S, c->err, c->p->path);
         if (rc) return rc;
         memset(c->out, 0, (size_t)v->S);
-        runcp_t rc2 = {c->out, c->tile, v->es};
-        h5l_box_runs(v->nd, tl->start, tl->count, tl->start, tl->count, tl->start, v->chunk, runcp_fn, &rc2);
+        h5l_box_copy(v->nd, v->es, tl->start, tl->count, tl->start, tl->count, c->tile, tl->start, v->chunk, c->out);
         src = c->out;
     }
     return pwrite_at(c, src, v->S, v->addr[o]);
