@@ -155,6 +155,9 @@ void hfs_skel_set_synth_min(uint64_t n);
 
 /* Patches that grew a chunk index of the daemon's (statistics). */
 uint64_t hfs_skel_own_appends(void);
+/* Variables whose new chunks a patch took from the reader's prefix of
+ * rows without probing each (h5l_reader_chunk_prefix; statistics). */
+uint64_t hfs_skel_own_prefixes(void);
 
 /* The one lock around every libhdf5 call of the process (not thread-safe). */
 void hfs_hdf5_lock(void);

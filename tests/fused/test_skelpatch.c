@@ -522,6 +522,78 @@ static void test_own_index_grows_alone(void)
     h5l_reader_close(r);
 }
 
+/* A time series written row after row, followed live: the reader
+ * refreshed after each flush and each tick patched at the reader's newest
+ * tick, as the daemon does. /p gets rows 0-2 at tick 1 and then a row or
+ * two a tick, one record a row: its chunks with data are a prefix of its
+ * rows, and the patches of ticks 2-5 take its new chunks from that prefix
+ * (h5l_reader_chunk_prefix) instead of probing. /big has one row, far
+ * down, so that both are sparse (over 2^16 chunks) and get indexes of the
+ * daemon's. At tick 6 /p gets a row past a gap: no prefix any more, the
+ * chunks are probed. Every image equals full builds. */
+#define PREFIX_TICKS 8
+static void test_own_index_rows_prefix(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.rows.h5", g_path);
+    h5l_file_t *f;
+    CHECK_EQ(h5l_create(path, MPI_COMM_WORLD, NULL, &f), 0);
+    int dt, dy, vp, vb, rc = 0;
+    rc |= h5l_def_dim(f, "time", H5L_UNLIMITED, &dt);
+    rc |= h5l_def_dim(f, "y", 4, &dy);
+    int dv[2] = {dt, dy};
+    uint64_t ch[2] = {1, 4};
+    rc |= h5l_def_var(f, "/p", H5T_STD_I32LE, 2, dv, ch, &vp);
+    rc |= h5l_def_var(f, "/big", H5T_STD_I32LE, 2, dv, ch, &vb);
+    CHECK_EQ(rc, 0);
+    h5l_reader_t *r = NULL;
+    hfs_skel_live_t *live = NULL;
+    uint64_t prefixes = hfs_skel_own_prefixes(), at_gap = 0, next = 0;
+    int patched = 0;
+    for (int t = 1; t <= PREFIX_TICKS && !rc; t++) {
+        int32_t row[4 * 3];
+        uint64_t n = t == 1 ? 3 : t == 3 ? 2 : 1; /* rows this tick, one record each but tick 1's */
+        if (t == 6) next += 3;                    /* the gap */
+        for (uint64_t i = 0; i < 4 * n; i++) row[i] = (int32_t)(next * 4 + i);
+        if (t == 1) {
+            uint64_t st[2] = {0, 0}, ct[2] = {3, 4}, sb[2] = {69999, 0}, cb[2] = {1, 4};
+            rc |= h5l_put(f, vp, st, ct, row) | h5l_put(f, vb, sb, cb, row);
+        } else
+            for (uint64_t i = 0; i < n; i++) {
+                uint64_t st[2] = {next + i, 0}, ct[2] = {1, 4};
+                rc |= h5l_put(f, vp, st, ct, row + 4 * i);
+            }
+        next += n;
+        rc |= h5l_flush(f);
+        CHECK_EQ(rc, 0);
+        h5l_err_t e = {0};
+        int nnew = 0;
+        if (!r) {
+            CHECK_EQ(h5l_reader_open(path, &r, &e), 0);
+        } else {
+            CHECK_EQ(h5l_reader_refresh(r, &nnew, &e), 0);
+            CHECK_EQ(nnew, 1);
+        }
+        if (!r) break;
+        CHECK_EQ(h5l_reader_ntick(r), (uint64_t)t);
+        uint64_t before;
+        int had = live != NULL;
+        hfs_skel_t *k = live_tick(r, t, &live, &before);
+        if (!k) break;
+        patched += had && hfs_skel_live_patches(live) == before + 1;
+        check_same_as_full(k, r, t);
+        hfs_skel_unref(k);
+        if (t == 5) at_gap = hfs_skel_own_prefixes();
+    }
+    CHECK_EQ(patched, PREFIX_TICKS - 1);
+    CHECK_EQ(at_gap - prefixes, 4);                /* ticks 2-5, /p alone (/big's index has a gap) */
+    CHECK_EQ(hfs_skel_own_prefixes(), at_gap);     /* after the gap: probed */
+    hfs_skel_live_free(live);
+    h5l_reader_close(r);
+    CHECK_EQ(h5l_close(f), 0);
+    unlink(path);
+}
+
 /* Out of memory at each of the daemon's allocations in turn while tick t
  * is patched onto a live skeleton of tick t - 1: the build still gives
  * tick t (the patch given up, the tick built in full: a single failure
@@ -726,8 +798,9 @@ int main(int argc, char **argv)
                                       {"test_failed_patch_builds_in_full", test_failed_patch_builds_in_full},
                                       {"test_own_index_grows_alone", test_own_index_grows_alone},
                                       {"test_patch_out_of_memory", test_patch_out_of_memory},
-                                      {"test_lazy_attribute_ticks", test_lazy_attribute_ticks}};
-    int failed = th_run(tests, 5);
+                                      {"test_lazy_attribute_ticks", test_lazy_attribute_ticks},
+                                      {"test_own_index_rows_prefix", test_own_index_rows_prefix}};
+    int failed = th_run(tests, 6);
     unlink(g_path);
     unlink(g_path2);
     unlink(g_path3);

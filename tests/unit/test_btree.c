@@ -166,6 +166,8 @@ static void check_nodes(const file_t *f)
     free(node);
 }
 
+static uint64_t tree_sum(const h5l_bt_t *bt);
+
 /* A tree over the chunks of a grid nblk whose row-major index passes keep. */
 static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, size_t esize, uint32_t two_k,
                       int (*keep)(uint64_t blk, uint64_t arg), uint64_t arg, int appends)
@@ -195,8 +197,16 @@ static void check_set(uint32_t nd, const uint64_t *nblk, const uint64_t *block, 
         if (k == 0) k = 1;
         uint64_t addr = step == 1 ? h5l_bt_chunks_end(&bt) : far;
         size_t npl = bt.npl;
+        /* as a live skeleton's patch: a copy grows (past the room the
+         * copy has for runs and levels, with many chunks), the tree
+         * copied stays as it was */
+        h5l_bt_t old = bt;
+        uint64_t sum = tree_sum(&old);
+        CHECK_EQ(h5l_bt_copy(&bt, &old), 0);
         CHECK_EQ(h5l_bt_append(&bt, blks + at, k, addr), 0);
         CHECK_EQ(bt.npl, npl + (step != 1));
+        CHECK_EQ(tree_sum(&old), sum);
+        h5l_bt_free(&old);
         for (uint64_t o = 0; o < k; o++) want_addr[at + o] = addr + o * cb;
         far += (k + 7) * cb;
         at += k;

@@ -708,7 +708,62 @@ static void test_column_vs_scan(void)
     h5l_index_free(x);
 }
 
-TEST_MAIN(T(test_column_vs_scan), T(test_wide_records_vs_scan), T(test_huge_boxes_cost_little), T(test_random_vs_scan),
+/* h5l_index_col_prefix against the chunks the records touch, after each
+ * insert: n exactly when those chunks are (c, 0) for c < n, else -1. Rows
+ * in order (a prefix), rows rewritten (still one), a row past a gap (not,
+ * until the gap is filled), a row far down (the hash: not), and in a
+ * second variable two chunks across (coordinates past the first not 0:
+ * never a prefix once such a chunk holds data). */
+static void test_col_prefix_vs_scan(void)
+{
+    srand(11);
+    enum { ROWS = 700 };
+    for (int var = 0; var < 2; var++) {
+        h5l_index_t *x = h5l_index_new();
+        uint64_t ch[2] = {1, var ? 4 : 8}; /* var 1: [time, 8] in chunks of 4 columns, two across */
+        CHECK_EQ(h5l_index_add_var(x, 0, 2, ch), H5L_OK);
+        static uint8_t has[ROWS][2];
+        memset(has, 0, sizeof has);
+        CHECK_EQ(h5l_index_col_prefix(x, 0), 0);
+        uint64_t next = 0, gap = 0;
+        int bad = 0, prefixes = 0, others = 0;
+        for (uint64_t t = 1; t <= 260 && !bad; t++) {
+            uint64_t r0 = next++, w = ch[1], c0 = 0; /* the next row, its first chunk across */
+            if (t == 100)
+                gap = r0, r0 += 2, next = r0 + 1; /* past a gap of two rows */
+            else if (t == 150 || t == 151)
+                r0 = gap++, next--; /* the gap filled */
+            else if (t == 200 && var)
+                c0 = 4; /* the second chunk across */
+            else if (t == 200)
+                r0 = 650, next--; /* far down: the hash */
+            else if (rand() % 8 == 0 && next > 2)
+                r0 = (uint64_t)rand() % (next - 1), next--; /* a row again */
+            uint64_t b[4] = {r0, c0, 1, w};
+            CHECK_EQ(h5l_index_insert(x, mk(x, 0, 2, 1, t, 0, b)), H5L_OK);
+            for (uint64_t c = c0 / ch[1]; c <= (c0 + w - 1) / ch[1]; c++) has[r0][c] = 1;
+            uint64_t n = 0;
+            while (n < ROWS && has[n][0]) n++;
+            int prefix = 1;
+            for (uint64_t c = 0; c < ROWS; c++) prefix &= !has[c][1] && (c < n) == has[c][0];
+            int64_t got = h5l_index_col_prefix(x, 0);
+            if (got != (prefix ? (int64_t)n : -1)) {
+                fprintf(stderr, "  var %d tick %llu: prefix %lld, the chunks say %lld\n", var,
+                        (unsigned long long)t, (long long)got, prefix ? (long long)n : -1LL);
+                bad = 1;
+            }
+            prefixes += prefix;
+            others += !prefix;
+        }
+        CHECK(!bad);
+        if (prefixes < 140 || others < 100) fprintf(stderr, "  var %d: %d prefixes, %d not\n", var, prefixes, others);
+        CHECK(prefixes >= 140 && others >= 100); /* both answers, where the chunks say */
+        h5l_index_free(x);
+    }
+}
+
+TEST_MAIN(T(test_column_vs_scan), T(test_col_prefix_vs_scan), T(test_wide_records_vs_scan),
+          T(test_huge_boxes_cost_little), T(test_random_vs_scan),
           T(test_two_boxes_one_chunk_once), T(test_chunk_borders_nd), T(test_large_coordinates), T(test_errors),
           T(test_memory_grows), T(test_tick_prefix_many_ticks), T(test_enumerate_chunks), T(test_enumerate_wide_boxes),
           T(test_wide_box_in_old_cells))

@@ -87,6 +87,16 @@ typedef struct hfs_bt {
     uint64_t ck_at;  /* where the checksum of that object header chunk lies */
     uint32_t ck;     /* that checksum with the root's address in place */
     const uint64_t *addr; /* NULL, or n chunk addresses by ordinal (h5l_bt_set_addrs; borrowed) */
+    /* Where the arrays live. nblk's allocation is always owned; a copy
+     * (h5l_bt_copy) puts count, runs and pl in it too, with room to grow
+     * (cap_*), and an array that outgrows its room moves to a malloc of
+     * its own (bit 1 runs, 2 pl, 4 count in sep): a live skeleton copies
+     * every tree at every patch, and four mallocs and two reallocs a tree
+     * (10,000 trees, ten patches a second) were a quarter of the daemon's
+     * time, most of it in malloc's bookkeeping. */
+    size_t cap_runs, cap_pl; /* entries the arrays hold */
+    uint32_t cap_lv;         /* levels count and first hold; first = count + cap_lv */
+    uint32_t sep;
 } h5l_bt_t;
 
 /* Set up bt for the n chunks blks[0..n) (row-major chunk indices in a grid
@@ -116,7 +126,8 @@ int h5l_bt_append(h5l_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
 /* The node area at nodes, cap bytes reserved there. */
 void h5l_bt_set_nodes(h5l_bt_t *bt, uint64_t nodes, uint64_t cap);
 
-/* A deep copy of src into dst (a new skeleton's own). 0 or H5L_ENOMEM
+/* A deep copy of src into dst (a new skeleton's own), in one allocation
+ * with room for a few more runs, placements and a level. 0 or H5L_ENOMEM
  * (dst then holds nothing to free; h5l_bt_free(dst) is harmless). */
 int h5l_bt_copy(h5l_bt_t *dst, const h5l_bt_t *src);
 

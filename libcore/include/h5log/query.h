@@ -19,6 +19,12 @@
  * h5l_reader_chunk_runs). Read lock held. */
 int h5l_reader_chunk_count(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint64_t *n);
 
+/* *n when the chunks of objid holding a record of tick <= tick are
+ * exactly those whose first chunk coordinate is < *n and whose others are
+ * 0, known in O(1) (the conditions of h5l_reader_chunk_count); H5L_ESTATE
+ * when not (not such a prefix, or not known). Read lock held. */
+int h5l_reader_chunk_prefix(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint64_t *n);
+
 /* Does chunk coord of objid hold a record of tick <= tick? Only when
  * h5l_reader_chunk_count could count. Read lock held. */
 int h5l_reader_has_chunk(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord);

@@ -22,6 +22,11 @@ static void put64(uint8_t *p, uint64_t v)
 
 /* Lay out the levels for bt->n chunks: counts, first indices, node area
  * length. H5L_EINVAL if too deep, H5L_ENOMEM (bt unchanged either way). */
+/* h5l_bt_t.sep: arrays in an allocation of their own (else in nblk's) */
+#define BT_SEP_RUNS 1u
+#define BT_SEP_PL 2u
+#define BT_SEP_COUNT 4u
+
 static int layout(h5l_bt_t *bt)
 {
     uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
@@ -37,12 +42,14 @@ static int layout(h5l_bt_t *bt)
     }
     count[l] = 1;
     first[l] = 0;
-    if (!bt->count || l != bt->root_level) {
+    if (!bt->count || l + 1 > bt->cap_lv) {
         uint64_t *lv = malloc(2 * ((size_t)l + 1) * sizeof *lv);
         if (!lv) return H5L_ENOMEM;
-        free(bt->count);
+        if (bt->sep & BT_SEP_COUNT) free(bt->count);
         bt->count = lv;
         bt->first = lv + l + 1;
+        bt->cap_lv = l + 1;
+        bt->sep |= BT_SEP_COUNT;
     }
     memcpy(bt->count, count, (l + 1) * sizeof *count);
     memcpy(bt->first, first, (l + 1) * sizeof *first);
@@ -81,6 +88,8 @@ int h5l_bt_init(h5l_bt_t *bt, uint32_t ndims, const uint64_t *nblk, const uint64
         h5l_bt_free(bt);
         return H5L_ENOMEM;
     }
+    bt->cap_runs = nruns;
+    bt->sep |= BT_SEP_RUNS;
     bt->runs[0] = (h5l_bt_run_t){0, blks[0]};
     bt->nruns = 1;
     for (uint64_t i = 1; i < n; i++)
@@ -99,8 +108,10 @@ int h5l_bt_place(h5l_bt_t *bt, uint64_t root, uint64_t nodes, uint64_t chunk0, u
     bt->root = root;
     bt->nodes = nodes;
     bt->nodes_cap = bt->nodes_len;
-    free(bt->pl);
+    if (bt->sep & BT_SEP_PL) free(bt->pl);
     bt->pl = pl;
+    bt->cap_pl = 2;
+    bt->sep |= BT_SEP_PL;
     bt->pl[0] = (h5l_bt_place_t){0, chunk0};
     bt->pl[1] = (h5l_bt_place_t){1, chunks};
     bt->npl = bt->n > 1 ? 2 : 1;
@@ -114,6 +125,23 @@ uint64_t h5l_bt_chunks_end(const h5l_bt_t *bt)
     return p->addr + (bt->n - p->ord) * bt->chunk_bytes;
 }
 
+/* Room for want entries of size bytes in *a (cap of them, used in use):
+ * kept when there is; else doubled into an allocation of its own (the old
+ * one freed if it was its own: bit of *sep). 0 or H5L_ENOMEM (*a
+ * unchanged). */
+static int bt_room(void **a, size_t *cap, size_t used, size_t want, size_t size, uint32_t *sep, uint32_t bit)
+{
+    if (want <= *cap) return H5L_OK;
+    size_t n = 2 * want;
+    void *p = (*sep & bit) ? realloc(*a, n * size) : malloc(n * size);
+    if (!p) return H5L_ENOMEM;
+    if (!(*sep & bit)) memcpy(p, *a, used * size);
+    *a = p;
+    *cap = n;
+    *sep |= bit;
+    return H5L_OK;
+}
+
 int h5l_bt_append(h5l_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
 {
     if (!k) return H5L_OK;
@@ -124,12 +152,10 @@ int h5l_bt_append(h5l_bt_t *bt, const uint64_t *blks, uint64_t k, uint64_t addr)
         nruns += blks[i] != (i ? blks[i - 1] : last) + 1;
     }
     int newpl = addr != h5l_bt_chunks_end(bt);
-    h5l_bt_run_t *runs = realloc(bt->runs, (bt->nruns + nruns + 1) * sizeof *runs);
-    if (!runs) return H5L_ENOMEM;
-    bt->runs = runs;
-    h5l_bt_place_t *pl = realloc(bt->pl, (bt->npl + 1) * sizeof *pl);
-    if (!pl) return H5L_ENOMEM;
-    bt->pl = pl;
+    if (bt_room((void **)&bt->runs, &bt->cap_runs, bt->nruns, bt->nruns + nruns + 1, sizeof *bt->runs, &bt->sep,
+                BT_SEP_RUNS) ||
+        bt_room((void **)&bt->pl, &bt->cap_pl, bt->npl, bt->npl + 1, sizeof *bt->pl, &bt->sep, BT_SEP_PL))
+        return H5L_ENOMEM;
     uint64_t n0 = bt->n;
     size_t nruns0 = bt->nruns, npl0 = bt->npl;
     for (uint64_t i = 0; i < k; i++)
@@ -154,21 +180,34 @@ void h5l_bt_set_nodes(h5l_bt_t *bt, uint64_t nodes, uint64_t cap)
 int h5l_bt_copy(h5l_bt_t *dst, const h5l_bt_t *src)
 {
     *dst = *src;
-    size_t nd = 2 * (size_t)src->ndims + 1, nl = 2 * ((size_t)src->root_level + 1);
-    dst->runs = malloc((src->nruns ? src->nruns : 1) * sizeof *dst->runs);
-    dst->pl = malloc((src->npl ? src->npl : 1) * sizeof *dst->pl);
-    dst->nblk = malloc(nd * sizeof *dst->nblk);
-    dst->count = src->count ? malloc(nl * sizeof *dst->count) : NULL;
-    if (!dst->runs || !dst->pl || !dst->nblk || (src->count && !dst->count)) {
+    /* one allocation of 8-byte words: nblk and dim, count and first with a
+     * level to spare, the runs and placements with a few to spare (a
+     * patch appends a run or a placement now and then) */
+    size_t nd = 2 * (size_t)src->ndims + 1, lv = (size_t)src->root_level + 2;
+    size_t cr = src->nruns + 4, cp = src->npl + 4;
+    uint64_t *w = malloc((nd + 2 * lv + 2 * cr + 2 * cp) * sizeof *w);
+    dst->sep = 0;
+    dst->nblk = w;
+    dst->runs = NULL;
+    dst->pl = NULL;
+    dst->count = dst->first = NULL;
+    if (!w) {
         h5l_bt_free(dst);
         return H5L_ENOMEM;
     }
-    memcpy(dst->nblk, src->nblk, nd * sizeof *dst->nblk);
-    dst->dim = dst->nblk + src->ndims;
-    if (dst->count) {
-        memcpy(dst->count, src->count, nl * sizeof *dst->count);
-        dst->first = dst->count + src->root_level + 1;
+    memcpy(w, src->nblk, nd * sizeof *w);
+    dst->dim = w + src->ndims;
+    dst->count = w + nd;
+    dst->first = dst->count + lv;
+    dst->cap_lv = (uint32_t)lv;
+    if (src->count) {
+        memcpy(dst->count, src->count, (src->root_level + 1) * sizeof *w);
+        memcpy(dst->first, src->first, (src->root_level + 1) * sizeof *w);
     }
+    dst->runs = (h5l_bt_run_t *)(w + nd + 2 * lv);
+    dst->cap_runs = cr;
+    dst->pl = (h5l_bt_place_t *)(w + nd + 2 * lv + 2 * cr);
+    dst->cap_pl = cp;
     memcpy(dst->runs, src->runs, src->nruns * sizeof *dst->runs);
     memcpy(dst->pl, src->pl, src->npl * sizeof *dst->pl);
     return H5L_OK;
@@ -361,7 +400,8 @@ int h5l_bt_point_layout(h5l_bt_t *bt, h5l_bt_read_fn read, const void *ctx)
     for (size_t c = 0; c < nch; c++) {
         uint64_t addr = ch[c][0], len = ch[c][1];
         if (len > OH_CHUNK_MAX || len < ch[c][2]) return H5L_ECORRUPT;
-        uint8_t *img = malloc((size_t)len + 4);
+        uint8_t stack[1024]; /* a dataset's header fits: no malloc per tree at every patch */
+        uint8_t *img = len + 4 <= sizeof stack ? stack : malloc((size_t)len + 4);
         if (!img) return H5L_ENOMEM;
         read(ctx, addr, (size_t)len + 4, img);
         int rc = H5L_OK, found = 0;
@@ -403,7 +443,7 @@ int h5l_bt_point_layout(h5l_bt_t *bt, h5l_bt_read_fn read, const void *ctx)
             }
             p = d + msz;
         }
-        free(img);
+        if (img != stack) free(img);
         if (rc) return rc;
         if (found) return H5L_OK;
     }
@@ -413,13 +453,15 @@ int h5l_bt_point_layout(h5l_bt_t *bt, h5l_bt_read_fn read, const void *ctx)
 void h5l_bt_free(h5l_bt_t *bt)
 {
     if (!bt) return;
-    free(bt->runs);
-    free(bt->pl);
+    if (bt->sep & BT_SEP_RUNS) free(bt->runs);
+    if (bt->sep & BT_SEP_PL) free(bt->pl);
+    if (bt->sep & BT_SEP_COUNT) free(bt->count);
     free(bt->nblk);
-    free(bt->count);
     bt->runs = NULL;
     bt->pl = NULL;
     bt->nblk = bt->dim = NULL;
     bt->count = bt->first = NULL;
     bt->nruns = bt->npl = 0;
+    bt->cap_runs = bt->cap_pl = 0;
+    bt->cap_lv = bt->sep = 0;
 }

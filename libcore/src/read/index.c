@@ -83,6 +83,7 @@ typedef struct varidx {
     grid_t fine;
     h5l_rec_t **col; /* the column (above): ccol slots, ncol chunks in them */
     size_t ccol, ncol;
+    uint64_t colend; /* 1 + the largest first coordinate in the column (ncol == colend: a prefix) */
     grid_t *coarse[GRIDS_MAX];
     uint32_t ncoarse;
     uint64_t chunk[]; /* ndims (a file of 20,000 variables: 256 bytes each were 5 MB) */
@@ -444,6 +445,7 @@ static int fine_add(h5l_index_t *x, varidx_t *v, const uint64_t *coord, h5l_rec_
             if (note_birth(x, rec->tick)) return H5L_ENOMEM;
             v->col[c0] = rec;
             v->ncol++;
+            if (c0 >= v->colend) v->colend = c0 + 1;
             return H5L_OK;
         }
     }
@@ -723,6 +725,13 @@ int64_t h5l_index_nchunks(const h5l_index_t *x, uint32_t objid)
     if (objid >= x->nvars || !x->vars[objid]) return 0;
     const varidx_t *v = x->vars[objid];
     return v->ncoarse ? -1 : (int64_t)(v->fine.nused + v->ncol);
+}
+
+int64_t h5l_index_col_prefix(const h5l_index_t *x, uint32_t objid)
+{
+    if (objid >= x->nvars || !x->vars[objid]) return 0;
+    const varidx_t *v = x->vars[objid];
+    return v->ncoarse || v->fine.nused || v->ncol != v->colend ? -1 : (int64_t)v->ncol;
 }
 
 int h5l_index_has_chunk(const h5l_index_t *x, uint32_t objid, const uint64_t *coord, uint64_t tick)

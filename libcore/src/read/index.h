@@ -75,6 +75,13 @@ int h5l_index_chunks(const h5l_index_t *x, uint32_t objid, uint64_t tick, h5l_in
  * variable at every tick, where h5l_index_chunks is O(chunks so far). */
 int64_t h5l_index_nchunks(const h5l_index_t *x, uint32_t objid);
 
+/* n when the chunks of objid holding a record (any tick indexed) are
+ * exactly those whose first coordinate is < n and whose others are 0 (a
+ * time series written row after row), else -1. O(1): a live skeleton's
+ * patch then knows a variable's new chunks without probing each (10^4
+ * probes a tick, each a cache miss or two in an index of gigabytes). */
+int64_t h5l_index_col_prefix(const h5l_index_t *x, uint32_t objid);
+
 /* Does chunk `coord` of objid hold a record of tick <= tick in the fine
  * grid? (Coarse cells are not looked at: callers know there are none,
  * h5l_index_nchunks.) */

@@ -767,6 +767,15 @@ int h5l_reader_chunk_count(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint6
     return H5L_OK;
 }
 
+int h5l_reader_chunk_prefix(h5l_reader_t *r, uint64_t tick, uint32_t objid, uint64_t *n)
+{
+    if (r->ckmap || tick != r->nticks) return H5L_ESTATE;
+    int64_t c = h5l_index_col_prefix(r->index, objid);
+    if (c < 0) return H5L_ESTATE;
+    *n = (uint64_t)c;
+    return H5L_OK;
+}
+
 int h5l_reader_has_chunk(h5l_reader_t *r, uint64_t tick, uint32_t objid, const uint64_t *coord)
 {
     return h5l_index_has_chunk(r->index, objid, coord, tick);
