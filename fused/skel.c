@@ -1337,6 +1337,8 @@ static int own_dims(hfs_skel_t *k, uint32_t vi, int apply);
  * libhdf5 or the mapping guard failed. Either way the caller drops the
  * live state (it may be half patched) and builds in full. Reader's read
  * lock and the libhdf5 lock held. */
+#define CLOSES_PER_PATCH 256
+
 static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t *s, uint64_t tick, hfs_skel_t *k,
                         h5l_err_t *err)
 {
@@ -1400,7 +1402,7 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
             k->nbts++;
         }
     }
-    int rc = H5L_OK;
+    int rc = H5L_OK, closes = 0;
     for (uint32_t vi = 0; !rc && vi < k->nvars; vi++) {
         hfs_svar_t *v = &k->vars[vi];
         uint64_t shape[H5L_MAX_DIMS], nblk[H5L_MAX_DIMS], nblocks = 1, bytes = v->esize;
@@ -1424,11 +1426,14 @@ static int patch_locked(hfs_skel_live_t *l, h5l_reader_t *r, const h5l_schema_t 
         if (v->own && k->bts[v->own - 1].oh && !v->ds_at && !v->ds_no) /* first time: can it be? */
             v->ds_no = own_dims((hfs_skel_t *)k0, vi, 0) != H5L_OK;
         int served = v->own && k->bts[v->own - 1].oh && !v->ds_no;
-        if (served && l->dsets[vi] > 0) { /* (kept open by the full build) */
+        if (served && l->dsets[vi] > 0 && closes < CLOSES_PER_PATCH) { /* (kept open by the full build) */
             /* closed: libhdf5's flush visits every open dataset, and
-             * 10,000 it does not extend were a quarter of its flush */
+             * 10,000 it does not extend were a quarter of its flush; a
+             * few hundred a patch, as 10,000 closes at once (0.2 s) made
+             * the first patch late */
             H5Dclose(l->dsets[vi]);
             l->dsets[vi] = 0;
+            closes++;
         }
         hid_t ds = -1;
         size_t r0 = 0, r1 = 0;
