@@ -109,6 +109,7 @@ struct h5l_reader {
     pthread_mutex_t refresh_mu; /* one refresh at a time */
     _Atomic uint64_t stat_bytes, stat_records, stat_dropped;
     h5l_drop_t *_Atomic drop; /* drop-behind of read log bytes; NULL: off */
+    _Atomic uint64_t *_Atomic vseg; /* segments verified (rdata.c, log_read); NULL until the first */
     /* Ticks 1..ck_last came from index checkpoints (docs/format.md 3.5):
      * their tables are decoded when a read first needs them (tickrec
      * lazy), except eager ticks, indexed at open like any other. */
@@ -229,6 +230,8 @@ void h5l_rd_lazy_free_all(h5l_reader_t *r);
 
 /* Account n log bytes at off read from the file (statistics). */
 void h5l_rd_count_read(h5l_reader_t *r, uint64_t off, uint64_t n);
+/* Segments in the reader's table of verified ones (rdata.c; tests). */
+uint64_t h5l_rd_vseg_count(h5l_reader_t *r);
 
 /* Account n log bytes at off handed to a caller (drop-behind). */
 void h5l_rd_count_delivered(h5l_reader_t *r, uint64_t off, uint64_t n);

@@ -173,6 +173,7 @@ void h5l_reader_close(h5l_reader_t *r)
     h5l_schema_free(&r->schema);
     h5l_index_free(r->index);
     h5l_drop_free(atomic_load(&r->drop));
+    free((void *)atomic_load(&r->vseg));
     free(r->pool);
     free(r->ticks);
     free(r->path);
