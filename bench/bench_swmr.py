@@ -17,7 +17,8 @@ it, in ticks; the bound is 3 ticks. Reported per test: min, mean, p99 and
 max latency in ticks, the passes over the bound, rows that differed from
 what the writer wrote (must be 0), polls that saw fewer rows than an
 earlier one (must be 0), the daemon's CPU (fraction of one core, over the
-writer's run) and RSS (at the end; peak).
+writer's run, and every CPU_EVERY (60) seconds of it) and RSS (at the end;
+peak); the latency over each tenth of the passes.
 
   first_open  a closed file of FO_VARS (1,000) such variables (10 passes)
           opened by h5py, netCDF4 and xarray (each in a fresh interpreter,
@@ -55,6 +56,7 @@ TICK = env("TICK", "0.1", float)
 FLUSH = env("FLUSH", "0.5", float)
 RANKS = env("RANKS", "2")
 POLL = env("POLL", "0.01", float)
+CPU_EVERY = env("CPU_EVERY", "60", float)
 BOUND = 3.0
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
 
@@ -122,7 +124,19 @@ def run(mode, nvars, passes, width):
         poll = subprocess.Popen([PY, os.path.join(HERE, "bench_swmr_poll.py"), os.path.join(mnt, "s.h5"), mode,
                                  str(nvars), str(seconds), "--width", str(width), "--interval", str(POLL)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        w.wait(timeout=seconds)
+        # the daemon's CPU every CPU_EVERY seconds of the run: does it grow
+        # with the passes? (the average alone hid a doubling)
+        cpu_series, last_c, last_t, deadline = [], cpu0, t0, t0 + seconds
+        while True:
+            try:
+                w.wait(timeout=max(0.1, min(CPU_EVERY, deadline - time.time())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.time() >= deadline:
+                    raise
+                c, t = dm.cpu_s(), time.time()
+                cpu_series.append({"s": round(t - t0), "cpu_frac": round((c - last_c) / (t - last_t), 3)})
+                last_c, last_t = c, t
         cpu1, t1 = dm.cpu_s(), time.time()
         rss, hwm = dm.status("VmRSS"), dm.status("VmHWM")
         stats = dm.stats()
@@ -139,6 +153,14 @@ def run(mode, nvars, passes, width):
         seen = {int(k): v for k, v in rec.get("seen", {}).items()}
         lat = [(seen[k] - commit[k]) / TICK for k in sorted(seen) if k in commit]
         worst = sorted(((seen[k] - commit[k]) / TICK, k) for k in seen if k in commit)[-5:]
+        keys = sorted(k for k in seen if k in commit)
+        tenths = []  # latency over each tenth of the passes
+        for i in range(10):
+            part = keys[len(keys) * i // 10:len(keys) * (i + 1) // 10]
+            if part:
+                xs = [(seen[k] - commit[k]) / TICK for k in part]
+                tenths.append({"passes": "%d-%d" % (part[0], part[-1]), "mean": round(statistics.mean(xs), 3),
+                               "max": round(max(xs), 3), "over_bound": sum(1 for x in xs if x > BOUND)})
         return {
             "mode": mode, "variables": nvars, "width": width, "ranks": RANKS, "passes": passes, "flush_s": FLUSH,
             "tick_s": TICK, "poll_s": POLL, "writer_status": w.returncode,
@@ -147,10 +169,11 @@ def run(mode, nvars, passes, width):
                               "p99": round(pct(lat, 99), 3), "max": round(max(lat), 3)} if lat else None,
             "bound_ticks": BOUND, "over_bound": sum(1 for x in lat if x > BOUND),
             "worst": [{"pass": k, "ticks": round(x, 2)} for x, k in reversed(worst)],
+            "latency_by_tenth": tenths,
             "bad_values": rec.get("bad"), "bad_examples": rec.get("bad_examples"), "went_back": rec.get("back"),
             "polls": rec.get("polls"), "poller_error": rec.get("error"),
             "daemon_cpu_frac": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_bytes": rss,
-            "daemon_peak_rss_bytes": hwm,
+            "daemon_peak_rss_bytes": hwm, "daemon_cpu_series": cpu_series,
             "skeletons": next((line for line in stats.splitlines() if line.startswith("skeletons:")), None),
             "file": next((line for line in stats.splitlines() if line.startswith("file ")), None),
         }
