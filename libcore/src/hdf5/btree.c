@@ -20,13 +20,13 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Lay out the levels for bt->n chunks: counts, first indices, node area
- * length. H5L_EINVAL if too deep, H5L_ENOMEM (bt unchanged either way). */
 /* h5l_bt_t.sep: arrays in an allocation of their own (else in nblk's) */
 #define BT_SEP_RUNS 1u
 #define BT_SEP_PL 2u
 #define BT_SEP_COUNT 4u
 
+/* Lay out the levels for bt->n chunks: counts, first indices, node area
+ * length. H5L_EINVAL if too deep, H5L_ENOMEM (bt unchanged either way). */
 static int layout(h5l_bt_t *bt)
 {
     uint64_t c = (bt->n + bt->two_k - 1) / bt->two_k, at = 0;
